@@ -1,0 +1,430 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Client talks to the QleetOS API. It is safe for concurrent use.
+type Client struct {
+	base      *url.URL
+	token     string
+	http      *http.Client
+	userAgent string
+}
+
+// Option configures a Client.
+type Option func(*Client) error
+
+// WithToken sets the bearer token.
+func WithToken(token string) Option {
+	return func(c *Client) error { c.token = token; return nil }
+}
+
+// WithHTTPClient replaces the HTTP client (default: a client with no overall timeout; use contexts).
+func WithHTTPClient(h *http.Client) Option {
+	return func(c *Client) error { c.http = h; return nil }
+}
+
+// WithUserAgent sets the User-Agent header.
+func WithUserAgent(ua string) Option {
+	return func(c *Client) error { c.userAgent = ua; return nil }
+}
+
+// WithCACert trusts the given PEM-encoded CA certificate(s) for TLS endpoints.
+func WithCACert(pemData []byte) Option {
+	return func(c *Client) error {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pemData) {
+			return errors.New("ca_cert: no PEM certificate found")
+		}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		c.http = &http.Client{Transport: tr}
+		return nil
+	}
+}
+
+// New returns a client for the API at endpoint, e.g. "http://127.0.0.1:8080".
+func New(endpoint string, opts ...Option) (*Client, error) {
+	u, err := url.Parse(strings.TrimRight(endpoint, "/"))
+	if err != nil {
+		return nil, fmt.Errorf("endpoint %q: %w", endpoint, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("endpoint %q: must be an absolute http or https URL", endpoint)
+	}
+	c := &Client{base: u, http: &http.Client{}, userAgent: "qleet-go-client"}
+	for _, o := range opts {
+		if err := o(c); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Endpoint returns the API base URL.
+func (c *Client) Endpoint() string { return c.base.String() }
+
+// Do sends one request. body, when non-nil, is sent as JSON (or as-is when it is json.RawMessage or
+// []byte); out, when non-nil, receives the decoded JSON response. API errors come back as *Error.
+func (c *Client) Do(ctx context.Context, method, path string, query url.Values, header http.Header, body, out any) error {
+	u := *c.base
+	u.Path = c.base.Path + path
+	u.RawQuery = query.Encode()
+	var rd io.Reader
+	if body != nil {
+		var data []byte
+		switch b := body.(type) {
+		case json.RawMessage:
+			data = b
+		case []byte:
+			data = b
+		default:
+			var err error
+			if data, err = json.Marshal(body); err != nil {
+				return fmt.Errorf("encode request: %w", err)
+			}
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+	if err != nil {
+		return fmt.Errorf("build request: %w", err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	if body != nil && req.Header.Get("Content-Type") == "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", c.userAgent)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, u.Redacted(), err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("%s %s: read response: %w", method, u.Path, err)
+	}
+	if resp.StatusCode >= 400 {
+		var env struct {
+			Error *Error `json:"error"`
+		}
+		if json.Unmarshal(data, &env) == nil && env.Error != nil && env.Error.Code != "" {
+			return env.Error
+		}
+		msg := strings.TrimSpace(string(data))
+		if len(msg) > 200 {
+			msg = msg[:200]
+		}
+		return &Error{Code: CodeForStatus(resp.StatusCode), Message: fmt.Sprintf("%s %s: HTTP %d: %s", method, u.Path, resp.StatusCode, msg)}
+	}
+	if out != nil && len(data) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("%s %s: decode response: %w", method, u.Path, err)
+		}
+	}
+	return nil
+}
+
+// Resource is the typed API of one kind. Get one from a Client accessor such as KubernetesRuntimes.
+type Resource[S any, T any] struct {
+	c    *Client
+	kind string
+}
+
+// For returns the typed resource of a kind. The accessors below cover the built-in kinds.
+func For[S any, T any](c *Client, kind string) *Resource[S, T] {
+	return &Resource[S, T]{c: c, kind: kind}
+}
+
+// KubernetesRuntimes is the kubernetes_runtimes collection.
+func (c *Client) KubernetesRuntimes() *Resource[KubernetesRuntimeSpec, KubernetesRuntimeStatus] {
+	return For[KubernetesRuntimeSpec, KubernetesRuntimeStatus](c, KindKubernetesRuntime)
+}
+
+// WorkloadDefinitions is the workload_definitions collection.
+func (c *Client) WorkloadDefinitions() *Resource[WorkloadDefinitionSpec, WorkloadDefinitionStatus] {
+	return For[WorkloadDefinitionSpec, WorkloadDefinitionStatus](c, KindWorkloadDefinition)
+}
+
+// WorkloadInstances is the workload_instances collection.
+func (c *Client) WorkloadInstances() *Resource[WorkloadInstanceSpec, WorkloadInstanceStatus] {
+	return For[WorkloadInstanceSpec, WorkloadInstanceStatus](c, KindWorkloadInstance)
+}
+
+// Raw returns an untyped view of any kind, for generic tools such as the CLI.
+func (c *Client) Raw(kind string) *Resource[json.RawMessage, json.RawMessage] {
+	return For[json.RawMessage, json.RawMessage](c, kind)
+}
+
+// Kind returns the singular kind name.
+func (r *Resource[S, T]) Kind() string { return r.kind }
+
+func (r *Resource[S, T]) path(parts ...string) string {
+	p := "/v1/" + Plural(r.kind)
+	for _, s := range parts {
+		p += "/" + url.PathEscape(s)
+	}
+	return p
+}
+
+func ifMatch(rv int64) http.Header {
+	if rv == 0 {
+		return nil
+	}
+	return http.Header{"If-Match": {strconv.FormatInt(rv, 10)}}
+}
+
+type writeBody[S any] struct {
+	Name   string            `json:"name"`
+	Labels map[string]string `json:"labels,omitempty"`
+	Spec   S                 `json:"spec"`
+}
+
+// Create creates the object from its name, labels and spec.
+func (r *Resource[S, T]) Create(ctx context.Context, obj *Object[S, T]) (*Object[S, T], error) {
+	out := new(Object[S, T])
+	err := r.c.Do(ctx, http.MethodPost, r.path(), nil, nil, writeBody[S]{obj.Name, obj.Labels, obj.Spec}, out)
+	return out, err
+}
+
+// Get returns the object with the given id.
+func (r *Resource[S, T]) Get(ctx context.Context, id string) (*Object[S, T], error) {
+	out := new(Object[S, T])
+	return out, r.c.Do(ctx, http.MethodGet, r.path(id), nil, nil, nil, out)
+}
+
+// GetByName returns the object with the given name.
+func (r *Resource[S, T]) GetByName(ctx context.Context, name string) (*Object[S, T], error) {
+	out := new(Object[S, T])
+	return out, r.c.Do(ctx, http.MethodGet, r.path("by-name", name), nil, nil, nil, out)
+}
+
+// ListOptions filter and page a list.
+type ListOptions struct {
+	// LabelSelector is "k=v,k2=v2"; only objects carrying every pair are listed.
+	LabelSelector string
+	// Limit is the page size (server default 100, maximum 1000).
+	Limit int
+	// Continue is the token from the previous page.
+	Continue string
+}
+
+func (o ListOptions) query() url.Values {
+	q := url.Values{}
+	if o.LabelSelector != "" {
+		q.Set("label_selector", o.LabelSelector)
+	}
+	if o.Limit > 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	if o.Continue != "" {
+		q.Set("continue", o.Continue)
+	}
+	return q
+}
+
+// List returns one page of objects.
+func (r *Resource[S, T]) List(ctx context.Context, opts ListOptions) (*List[S, T], error) {
+	out := new(List[S, T])
+	return out, r.c.Do(ctx, http.MethodGet, r.path(), opts.query(), nil, nil, out)
+}
+
+// All iterates over every object matching opts, following continue tokens.
+func (r *Resource[S, T]) All(ctx context.Context, opts ListOptions) iter.Seq2[*Object[S, T], error] {
+	return func(yield func(*Object[S, T], error) bool) {
+		for {
+			page, err := r.List(ctx, opts)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			for i := range page.Items {
+				if !yield(&page.Items[i], nil) {
+					return
+				}
+			}
+			if page.Continue == "" {
+				return
+			}
+			opts.Continue = page.Continue
+		}
+	}
+}
+
+// Update replaces the object's labels and spec. A non-zero obj.ResourceVersion is sent as If-Match,
+// so a concurrent write makes it fail with a conflict.
+func (r *Resource[S, T]) Update(ctx context.Context, obj *Object[S, T]) (*Object[S, T], error) {
+	out := new(Object[S, T])
+	err := r.c.Do(ctx, http.MethodPut, r.path(obj.ID), nil, ifMatch(obj.ResourceVersion), writeBody[S]{obj.Name, obj.Labels, obj.Spec}, out)
+	return out, err
+}
+
+// Patch applies a JSON merge patch (RFC 7396) to {"labels":..., "spec":...}.
+func (r *Resource[S, T]) Patch(ctx context.Context, id string, patch any) (*Object[S, T], error) {
+	out := new(Object[S, T])
+	h := http.Header{"Content-Type": {"application/merge-patch+json"}}
+	return out, r.c.Do(ctx, http.MethodPatch, r.path(id), nil, h, patch, out)
+}
+
+// DeleteOptions control a delete.
+type DeleteOptions struct {
+	// Cascade deletes the objects that depend on this one first, instead of answering 409.
+	Cascade bool
+	// Wait blocks until the object is gone (or ctx ends).
+	Wait bool
+}
+
+// Delete requests deletion. Controllers clean up and then the object goes. With opts.Wait it returns once
+// the object is gone.
+func (r *Resource[S, T]) Delete(ctx context.Context, id string, opts DeleteOptions) error {
+	q := url.Values{}
+	if opts.Cascade {
+		q.Set("cascade", "true")
+	}
+	if err := r.c.Do(ctx, http.MethodDelete, r.path(id), q, nil, nil, nil); err != nil {
+		if IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	if !opts.Wait {
+		return nil
+	}
+	return r.WaitGone(ctx, id)
+}
+
+// WaitGone blocks until the object no longer exists.
+func (r *Resource[S, T]) WaitGone(ctx context.Context, id string) error {
+	for {
+		q := url.Values{"wait": {"gone"}, "timeout": {"30s"}}
+		err := r.c.Do(ctx, http.MethodGet, r.path(id), q, nil, nil, nil)
+		if IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("waiting for %s %s to be deleted: %w", r.kind, id, err)
+		}
+	}
+}
+
+// UpdateStatus writes the status (controller role). rv is sent as If-Match; a stale one fails with a conflict.
+func (r *Resource[S, T]) UpdateStatus(ctx context.Context, id string, rv int64, status T) (*Object[S, T], error) {
+	out := new(Object[S, T])
+	return out, r.c.Do(ctx, http.MethodPut, r.path(id, "status"), nil, ifMatch(rv), status, out)
+}
+
+// Finalize removes an object whose deletion was requested, once its controller has cleaned up (controller role).
+func (r *Resource[S, T]) Finalize(ctx context.Context, id string) error {
+	return r.c.Do(ctx, http.MethodPost, r.path(id, "finalize"), nil, nil, nil, nil)
+}
+
+// Events lists the object's events, newest last.
+func (r *Resource[S, T]) Events(ctx context.Context, id string) ([]Event, error) {
+	var out struct {
+		Items []Event `json:"items"`
+	}
+	return out.Items, r.c.Do(ctx, http.MethodGet, r.path(id, "events"), nil, nil, nil, &out)
+}
+
+// RecordEvent appends an event to the object (controller role).
+func (r *Resource[S, T]) RecordEvent(ctx context.Context, id string, ev Event) error {
+	return r.c.Do(ctx, http.MethodPost, r.path(id, "events"), nil, nil, ev, nil)
+}
+
+// FailedError is returned by WaitReconciled when the object went Failed at its current generation.
+type FailedError struct {
+	// Kind and Name identify the object.
+	Kind, Name string
+	// Status is the common status at the time of failure.
+	Status Status
+}
+
+func (e *FailedError) Error() string {
+	msg := fmt.Sprintf("%s %q failed: %s", e.Kind, e.Name, e.Status.Message)
+	for _, c := range e.Status.Conditions {
+		if c.Status != ConditionTrue && c.Message != "" && c.Message != e.Status.Message {
+			msg += fmt.Sprintf("; %s: %s", c.Type, c.Message)
+		}
+	}
+	return msg
+}
+
+// IsFailed reports whether err says the object went Failed.
+func IsFailed(err error) bool {
+	var f *FailedError
+	return errors.As(err, &f)
+}
+
+// WaitReconciled blocks until the object is reconciled (phase Ready at its current generation) and returns
+// it. It returns at once with a *FailedError when the object goes Failed at its current generation, and
+// with ctx's error (wrapped with the last status) when ctx ends first. It uses the server-side wait, so
+// it does not poll.
+func (r *Resource[S, T]) WaitReconciled(ctx context.Context, id string) (*Object[S, T], error) {
+	var last *Object[S, T]
+	for {
+		timeout := 30 * time.Second
+		if dl, ok := ctx.Deadline(); ok {
+			if left := time.Until(dl); left < timeout {
+				timeout = max(left, 10*time.Millisecond)
+			}
+		}
+		q := url.Values{"wait": {"reconciled"}, "timeout": {timeout.String()}}
+		obj := new(Object[S, T])
+		err := r.c.Do(ctx, http.MethodGet, r.path(id), q, nil, nil, obj)
+		if err != nil {
+			if ctx.Err() != nil && last != nil {
+				return last, fmt.Errorf("waiting for %s %q: %w (last phase %s: %s)", r.kind, last.Name, ctx.Err(), statusOf(last).Phase, statusOf(last).Message)
+			}
+			return last, err
+		}
+		last = obj
+		st := statusOf(obj)
+		if Reconciled(obj.Generation, st) {
+			return obj, nil
+		}
+		if st.Phase == PhaseFailed && st.ObservedGeneration == obj.Generation {
+			return obj, &FailedError{Kind: r.kind, Name: obj.Name, Status: *st}
+		}
+		if err := ctx.Err(); err != nil {
+			return obj, fmt.Errorf("waiting for %s %q: %w (last phase %s: %s)", r.kind, obj.Name, err, st.Phase, st.Message)
+		}
+	}
+}
+
+// statusOf extracts the common status of any object, typed or raw.
+func statusOf[S any, T any](obj *Object[S, T]) *Status {
+	if a, ok := any(&obj.Status).(StatusAccessor); ok {
+		return a.Common()
+	}
+	st := new(Status)
+	if raw, ok := any(obj.Status).(json.RawMessage); ok && len(raw) > 0 {
+		_ = json.Unmarshal(raw, st)
+	}
+	return st
+}
+
+// CommonStatus returns the common status fields of any object, typed or raw.
+func CommonStatus[S any, T any](obj *Object[S, T]) *Status { return statusOf(obj) }

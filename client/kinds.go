@@ -1,0 +1,224 @@
+package client
+
+// Kind names. Each kind has a REST collection /v1/<plural> and a Terraform resource qleet_<singular>.
+const (
+	KindKubernetesRuntime  = "kubernetes_runtime"
+	KindWorkloadDefinition = "workload_definition"
+	KindWorkloadInstance   = "workload_instance"
+)
+
+// Plural returns the collection name of a singular kind ("kubernetes_runtime" -> "kubernetes_runtimes").
+func Plural(kind string) string { return kind + "s" }
+
+// Runtime providers.
+const (
+	ProviderLocal      = "local"
+	ProviderKubeconfig = "kubeconfig"
+	ProviderEKS        = "eks"
+)
+
+// KubernetesRuntimeSpec declares a Kubernetes cluster in the compute space.
+type KubernetesRuntimeSpec struct {
+	// Provider is "local" (a kubesim cluster owned by the control plane), "kubeconfig" (bring your own) or "eks".
+	Provider string `json:"provider"`
+	// Region is the region the cluster lives in; local clusters label their nodes with it.
+	Region string `json:"region,omitempty"`
+	// Zones are the availability zones of a local cluster's nodes.
+	Zones []string `json:"zones,omitempty"`
+	// Nodes is the node count of a local cluster (default 3).
+	Nodes int `json:"nodes,omitempty"`
+	// MinNodes and MaxNodes bound node autoscaling where the provider supports it.
+	MinNodes int `json:"min_nodes,omitempty"`
+	// MaxNodes is the upper node bound for autoscaling.
+	MaxNodes int `json:"max_nodes,omitempty"`
+	// Kubeconfig is the kubeconfig document of a "kubeconfig" runtime. Write-only: returned only to controllers.
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+	// Context selects a kubeconfig context; the current context when empty.
+	Context string `json:"context,omitempty"`
+}
+
+// KubernetesRuntimeStatus is the observed state of a runtime.
+type KubernetesRuntimeStatus struct {
+	Status
+	// Endpoint is the API server address.
+	Endpoint string `json:"endpoint,omitempty"`
+	// Version is the Kubernetes server version, e.g. "v1.31.4".
+	Version string `json:"version,omitempty"`
+	// NodesReady counts nodes whose Ready condition is True.
+	NodesReady int `json:"nodes_ready"`
+	// NodesTotal counts all nodes.
+	NodesTotal int `json:"nodes_total"`
+	// Region is the region reported by the nodes' topology labels.
+	Region string `json:"region,omitempty"`
+}
+
+// KubernetesRuntime is a cluster in the compute space.
+type KubernetesRuntime = Object[KubernetesRuntimeSpec, KubernetesRuntimeStatus]
+
+// EnvVar is one environment variable.
+type EnvVar struct {
+	// Name is the variable name.
+	Name string `json:"name"`
+	// Value is the variable value.
+	Value string `json:"value"`
+}
+
+// ContainerPort is a port a container listens on.
+type ContainerPort struct {
+	// Name is an optional IANA_SVC_NAME.
+	Name string `json:"name,omitempty"`
+	// ContainerPort is the port number, 1-65535.
+	ContainerPort int32 `json:"container_port"`
+	// Protocol is TCP (default), UDP or SCTP.
+	Protocol string `json:"protocol,omitempty"`
+}
+
+// ResourceList is an amount of compute resources.
+type ResourceList struct {
+	// CPU is a Kubernetes quantity, e.g. "250m".
+	CPU string `json:"cpu,omitempty"`
+	// Memory is a Kubernetes quantity, e.g. "256Mi".
+	Memory string `json:"memory,omitempty"`
+}
+
+// Resources are a container's requests and limits.
+type Resources struct {
+	// Requests is what the scheduler reserves.
+	Requests ResourceList `json:"requests,omitzero"`
+	// Limits caps what the container may use.
+	Limits ResourceList `json:"limits,omitzero"`
+}
+
+// Probe is a liveness or readiness check. Exactly one of HTTPGetPath, TCPPort or Exec is set.
+type Probe struct {
+	// HTTPGetPath is the path of an HTTP GET check on Port.
+	HTTPGetPath string `json:"http_get_path,omitempty"`
+	// Port is the port of an HTTP or TCP check.
+	Port int32 `json:"port,omitempty"`
+	// TCP makes the check a TCP connect to Port.
+	TCP bool `json:"tcp,omitempty"`
+	// Exec is a command run in the container.
+	Exec []string `json:"exec,omitempty"`
+	// InitialDelaySeconds before the first check.
+	InitialDelaySeconds int32 `json:"initial_delay_seconds,omitempty"`
+	// PeriodSeconds between checks.
+	PeriodSeconds int32 `json:"period_seconds,omitempty"`
+}
+
+// Container is one container of a workload.
+type Container struct {
+	// Name is a DNS-1123 label, unique within the workload.
+	Name string `json:"name"`
+	// Image is an OCI image reference.
+	Image string `json:"image"`
+	// Command overrides the image entrypoint.
+	Command []string `json:"command,omitempty"`
+	// Args are the arguments to the entrypoint.
+	Args []string `json:"args,omitempty"`
+	// Ports are the ports the container listens on.
+	Ports []ContainerPort `json:"ports,omitempty"`
+	// Env are environment variables.
+	Env []EnvVar `json:"env,omitempty"`
+	// Resources are requests and limits.
+	Resources *Resources `json:"resources,omitempty"`
+	// LivenessProbe restarts the container when it fails.
+	LivenessProbe *Probe `json:"liveness_probe,omitempty"`
+	// ReadinessProbe gates traffic until it passes.
+	ReadinessProbe *Probe `json:"readiness_probe,omitempty"`
+}
+
+// HelmSource is a Helm chart to render.
+type HelmSource struct {
+	// Repository is a chart repository URL; empty when Chart is a local path.
+	Repository string `json:"repository,omitempty"`
+	// Chart is the chart name in Repository, or a local path to a chart directory or archive.
+	Chart string `json:"chart"`
+	// Version is the chart version; the latest when empty.
+	Version string `json:"version,omitempty"`
+	// Values is a YAML document of chart values.
+	Values string `json:"values,omitempty"`
+}
+
+// Autoscaling bounds a HorizontalPodAutoscaler.
+type Autoscaling struct {
+	// MinReplicas is the lower bound, at least 1.
+	MinReplicas int32 `json:"min_replicas"`
+	// MaxReplicas is the upper bound, at least MinReplicas.
+	MaxReplicas int32 `json:"max_replicas"`
+	// TargetCPUPercent is the average CPU utilization target, 1-100 (default 80).
+	TargetCPUPercent int32 `json:"target_cpu_percent,omitempty"`
+}
+
+// WorkloadDefinitionSpec says what to run. Exactly one of Containers, Manifests or Helm is set.
+type WorkloadDefinitionSpec struct {
+	// Containers run as one Deployment (with a Service when ports are declared).
+	Containers []Container `json:"containers,omitempty"`
+	// Manifests is a multi-document YAML of Kubernetes objects.
+	Manifests string `json:"manifests,omitempty"`
+	// Helm is a chart to render.
+	Helm *HelmSource `json:"helm,omitempty"`
+	// Replicas is the default replica count (default 1).
+	Replicas *int32 `json:"replicas,omitempty"`
+	// Autoscaling, when set, renders a HorizontalPodAutoscaler.
+	Autoscaling *Autoscaling `json:"autoscaling,omitempty"`
+}
+
+// WorkloadDefinitionStatus is the observed state of a definition.
+type WorkloadDefinitionStatus struct {
+	Status
+	// Instances counts the instances of this definition.
+	Instances int `json:"instances"`
+}
+
+// WorkloadDefinition says what to run.
+type WorkloadDefinition = Object[WorkloadDefinitionSpec, WorkloadDefinitionStatus]
+
+// WorkloadInstanceSpec says where and how to run a definition.
+type WorkloadInstanceSpec struct {
+	// DefinitionID is the workload definition to run.
+	DefinitionID string `json:"definition_id"`
+	// RuntimeID is the kubernetes runtime to run it on.
+	RuntimeID string `json:"runtime_id"`
+	// Namespace is the Kubernetes namespace; derived from the instance name when empty.
+	Namespace string `json:"namespace,omitempty"`
+	// Replicas overrides the definition's replica count.
+	Replicas *int32 `json:"replicas,omitempty"`
+	// Env adds or overrides environment variables in every container.
+	Env []EnvVar `json:"env,omitempty"`
+	// Images overrides the image per container name.
+	Images map[string]string `json:"images,omitempty"`
+}
+
+// AppliedObject is one Kubernetes object an instance applied, and how it is doing.
+type AppliedObject struct {
+	// APIVersion of the object.
+	APIVersion string `json:"api_version"`
+	// Kind of the object.
+	Kind string `json:"kind"`
+	// Namespace of the object; empty for cluster-scoped objects.
+	Namespace string `json:"namespace,omitempty"`
+	// Name of the object.
+	Name string `json:"name"`
+	// Ready reports whether the object is available.
+	Ready bool `json:"ready"`
+	// Message explains why it is not ready.
+	Message string `json:"message,omitempty"`
+}
+
+// WorkloadInstanceStatus is the observed state of an instance.
+type WorkloadInstanceStatus struct {
+	Status
+	// Namespace is the namespace the instance runs in.
+	Namespace string `json:"namespace,omitempty"`
+	// Replicas is the desired replica count summed over the instance's workloads.
+	Replicas int32 `json:"replicas"`
+	// ReadyReplicas counts ready pods.
+	ReadyReplicas int32 `json:"ready_replicas"`
+	// AvailableReplicas counts available pods.
+	AvailableReplicas int32 `json:"available_replicas"`
+	// Objects are the applied Kubernetes objects.
+	Objects []AppliedObject `json:"objects,omitempty"`
+}
+
+// WorkloadInstance says where and how to run a definition.
+type WorkloadInstance = Object[WorkloadInstanceSpec, WorkloadInstanceStatus]

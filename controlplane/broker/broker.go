@@ -1,0 +1,292 @@
+// Package broker connects the control plane to NATS JetStream: an embedded nats-server storing in the
+// data dir, or an external cluster given by URL. It owns the reconcile stream and its per-kind durable
+// consumers, the outbox relay that moves committed outbox rows from the store to the stream, and the
+// per-object locks kept in a KV bucket.
+//
+// Stream QLEET takes subjects qleet.reconcile.<kind>.<id>. It is a work queue (a message is removed once
+// acknowledged) that keeps at most one message per subject, the newest: several pending notifications for
+// one object coalesce into one, and a notification that arrives while an older one is being reconciled
+// replaces it, so it is delivered again once the current reconcile may have read stale state. See
+// coalesce_test.go for the behaviour verified against nats-server.
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Names fixed by the NATS contract.
+const (
+	// StreamName is the JetStream stream that carries reconcile notifications.
+	StreamName = "QLEET"
+	// SubjectPrefix prefixes every reconcile subject: qleet.reconcile.<kind>.<id>.
+	SubjectPrefix = "qleet.reconcile."
+	// LockBucket is the KV bucket that holds per-object locks, keyed <kind>.<id>.
+	LockBucket = "qleet_locks"
+	// ConsumerPrefix prefixes each kind's durable consumer: reconcile_<kind>.
+	ConsumerPrefix = "reconcile_"
+	// MsgIDPrefix prefixes the Nats-Msg-Id of a message published from an outbox row: outbox-<id>.
+	MsgIDPrefix = "outbox-"
+)
+
+// lockMarkerTTL is how long the lock bucket keeps the marker the server writes when a key expires.
+const lockMarkerTTL = time.Second
+
+// Config configures the connection to NATS and the stream settings.
+type Config struct {
+	// URL of an external NATS server or cluster (comma-separated). Empty: start an embedded server.
+	URL string
+	// DataDir is the JetStream store dir of the embedded server. Required when URL is empty.
+	DataDir string
+	// Host is the embedded server's listen address. Default "127.0.0.1".
+	Host string
+	// Port is the embedded server's client port. Default (0 or -1): random, kept across restarts.
+	Port int
+	// Replicas of the stream and lock bucket on an external cluster. Default 1. The embedded server
+	// always uses 1.
+	Replicas int
+	// DuplicateWindow is how long the stream remembers message ids for de-duplication. Default 2m.
+	DuplicateWindow time.Duration
+	// AckWait is how long a consumer waits for an ack before redelivering. Default 30s.
+	AckWait time.Duration
+	// MaxAckPending bounds the unacknowledged messages of each consumer. Default 1000.
+	MaxAckPending int
+	// Name is the client connection name. Default "qleet".
+	Name string
+	// Logger receives connection events. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() error {
+	if c.URL == "" && c.DataDir == "" {
+		return errors.New("broker: DataDir is required for the embedded server")
+	}
+	if c.Replicas <= 0 || c.URL == "" {
+		c.Replicas = 1
+	}
+	if c.DuplicateWindow <= 0 {
+		c.DuplicateWindow = 2 * time.Minute
+	}
+	if c.AckWait <= 0 {
+		c.AckWait = 30 * time.Second
+	}
+	if c.MaxAckPending <= 0 {
+		c.MaxAckPending = 1000
+	}
+	if c.Name == "" {
+		c.Name = "qleet"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+// Broker is a connection to NATS JetStream with the reconcile stream and lock bucket ensured.
+type Broker struct {
+	cfg      Config
+	embedded *EmbeddedServer
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	locks    jetstream.KeyValue
+}
+
+// Start starts the embedded server (when cfg.URL is empty) or connects to cfg.URL, and creates or
+// updates the stream QLEET and the lock bucket. The connection reconnects forever, so the broker
+// survives a NATS restart; calls made while disconnected fail (or time out with their ctx) and are
+// retried by their callers.
+func Start(ctx context.Context, cfg Config) (*Broker, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	b := &Broker{cfg: cfg}
+	url := cfg.URL
+	if url == "" {
+		es, err := NewEmbeddedServer(EmbeddedConfig{DataDir: cfg.DataDir, Host: cfg.Host, Port: cfg.Port})
+		if err != nil {
+			return nil, fmt.Errorf("broker: %w", err)
+		}
+		if err := es.Start(ctx); err != nil {
+			return nil, fmt.Errorf("broker: %w", err)
+		}
+		b.embedded = es
+		url = es.ClientURL()
+	}
+	log := cfg.Logger
+	nc, err := nats.Connect(url,
+		nats.Name(cfg.Name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250*time.Millisecond),
+		nats.ReconnectJitter(100*time.Millisecond, time.Second),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			log.Warn("nats disconnected", "error", err)
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) {
+			log.Info("nats reconnected", "url", c.ConnectedUrlRedacted())
+		}),
+	)
+	if err != nil {
+		b.stopEmbedded()
+		return nil, fmt.Errorf("broker: connect %s: %w", url, err)
+	}
+	b.nc = nc
+	js, err := jetstream.New(nc,
+		jetstream.WithPublishAsyncMaxPending(4096),
+		jetstream.WithPublishAsyncTimeout(10*time.Second),
+	)
+	if err != nil {
+		b.Close()
+		return nil, fmt.Errorf("broker: jetstream: %w", err)
+	}
+	b.js = js
+	if err := b.ensure(ctx); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *Broker) ensure(ctx context.Context) error {
+	_, err := b.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        StreamName,
+		Description: "QleetOS reconcile notifications, one pending per object",
+		Subjects:    []string{SubjectPrefix + ">"},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		// One message per object subject: a newer notification replaces an older one, pending or in flight.
+		MaxMsgsPerSubject: 1,
+		Discard:           jetstream.DiscardOld,
+		MaxMsgs:           -1,
+		MaxBytes:          -1,
+		Duplicates:        b.cfg.DuplicateWindow,
+		Replicas:          b.cfg.Replicas,
+	})
+	if err != nil {
+		return fmt.Errorf("broker: ensure stream %s: %w", StreamName, err)
+	}
+	kv, err := b.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      LockBucket,
+		Description: "QleetOS per-object reconcile locks, key <kind>.<id>, per-key TTL",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    b.cfg.Replicas,
+		// Enables per-key TTL (Nats-TTL, nats-server 2.11+); each lock carries its own TTL.
+		LimitMarkerTTL: lockMarkerTTL,
+	})
+	if err != nil {
+		return fmt.Errorf("broker: ensure lock bucket %s: %w", LockBucket, err)
+	}
+	b.locks = kv
+	return nil
+}
+
+// Close drains nothing: it closes the connection and stops the embedded server, if any.
+func (b *Broker) Close() {
+	if b.nc != nil {
+		b.nc.Close()
+	}
+	b.stopEmbedded()
+}
+
+func (b *Broker) stopEmbedded() {
+	if b.embedded != nil {
+		b.embedded.Stop()
+	}
+}
+
+// ClientURL is the URL other processes (controllers, tests) use to reach this broker's NATS.
+func (b *Broker) ClientURL() string {
+	if b.embedded != nil {
+		return b.embedded.ClientURL()
+	}
+	return b.cfg.URL
+}
+
+// Conn is the underlying NATS connection.
+func (b *Broker) Conn() *nats.Conn { return b.nc }
+
+// JetStream is the JetStream context on Conn.
+func (b *Broker) JetStream() jetstream.JetStream { return b.js }
+
+// Embedded is the embedded server, or nil when connected to an external URL. Stopping and starting it
+// simulates a broker outage; the connection reconnects on its own.
+func (b *Broker) Embedded() *EmbeddedServer { return b.embedded }
+
+// Subject is the reconcile subject of one object: qleet.reconcile.<kind>.<id>.
+func Subject(kind, id string) string {
+	return SubjectPrefix + kind + "." + id
+}
+
+// ParseSubject splits a reconcile subject into kind and id.
+func ParseSubject(subject string) (kind, id string, err error) {
+	rest, ok := strings.CutPrefix(subject, SubjectPrefix)
+	if !ok {
+		return "", "", fmt.Errorf("broker: subject %q lacks prefix %q", subject, SubjectPrefix)
+	}
+	kind, id, ok = strings.Cut(rest, ".")
+	if !ok || validToken(kind) != nil || validToken(id) != nil {
+		return "", "", fmt.Errorf("broker: subject %q is not %s<kind>.<id>", subject, SubjectPrefix)
+	}
+	return kind, id, nil
+}
+
+// validToken checks that s is usable as one subject token (and in consumer names and KV keys).
+func validToken(s string) error {
+	if s == "" {
+		return errors.New("empty")
+	}
+	if i := strings.IndexAny(s, ".*> \t\r\n"); i >= 0 {
+		return fmt.Errorf("contains %q", s[i])
+	}
+	return nil
+}
+
+// ConsumerName is the durable consumer name of a kind: reconcile_<kind>.
+func ConsumerName(kind string) string { return ConsumerPrefix + kind }
+
+// Consumer creates or updates the durable pull consumer of a kind (reconcile_<kind>, filtered to
+// qleet.reconcile.<kind>.>). Any number of processes may consume from it; each message goes to one.
+func (b *Broker) Consumer(ctx context.Context, kind string) (jetstream.Consumer, error) {
+	if err := validToken(kind); err != nil {
+		return nil, fmt.Errorf("broker: kind %q: %w", kind, err)
+	}
+	c, err := b.js.CreateOrUpdateConsumer(ctx, StreamName, jetstream.ConsumerConfig{
+		Durable:       ConsumerName(kind),
+		Description:   "reconcile " + kind,
+		FilterSubject: SubjectPrefix + kind + ".>",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       b.cfg.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: b.cfg.MaxAckPending,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("broker: consumer %s: %w", ConsumerName(kind), err)
+	}
+	return c, nil
+}
+
+// Publish notifies the controller of kind that object id needs reconciling. A non-empty msgID is sent as
+// Nats-Msg-Id, so that publishing it again within the duplicate window is a no-op.
+func (b *Broker) Publish(ctx context.Context, kind, id, msgID string) error {
+	if err := validToken(kind); err != nil {
+		return fmt.Errorf("broker: kind %q: %w", kind, err)
+	}
+	if err := validToken(id); err != nil {
+		return fmt.Errorf("broker: id %q: %w", id, err)
+	}
+	var opts []jetstream.PublishOpt
+	if msgID != "" {
+		opts = append(opts, jetstream.WithMsgID(msgID))
+	}
+	if _, err := b.js.Publish(ctx, Subject(kind, id), nil, opts...); err != nil {
+		return fmt.Errorf("broker: publish %s: %w", Subject(kind, id), err)
+	}
+	return nil
+}

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
+)
+
+type mode int
+
+const (
+	modeServer mode = iota
+	modeAPI
+	modeController
+)
+
+// envDefault returns $QLEET_<NAME> or def.
+func envDefault(name, def string) string {
+	if v := os.Getenv("QLEET_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); v != "" {
+		return v
+	}
+	return def
+}
+
+func runServer(ctx context.Context, args []string, m mode) error {
+	fs := flag.NewFlagSet("qleet", flag.ContinueOnError)
+	dataDir := fs.String("data-dir", envDefault("data-dir", ".qleet"), "data directory (database, NATS store, tokens, local clusters)")
+	listen := fs.String("listen", envDefault("listen", "127.0.0.1:8080"), "API listen address")
+	dbURL := fs.String("database-url", envDefault("database-url", ""), "PostgreSQL URL (default: SQLite in the data dir)")
+	natsURL := fs.String("nats-url", envDefault("nats-url", ""), "external NATS URL (default: embedded)")
+	apiEndpoint := fs.String("api-endpoint", envDefault("api-endpoint", ""), "API endpoint (controller mode)")
+	token := fs.String("token", envDefault("token", ""), "controller token (controller mode)")
+	workers := fs.Int("workers", 4, "reconcile workers per kind")
+	resync := fs.Duration("resync", 30*time.Second, "resync interval for objects that are not reconciled")
+	drift := fs.Duration("drift-interval", 60*time.Second, "how often Ready objects are re-checked for drift")
+	logLevel := fs.String("log-level", envDefault("log-level", "info"), "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return usageError{err.Error()}
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
+		return usageError{fmt.Sprintf("--log-level: %v", err)}
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	cfg := app.Config{
+		DataDir: *dataDir, Listen: *listen, DatabaseURL: *dbURL, NATSURL: *natsURL,
+		APIEndpoint: *apiEndpoint, ControllerToken: *token,
+		Workers: *workers, ResyncInterval: *resync, DriftInterval: *drift, Logger: logger,
+		API: m != modeController, Controllers: m != modeAPI,
+	}
+	start := time.Now()
+	a, err := app.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if a.Endpoint != "" {
+		fmt.Printf("qleet %s ready in %s\n  endpoint:    %s\n  admin token: %s\n", modeName(m), time.Since(start).Round(time.Millisecond), a.Endpoint, a.AdminTokenPath)
+	} else {
+		fmt.Printf("qleet controller ready in %s, serving %s\n", time.Since(start).Round(time.Millisecond), cfg.APIEndpoint)
+	}
+	<-ctx.Done()
+	fmt.Fprintln(os.Stderr, "qleet: shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a.Close(sctx)
+	return a.Err()
+}
+
+func modeName(m mode) string {
+	switch m {
+	case modeAPI:
+		return "api"
+	case modeController:
+		return "controller"
+	default:
+		return "server"
+	}
+}

@@ -1,0 +1,479 @@
+package kube
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+)
+
+// Ownership labels and the field manager QleetOS applies with.
+const (
+	// FieldManager is the server-side apply field manager of every object QleetOS applies.
+	FieldManager = "qleet"
+	// LabelManagedBy marks objects QleetOS manages; its value is ManagedByValue.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// ManagedByValue is the value of LabelManagedBy.
+	ManagedByValue = "qleet"
+	// LabelInstanceID carries the id of the owner (a workload instance) of an applied object.
+	LabelInstanceID = "qleetos.io/instance-id"
+	// AnnotationAppliedHash holds a hash of the desired object as last applied. When the live object
+	// still carries the hash of the desired one, any change a re-apply makes is drift.
+	AnnotationAppliedHash = "qleetos.io/applied-hash"
+	// ManagedSelector selects every object QleetOS manages.
+	ManagedSelector = LabelManagedBy + "=" + ManagedByValue
+)
+
+// Owner identifies who owns a set of applied objects.
+type Owner struct {
+	// InstanceID is the owner's id, written to LabelInstanceID. Required.
+	InstanceID string
+	// Namespace is given to namespaced objects that name none.
+	Namespace string
+	// Previous lists what the owner applied last time (e.g. from its status). Apply reports an object
+	// of Previous that has gone missing as drift; Prune and DeleteAll also search its kinds.
+	Previous []AppliedRef
+}
+
+// InstanceSelector selects the objects owned by o.
+func (o Owner) InstanceSelector() string {
+	return ManagedSelector + "," + LabelInstanceID + "=" + o.InstanceID
+}
+
+// AppliedRef names one applied object.
+type AppliedRef struct {
+	// APIVersion is e.g. "apps/v1".
+	APIVersion string
+	// Kind is e.g. "Deployment".
+	Kind string
+	// Namespace is empty for cluster-scoped objects.
+	Namespace string
+	// Name is the object's name.
+	Name string
+	// Drift, set by Apply, says what the apply put back: the object had been deleted, or edited away
+	// from what was last applied. Empty when nothing was corrected.
+	Drift string
+}
+
+// String returns "Kind/name" or "Kind/namespace/name".
+func (r AppliedRef) String() string {
+	if r.Namespace == "" {
+		return r.Kind + "/" + r.Name
+	}
+	return r.Kind + "/" + r.Namespace + "/" + r.Name
+}
+
+// GroupKind returns the ref's group and kind.
+func (r AppliedRef) GroupKind() schema.GroupKind {
+	return schema.FromAPIVersionAndKind(r.APIVersion, r.Kind).GroupKind()
+}
+
+// key identifies the object regardless of version and Drift.
+func (r AppliedRef) key() string {
+	gk := r.GroupKind()
+	return gk.Group + "/" + gk.Kind + "/" + r.Namespace + "/" + r.Name
+}
+
+// RefOf returns the ref of an object.
+func RefOf(u *unstructured.Unstructured) AppliedRef {
+	return AppliedRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}
+}
+
+// ApplyError is an error applying one object. Invalid says the cluster rejected the object itself (an
+// unknown kind, a schema violation), so retrying the same object cannot help.
+type ApplyError struct {
+	// Ref names the object.
+	Ref AppliedRef
+	// Invalid is true when retrying cannot succeed until the object changes.
+	Invalid bool
+	// Err is the cause.
+	Err error
+}
+
+func (e *ApplyError) Error() string {
+	name := e.Ref.Kind + "/" + e.Ref.Name
+	return name + ": " + e.Err.Error()
+}
+
+func (e *ApplyError) Unwrap() error { return e.Err }
+
+// IsInvalid reports whether err says the cluster rejected an object as invalid, so that retrying the same
+// objects cannot succeed: no such kind, 400 Bad Request, 422 Invalid, and similar 4xx answers.
+func IsInvalid(err error) bool {
+	var ae *ApplyError
+	if errors.As(err, &ae) {
+		return ae.Invalid
+	}
+	return invalidCause(err)
+}
+
+func invalidCause(err error) bool {
+	return meta.IsNoMatchError(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) ||
+		apierrors.IsMethodNotSupported(err) || apierrors.IsNotAcceptable(err) ||
+		apierrors.IsUnsupportedMediaType(err) || apierrors.IsRequestEntityTooLargeError(err)
+}
+
+// applyOrder ranks kinds so that what others depend on is applied first (after Helm's install order).
+// Namespaces come first and CustomResourceDefinitions second; unknown kinds (custom resources) last.
+var applyOrder = func() map[string]int {
+	kinds := []string{
+		"Namespace", "CustomResourceDefinition", "NetworkPolicy", "ResourceQuota", "LimitRange",
+		"PodDisruptionBudget", "ServiceAccount", "Secret", "ConfigMap", "StorageClass", "PersistentVolume",
+		"PersistentVolumeClaim", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service",
+		"DaemonSet", "Pod", "ReplicationController", "ReplicaSet", "Deployment", "HorizontalPodAutoscaler",
+		"StatefulSet", "Job", "CronJob", "IngressClass", "Ingress", "APIService",
+	}
+	m := make(map[string]int, len(kinds))
+	for i, k := range kinds {
+		m[k] = i
+	}
+	return m
+}()
+
+func orderOf(kind string) int {
+	if i, ok := applyOrder[kind]; ok {
+		return i
+	}
+	return len(applyOrder)
+}
+
+// SortForApply orders objects for applying: namespaces, then CRDs, then the rest in dependency order.
+// The sort is stable, so objects of one kind keep their order.
+func SortForApply(objs []*unstructured.Unstructured) {
+	sort.SliceStable(objs, func(i, j int) bool { return orderOf(objs[i].GetKind()) < orderOf(objs[j].GetKind()) })
+}
+
+// crdEstablishTimeout bounds the wait for applied CRDs to be served.
+const crdEstablishTimeout = 30 * time.Second
+
+// Apply server-side applies objs to the cluster with field manager "qleet" and Force, labelled for
+// owner (on the object and on any pod template), in dependency order: namespaces, then CRDs (after which
+// it waits for them to be established and resets the REST mapper), then the rest. It stops at the first
+// error, an *ApplyError naming the object ("Widget/foo: no matches for kind ..."); IsInvalid tells
+// whether retrying can help. It returns the applied objects in apply order, each with what it put back
+// when the live object had drifted (see AppliedRef.Drift). objs are not modified.
+func Apply(ctx context.Context, cl *Cluster, owner Owner, objs []*unstructured.Unstructured) ([]AppliedRef, error) {
+	if owner.InstanceID == "" {
+		return nil, errors.New("apply: owner has no instance id")
+	}
+	prepared := make([]*unstructured.Unstructured, 0, len(objs))
+	for _, o := range objs {
+		if o.GetKind() == "" || o.GetAPIVersion() == "" || o.GetName() == "" {
+			return nil, &ApplyError{Ref: RefOf(o), Invalid: true, Err: errors.New("object needs apiVersion, kind and metadata.name")}
+		}
+		prepared = append(prepared, prepare(o, owner))
+	}
+	SortForApply(prepared)
+	previous := make(map[string]bool, len(owner.Previous))
+	for _, r := range owner.Previous {
+		previous[r.key()] = true
+	}
+
+	var crds []string
+	refs := make([]AppliedRef, 0, len(prepared))
+	for _, o := range prepared {
+		if len(crds) > 0 && o.GetKind() != "CustomResourceDefinition" {
+			if err := waitCRDsEstablished(ctx, cl, crds); err != nil {
+				return refs, err
+			}
+			crds = nil
+			cl.Mapper.Reset()
+		}
+		ref, err := applyOne(ctx, cl, owner, o, previous)
+		if err != nil {
+			return refs, err
+		}
+		refs = append(refs, ref)
+		if o.GetKind() == "CustomResourceDefinition" {
+			crds = append(crds, o.GetName())
+		}
+	}
+	if len(crds) > 0 {
+		if err := waitCRDsEstablished(ctx, cl, crds); err != nil {
+			return refs, err
+		}
+		cl.Mapper.Reset()
+	}
+	return refs, nil
+}
+
+// prepare copies o, adds the ownership labels to it and to its pod template, and records the hash of
+// the result in AnnotationAppliedHash.
+func prepare(o *unstructured.Unstructured, owner Owner) *unstructured.Unstructured {
+	u := o.DeepCopy()
+	unstructured.RemoveNestedField(u.Object, "status")
+	u.SetLabels(withOwnerLabels(u.GetLabels(), owner))
+	for _, path := range podTemplatePaths(u.GetKind()) {
+		labelsPath := append(append([]string{}, path...), "metadata", "labels")
+		if _, found, _ := unstructured.NestedMap(u.Object, path...); !found {
+			continue
+		}
+		tl, _, _ := unstructured.NestedStringMap(u.Object, labelsPath...)
+		_ = unstructured.SetNestedStringMap(u.Object, withOwnerLabels(tl, owner), labelsPath...)
+	}
+	ann := u.GetAnnotations()
+	delete(ann, AnnotationAppliedHash)
+	if len(ann) == 0 {
+		ann = nil
+	}
+	u.SetAnnotations(ann)
+	data, _ := json.Marshal(u.Object) // maps marshal with sorted keys, so the hash is stable
+	sum := sha256.Sum256(data)
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[AnnotationAppliedHash] = hex.EncodeToString(sum[:12])
+	u.SetAnnotations(ann)
+	return u
+}
+
+func withOwnerLabels(l map[string]string, owner Owner) map[string]string {
+	out := make(map[string]string, len(l)+2)
+	for k, v := range l {
+		out[k] = v
+	}
+	out[LabelManagedBy] = ManagedByValue
+	out[LabelInstanceID] = owner.InstanceID
+	return out
+}
+
+// podTemplatePaths returns where a kind keeps its pod template.
+func podTemplatePaths(kind string) [][]string {
+	switch kind {
+	case "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "ReplicationController":
+		return [][]string{{"spec", "template"}}
+	case "CronJob":
+		return [][]string{{"spec", "jobTemplate", "spec", "template"}}
+	}
+	return nil
+}
+
+// mapping returns the REST mapping of gvk, resetting the mapper once when the kind is unknown (it may
+// have just been created).
+func mapping(cl *Cluster, gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
+	m, err := cl.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if meta.IsNoMatchError(err) {
+		cl.Mapper.Reset()
+		m, err = cl.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	}
+	return m, err
+}
+
+// resourceFor returns the dynamic client for an object's kind and namespace, and whether the kind is
+// namespaced.
+func resourceFor(cl *Cluster, gvk schema.GroupVersionKind, namespace string) (dynamic.ResourceInterface, bool, error) {
+	m, err := mapping(cl, gvk)
+	if err != nil {
+		return nil, false, err
+	}
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		return cl.Dynamic.Resource(m.Resource).Namespace(namespace), true, nil
+	}
+	return cl.Dynamic.Resource(m.Resource), false, nil
+}
+
+func applyOne(ctx context.Context, cl *Cluster, owner Owner, o *unstructured.Unstructured, previous map[string]bool) (AppliedRef, error) {
+	gvk := o.GroupVersionKind()
+	m, err := mapping(cl, gvk)
+	if err != nil {
+		return AppliedRef{}, &ApplyError{Ref: RefOf(o), Invalid: meta.IsNoMatchError(err), Err: err}
+	}
+	var ri dynamic.ResourceInterface
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		if o.GetNamespace() == "" {
+			o.SetNamespace(owner.Namespace)
+		}
+		if o.GetNamespace() == "" {
+			return AppliedRef{}, &ApplyError{Ref: RefOf(o), Invalid: true, Err: errors.New("namespaced object has no namespace")}
+		}
+		ri = cl.Dynamic.Resource(m.Resource).Namespace(o.GetNamespace())
+	} else {
+		o.SetNamespace("")
+		ri = cl.Dynamic.Resource(m.Resource)
+	}
+	ref := RefOf(o)
+
+	live, err := ri.Get(ctx, o.GetName(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		live, err = nil, nil
+	}
+	if err != nil {
+		return ref, &ApplyError{Ref: ref, Err: fmt.Errorf("read live object: %w", err)}
+	}
+	applied, err := ri.Apply(ctx, o.GetName(), o, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	if err != nil {
+		return ref, &ApplyError{Ref: ref, Invalid: invalidCause(err), Err: err}
+	}
+	switch {
+	case live == nil && previous[ref.key()]:
+		ref.Drift = "recreated (it had been deleted)"
+	case live != nil && live.GetAnnotations()[AnnotationAppliedHash] == o.GetAnnotations()[AnnotationAppliedHash] &&
+		live.GetResourceVersion() != applied.GetResourceVersion():
+		if diffs := diffPaths(editable(live.Object), editable(applied.Object), "", nil); len(diffs) > 0 {
+			ref.Drift = "restored " + summarize(diffs)
+		}
+	}
+	return ref, nil
+}
+
+// editable strips what changes without anyone editing the object: status, and bookkeeping metadata.
+func editable(obj map[string]any) map[string]any {
+	out := make(map[string]any, len(obj))
+	for k, v := range obj {
+		if k != "status" {
+			out[k] = v
+		}
+	}
+	if md, ok := obj["metadata"].(map[string]any); ok {
+		m := make(map[string]any, len(md))
+		for k, v := range md {
+			switch k {
+			case "resourceVersion", "managedFields", "generation":
+			case "annotations":
+				ann, _ := v.(map[string]any)
+				a := make(map[string]any, len(ann))
+				for ak, av := range ann {
+					if ak != "deployment.kubernetes.io/revision" {
+						a[ak] = av
+					}
+				}
+				m[k] = a
+			default:
+				m[k] = v
+			}
+		}
+		out["metadata"] = m
+	}
+	return out
+}
+
+// diff is one field that differs between the live and the applied object.
+type diff struct {
+	path     string
+	from, to any
+}
+
+// diffPaths lists the leaf paths at which a and b differ, in a stable order.
+func diffPaths(a, b any, path string, out []diff) []diff {
+	am, aok := a.(map[string]any)
+	bm, bok := b.(map[string]any)
+	if aok && bok {
+		keys := make([]string, 0, len(am)+len(bm))
+		for k := range am {
+			keys = append(keys, k)
+		}
+		for k := range bm {
+			if _, ok := am[k]; !ok {
+				keys = append(keys, k)
+			}
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			p := k
+			if path != "" {
+				p = path + "." + k
+			}
+			out = diffPaths(am[k], bm[k], p, out)
+		}
+		return out
+	}
+	al, aok := a.([]any)
+	bl, bok := b.([]any)
+	if aok && bok && len(al) == len(bl) {
+		for i := range al {
+			out = diffPaths(al[i], bl[i], fmt.Sprintf("%s[%d]", path, i), out)
+		}
+		return out
+	}
+	if !reflect.DeepEqual(a, b) {
+		out = append(out, diff{path: path, from: a, to: b})
+	}
+	return out
+}
+
+func summarize(diffs []diff) string {
+	const maxShown = 3
+	parts := make([]string, 0, maxShown+1)
+	for i, d := range diffs {
+		if i == maxShown {
+			parts = append(parts, fmt.Sprintf("and %d more", len(diffs)-maxShown))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s -> %s)", d.path, short(d.from), short(d.to)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func short(v any) string {
+	if v == nil {
+		return "unset"
+	}
+	var s string
+	switch t := v.(type) {
+	case string:
+		s = fmt.Sprintf("%q", t)
+	case map[string]any, []any:
+		data, _ := json.Marshal(t)
+		s = string(data)
+	default:
+		s = fmt.Sprint(t)
+	}
+	if len(s) > 60 {
+		s = s[:57] + "..."
+	}
+	return s
+}
+
+var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// waitCRDsEstablished waits until every named CRD reports Established (at most crdEstablishTimeout).
+func waitCRDsEstablished(ctx context.Context, cl *Cluster, names []string) error {
+	ctx, cancel := context.WithTimeout(ctx, crdEstablishTimeout)
+	defer cancel()
+	for _, name := range names {
+		for {
+			u, err := cl.Dynamic.Resource(crdGVR).Get(ctx, name, metav1.GetOptions{})
+			if err == nil && conditionTrue(u, "Established") {
+				break
+			}
+			if err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("CustomResourceDefinition/%s: %w", name, err)
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("CustomResourceDefinition/%s: not established: %w", name, ctx.Err())
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// conditionTrue reports whether status.conditions holds type t with status "True".
+func conditionTrue(u *unstructured.Unstructured, t string) bool {
+	c := findCondition(u, t)
+	return c != nil && c["status"] == "True"
+}
+
+func findCondition(u *unstructured.Unstructured, t string) map[string]any {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == t {
+			return m
+		}
+	}
+	return nil
+}

@@ -1,0 +1,176 @@
+// Package kube talks to Kubernetes clusters in the compute space through client-go: connecting to a
+// runtime, server-side apply with ownership labels, pruning, and reading the health of applied objects.
+package kube
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+)
+
+// Cluster is a connection to one runtime's Kubernetes API.
+type Cluster struct {
+	// Config is the REST config.
+	Config *rest.Config
+	// Clientset is the typed client.
+	Clientset kubernetes.Interface
+	// Dynamic is the dynamic client, for objects of any kind.
+	Dynamic dynamic.Interface
+	// Mapper maps kinds to resources; Reset it when CRDs appear.
+	Mapper meta.ResettableRESTMapper
+}
+
+// ConnectorConfig configures a Connector.
+type ConnectorConfig struct {
+	// LocalDir holds the local runtimes' data, one directory per runtime id with a kubeconfig inside
+	// (<LocalDir>/<id>/kubeconfig). Required for local runtimes.
+	LocalDir string
+	// Timeout bounds each request to a cluster (default 15s).
+	Timeout time.Duration
+	// QPS and Burst are client-side rate limits (defaults 100 and 200).
+	QPS   float32
+	Burst int
+}
+
+// Connector opens and caches connections to runtimes. It is safe for concurrent use.
+type Connector struct {
+	cfg   ConnectorConfig
+	mu    sync.Mutex
+	cache map[string]cached
+}
+
+type cached struct {
+	key     string
+	cluster *Cluster
+}
+
+// NewConnector returns a Connector with defaults applied.
+func NewConnector(cfg ConnectorConfig) *Connector {
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 15 * time.Second
+	}
+	if cfg.QPS == 0 {
+		cfg.QPS = 100
+	}
+	if cfg.Burst == 0 {
+		cfg.Burst = 200
+	}
+	return &Connector{cfg: cfg, cache: map[string]cached{}}
+}
+
+// LocalKubeconfigPath is where a local runtime's kubeconfig lives.
+func (c *Connector) LocalKubeconfigPath(runtimeID string) string {
+	return filepath.Join(c.cfg.LocalDir, runtimeID, "kubeconfig")
+}
+
+// Connect returns a connection to the runtime's cluster, reusing a cached one while the runtime's
+// connection details are unchanged. It does not contact the cluster.
+func (c *Connector) Connect(ctx context.Context, rt *client.KubernetesRuntime) (*Cluster, error) {
+	raw, err := c.kubeconfig(rt)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(append(raw, []byte("\x00"+rt.Spec.Context)...))
+	key := hex.EncodeToString(sum[:])
+	c.mu.Lock()
+	if e, ok := c.cache[rt.ID]; ok && e.key == key {
+		c.mu.Unlock()
+		return e.cluster, nil
+	}
+	c.mu.Unlock()
+	cl, err := c.open(raw, rt.Spec.Context)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes_runtime %q: %w", rt.Name, err)
+	}
+	c.mu.Lock()
+	c.cache[rt.ID] = cached{key: key, cluster: cl}
+	c.mu.Unlock()
+	return cl, nil
+}
+
+// Forget drops the cached connection of a runtime.
+func (c *Connector) Forget(runtimeID string) {
+	c.mu.Lock()
+	delete(c.cache, runtimeID)
+	c.mu.Unlock()
+}
+
+func (c *Connector) kubeconfig(rt *client.KubernetesRuntime) ([]byte, error) {
+	switch rt.Spec.Provider {
+	case client.ProviderKubeconfig:
+		if rt.Spec.Kubeconfig == "" {
+			return nil, fmt.Errorf("kubernetes_runtime %q: spec.kubeconfig is empty (is this token allowed to read write-only fields?)", rt.Name)
+		}
+		return []byte(rt.Spec.Kubeconfig), nil
+	case client.ProviderLocal:
+		if c.cfg.LocalDir == "" {
+			return nil, fmt.Errorf("kubernetes_runtime %q: local runtimes are not served by this controller (no local dir)", rt.Name)
+		}
+		data, err := os.ReadFile(c.LocalKubeconfigPath(rt.ID))
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes_runtime %q: local cluster kubeconfig: %w", rt.Name, err)
+		}
+		return data, nil
+	default:
+		return nil, fmt.Errorf("kubernetes_runtime %q: provider %q is not supported by this controller", rt.Name, rt.Spec.Provider)
+	}
+}
+
+// RESTConfigFromKubeconfig builds a REST config from a kubeconfig document and an optional context.
+func RESTConfigFromKubeconfig(raw []byte, kubeContext string) (*rest.Config, error) {
+	cfg, err := clientcmd.Load(raw)
+	if err != nil {
+		return nil, fmt.Errorf("parse kubeconfig: %w", err)
+	}
+	rc, err := clientcmd.NewNonInteractiveClientConfig(*cfg, kubeContext, &clientcmd.ConfigOverrides{}, nil).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	return rc, nil
+}
+
+func (c *Connector) open(raw []byte, kubeContext string) (*Cluster, error) {
+	rc, err := RESTConfigFromKubeconfig(raw, kubeContext)
+	if err != nil {
+		return nil, err
+	}
+	rc.Timeout = c.cfg.Timeout
+	rc.QPS = c.cfg.QPS
+	rc.Burst = c.cfg.Burst
+	rc.UserAgent = "qleet-controller"
+	return NewCluster(rc)
+}
+
+// NewCluster builds the clients of a Cluster from a REST config.
+func NewCluster(rc *rest.Config) (*Cluster, error) {
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("clientset: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("dynamic client: %w", err)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("discovery client: %w", err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	return &Cluster{Config: rc, Clientset: cs, Dynamic: dyn, Mapper: mapper}, nil
+}

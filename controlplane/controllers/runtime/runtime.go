@@ -1,0 +1,98 @@
+// Package runtime reconciles kubernetes_runtimes: it starts local (kubesim) clusters, connects to
+// bring-your-own clusters by kubeconfig, and reports endpoint, version and node readiness.
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
+)
+
+// Reconciler reconciles kubernetes_runtimes.
+type Reconciler struct {
+	// Connector opens connections to clusters.
+	Connector *kube.Connector
+	// Local runs local runtimes; nil when this controller does not serve them.
+	Local *LocalClusters
+}
+
+// Reconcile connects to the runtime's cluster and reports what it finds.
+func (r *Reconciler) Reconcile(ctx context.Context, rt *client.KubernetesRuntime) (reconcile.Result, error) {
+	wasReady := rt.Status.Phase == client.PhaseReady && rt.Status.ObservedGeneration == rt.Generation
+	if rt.Spec.Provider == client.ProviderLocal {
+		if r.Local == nil {
+			return reconcile.Result{}, reconcile.Terminal(errors.New("local runtimes need the all-in-one `qleet server` (this controller has no local data dir)"))
+		}
+		if err := r.Local.Ensure(ctx, rt); err != nil {
+			return reconcile.Result{}, fmt.Errorf("start local cluster: %w", err)
+		}
+	}
+	cl, err := r.Connector.Connect(ctx, rt)
+	if err != nil {
+		return reconcile.Result{}, reconcile.Terminal(err)
+	}
+	rt.Status.Endpoint = cl.Config.Host
+	ver, err := cl.Clientset.Discovery().ServerVersion()
+	if err != nil {
+		err = fmt.Errorf("cannot reach the Kubernetes API at %s: %w", cl.Config.Host, err)
+		r.Connector.Forget(rt.ID)
+		rt.Status.NodesReady = 0
+		if wasReady || rt.Spec.Provider == client.ProviderLocal {
+			return reconcile.Result{}, err // it worked before: retry with backoff
+		}
+		return reconcile.Result{}, reconcile.Terminal(err)
+	}
+	rt.Status.Version = ver.GitVersion
+	nodes, err := cl.Clientset.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("list nodes at %s: %w", cl.Config.Host, err)
+	}
+	rt.Status.NodesTotal = len(nodes.Items)
+	rt.Status.NodesReady = 0
+	for _, n := range nodes.Items {
+		if nodeReady(&n) {
+			rt.Status.NodesReady++
+		}
+		if reg := n.Labels[corev1.LabelTopologyRegion]; reg != "" {
+			rt.Status.Region = reg
+		}
+	}
+	if rt.Status.Region == "" {
+		rt.Status.Region = rt.Spec.Region
+	}
+	rt.Status.SetCondition(client.Condition{Type: "Connected", Status: client.ConditionTrue, Reason: "APIServerReachable",
+		Message: fmt.Sprintf("Kubernetes %s at %s", ver.GitVersion, cl.Config.Host)})
+	if rt.Status.NodesReady == 0 {
+		rt.Status.Message = fmt.Sprintf("no Ready nodes (%d total)", rt.Status.NodesTotal)
+		return reconcile.Result{RequeueAfter: 2 * time.Second}, nil
+	}
+	return reconcile.Result{}, nil
+}
+
+// Finalize stops and removes a local cluster; bring-your-own clusters are left untouched.
+func (r *Reconciler) Finalize(ctx context.Context, rt *client.KubernetesRuntime) (reconcile.Result, error) {
+	r.Connector.Forget(rt.ID)
+	if rt.Spec.Provider == client.ProviderLocal && r.Local != nil {
+		if err := r.Local.Remove(ctx, rt.ID); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	return reconcile.Result{}, nil
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

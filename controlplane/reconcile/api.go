@@ -1,0 +1,88 @@
+// Package reconcile is the one reconcile runtime every controller uses. It owns the queue (a durable
+// JetStream consumer per kind), per-object locks, fetching the latest object, status writes with
+// observed generation and If-Match, backoff, panic recovery, per-reconcile timeouts, heartbeats, resync
+// and events. Controller packages hold business logic only: they implement Reconciler.
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+)
+
+// Result tells the runtime what to do after a successful reconcile.
+type Result struct {
+	// RequeueAfter, when non-zero, reconciles the object again after this delay. The object's phase stays
+	// Reconciling (unless the reconciler set another), because work remains.
+	RequeueAfter time.Duration
+}
+
+// Reconciler converges the world to one object's spec. The runtime passes the latest object fetched from
+// the API; Reconcile may update obj.Status's kind-specific fields and conditions, and the runtime writes
+// them back together with phase, observed generation and message. It must be idempotent.
+//
+// Returning nil with a zero Result means done: the object becomes Ready. A plain error is retried with
+// exponential backoff; a Terminal error marks the object Failed until its spec changes; a Wait error
+// says the object waits on a dependency.
+type Reconciler[S any, T any] interface {
+	Reconcile(ctx context.Context, obj *client.Object[S, T]) (Result, error)
+}
+
+// Finalizer is implemented by reconcilers that must clean up before an object is deleted. Finalize is
+// called (with the same outcome rules) while deletion is requested; on nil with a zero Result the runtime
+// releases the object and the row goes. Reconcilers without it have their objects released at once.
+type Finalizer[S any, T any] interface {
+	Finalize(ctx context.Context, obj *client.Object[S, T]) (Result, error)
+}
+
+// ReconcilerFunc adapts a function to Reconciler.
+type ReconcilerFunc[S any, T any] func(ctx context.Context, obj *client.Object[S, T]) (Result, error)
+
+// Reconcile calls f.
+func (f ReconcilerFunc[S, T]) Reconcile(ctx context.Context, obj *client.Object[S, T]) (Result, error) {
+	return f(ctx, obj)
+}
+
+// terminalError marks an error as permanent.
+type terminalError struct{ err error }
+
+func (e *terminalError) Error() string { return e.err.Error() }
+func (e *terminalError) Unwrap() error { return e.err }
+
+// Terminal wraps err so that the object goes Failed with err's message and is not retried until its
+// spec changes.
+func Terminal(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &terminalError{err: err}
+}
+
+// IsTerminal reports whether err was marked Terminal.
+func IsTerminal(err error) bool {
+	var t *terminalError
+	return errors.As(err, &t)
+}
+
+// WaitError says the object cannot progress until a dependency does. The runtime records a condition
+// naming the dependency and how long it has waited, keeps the phase Reconciling, and requeues.
+type WaitError struct {
+	// On names the dependency, e.g. `kubernetes_runtime "us-east"`.
+	On string
+	// State is the dependency's state, e.g. its phase "Provisioning".
+	State string
+	// Reason is a CamelCase cause, e.g. "RuntimeNotReady".
+	Reason string
+	// After is when to look again (default 5s). Dependency status changes also requeue at once.
+	After time.Duration
+}
+
+func (e *WaitError) Error() string { return fmt.Sprintf("waiting for %s (%s)", e.On, e.State) }
+
+// Wait returns a *WaitError.
+func Wait(on, state, reason string, after time.Duration) error {
+	return &WaitError{On: on, State: state, Reason: reason, After: after}
+}

@@ -1,0 +1,584 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/broker"
+)
+
+// Config configures one controller. Zero values take the documented defaults.
+type Config struct {
+	// Workers is the number of reconciles run at once by this replica (default 4).
+	Workers int
+	// Timeout bounds one reconcile (default 5m).
+	Timeout time.Duration
+	// BackoffBase is the first retry delay after an error (default 1s); it doubles per consecutive error,
+	// with ±20% jitter.
+	BackoffBase time.Duration
+	// BackoffMax caps the retry delay (default 2m).
+	BackoffMax time.Duration
+	// LockRetry is how soon a message is redelivered when its object is locked by another worker
+	// (default 250ms, with jitter).
+	LockRetry time.Duration
+	// Heartbeat is how often a running reconcile renews its lock and tells the broker it is in progress
+	// (default 2s). It must be well under the lock TTL and the consumer's ack wait.
+	Heartbeat time.Duration
+	// ResyncInterval is how often objects that are not reconciled are enqueued again (default 30s).
+	ResyncInterval time.Duration
+	// DriftInterval is how often Ready objects are re-checked against the compute space (default 60s).
+	DriftInterval time.Duration
+	// ShutdownGrace is how long in-flight reconciles may run after Start's context ends (default 10s).
+	ShutdownGrace time.Duration
+	// LockTTL is the per-object lock TTL: how long a crashed worker blocks its object (default 10s).
+	LockTTL time.Duration
+	// Source names this controller in events (default "controller/<kind>").
+	Source string
+	// Logger receives structured logs (default slog.Default()).
+	Logger *slog.Logger
+	// Metrics, when set, records reconcile durations, outcomes and queue depth.
+	Metrics *Metrics
+}
+
+func (c *Config) applyDefaults(kind string) {
+	if c.Workers <= 0 {
+		c.Workers = 4
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 5 * time.Minute
+	}
+	if c.BackoffBase <= 0 {
+		c.BackoffBase = time.Second
+	}
+	if c.BackoffMax <= 0 {
+		c.BackoffMax = 2 * time.Minute
+	}
+	if c.LockRetry <= 0 {
+		c.LockRetry = 250 * time.Millisecond
+	}
+	if c.LockTTL <= 0 {
+		c.LockTTL = 10 * time.Second
+	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = min(2*time.Second, c.LockTTL/3)
+	}
+	if c.ResyncInterval <= 0 {
+		c.ResyncInterval = 30 * time.Second
+	}
+	if c.DriftInterval <= 0 {
+		c.DriftInterval = 60 * time.Second
+	}
+	if c.ShutdownGrace <= 0 {
+		c.ShutdownGrace = 10 * time.Second
+	}
+	if c.Source == "" {
+		c.Source = "controller/" + kind
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Queue is what the runtime needs from the broker. *broker.Broker implements it.
+type Queue interface {
+	Consumer(ctx context.Context, kind string) (jetstream.Consumer, error)
+	Publish(ctx context.Context, kind, id, msgID string) error
+	Locker(ctx context.Context, cfg broker.LockConfig) (*broker.Locker, error)
+}
+
+// Controller runs one Reconciler for one kind.
+type Controller[S any, T any] struct {
+	cfg   Config
+	res   *client.Resource[S, T]
+	rec   Reconciler[S, T]
+	queue Queue
+	log   *slog.Logger
+
+	mu       sync.Mutex
+	failures map[string]int // consecutive errors per object id, for backoff
+}
+
+// New returns a controller that reconciles objects of res's kind with rec. The client behind res must
+// hold a controller (or admin) token.
+func New[S any, T any](queue Queue, res *client.Resource[S, T], rec Reconciler[S, T], cfg Config) *Controller[S, T] {
+	cfg.applyDefaults(res.Kind())
+	return &Controller[S, T]{
+		cfg: cfg, res: res, rec: rec, queue: queue,
+		log:      cfg.Logger.With("kind", res.Kind()),
+		failures: map[string]int{},
+	}
+}
+
+// Start runs the controller until ctx ends, then lets in-flight reconciles finish within ShutdownGrace.
+func (c *Controller[S, T]) Start(ctx context.Context) error {
+	kind := c.res.Kind()
+	cons, err := c.queue.Consumer(ctx, kind)
+	if err != nil {
+		return fmt.Errorf("controller %s: consumer: %w", kind, err)
+	}
+	locker, err := c.queue.Locker(ctx, broker.LockConfig{TTL: c.cfg.LockTTL})
+	if err != nil {
+		return fmt.Errorf("controller %s: locker: %w", kind, err)
+	}
+	iter, err := cons.Messages(jetstream.PullMaxMessages(c.cfg.Workers * 2))
+	if err != nil {
+		return fmt.Errorf("controller %s: messages: %w", kind, err)
+	}
+
+	// Work runs on a context that outlives ctx by ShutdownGrace, so a shutdown does not cut reconciles short.
+	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+
+	msgs := make(chan jetstream.Msg)
+	var wg sync.WaitGroup
+	for range c.cfg.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for m := range msgs {
+				c.handle(workCtx, locker, m)
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c.resync(ctx)
+	}()
+	if c.cfg.Metrics != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.cfg.Metrics.watchQueue(ctx, kind, cons)
+		}()
+	}
+
+	go func() {
+		<-ctx.Done()
+		iter.Stop()
+	}()
+	c.log.Info("controller started", "workers", c.cfg.Workers)
+	for {
+		m, err := iter.Next()
+		if err != nil {
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) || ctx.Err() != nil {
+				break
+			}
+			c.log.Warn("fetch failed", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+			continue
+		}
+		select {
+		case msgs <- m:
+		case <-ctx.Done():
+			_ = m.Nak()
+		}
+	}
+	close(msgs)
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(c.cfg.ShutdownGrace):
+		cancelWork()
+		<-done
+	}
+	c.log.Info("controller stopped")
+	return nil
+}
+
+// handle processes one notification: lock, fetch the latest object, reconcile, write status, ack.
+func (c *Controller[S, T]) handle(ctx context.Context, locker *broker.Locker, m jetstream.Msg) {
+	kind, id, err := broker.ParseSubject(m.Subject())
+	if err != nil {
+		c.log.Error("bad subject", "subject", m.Subject(), "err", err)
+		_ = m.Term()
+		return
+	}
+	lock, err := locker.Acquire(ctx, broker.LockKey(kind, id))
+	if errors.Is(err, broker.ErrLocked) {
+		_ = m.NakWithDelay(jitter(c.cfg.LockRetry))
+		return
+	}
+	if err != nil {
+		c.log.Warn("lock failed", "id", id, "err", err)
+		_ = m.NakWithDelay(jitter(c.cfg.LockRetry * 4))
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	stopBeat := c.heartbeat(rctx, cancel, lock, m, id)
+	delay, ack := c.process(rctx, id)
+	stopBeat()
+	if err := lock.Release(context.WithoutCancel(ctx)); err != nil && !errors.Is(err, broker.ErrLockLost) {
+		c.log.Warn("unlock failed", "id", id, "err", err)
+	}
+	switch {
+	case ack:
+		_ = m.Ack()
+	default:
+		_ = m.NakWithDelay(delay)
+	}
+	if c.cfg.Metrics != nil {
+		c.cfg.Metrics.delivered(kind)
+	}
+}
+
+// heartbeat renews the lock and the message's ack deadline until stopped. If the lock is lost, the
+// reconcile's context is cancelled so that two workers never act on one object at once.
+func (c *Controller[S, T]) heartbeat(ctx context.Context, cancel context.CancelFunc, lock *broker.Lock, m jetstream.Msg, id string) func() {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(c.cfg.Heartbeat)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				_ = m.InProgress()
+				if err := lock.Refresh(ctx); err != nil {
+					c.log.Warn("lock lost, cancelling reconcile", "id", id, "err", err)
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// process runs one reconcile and writes its outcome. It returns whether to ack, or else the redelivery delay.
+func (c *Controller[S, T]) process(ctx context.Context, id string) (delay time.Duration, ack bool) {
+	obj, err := c.res.Get(ctx, id)
+	if client.IsNotFound(err) {
+		return 0, true
+	}
+	if err != nil {
+		c.log.Warn("fetch failed", "id", id, "err", err)
+		return c.backoff(id), false
+	}
+	before, _ := json.Marshal(obj.Status)
+
+	deleting := obj.DeletionRequestedAt != nil
+	rctx, rec := withRecorder(ctx)
+	rctx = withReconcileID(rctx, c.log, obj.ID, obj.Name, obj.Generation)
+	start := time.Now()
+	var res Result
+	if deleting {
+		res, err = c.finalize(rctx, obj)
+	} else {
+		res, err = c.call(rctx, obj)
+	}
+	elapsed := time.Since(start)
+
+	st := c.statusPtr(obj)
+	out := c.outcome(obj, st, deleting, res, err)
+	if c.cfg.Metrics != nil {
+		c.cfg.Metrics.observe(c.res.Kind(), out.name, elapsed)
+	}
+
+	if deleting && out.name == outcomeDone {
+		if err := c.res.Finalize(ctx, id); err != nil && !client.IsNotFound(err) {
+			c.log.Warn("finalize failed", "id", id, "err", err)
+			return c.backoff(id), false
+		}
+		c.clearFailures(id)
+		return 0, true
+	}
+
+	after, _ := json.Marshal(obj.Status)
+	if string(after) != string(before) {
+		if _, err := c.res.UpdateStatus(ctx, id, obj.ResourceVersion, obj.Status); err != nil {
+			if client.IsConflict(err) || client.IsNotFound(err) {
+				// The object changed while we worked; a newer notification is queued or it is gone.
+				return jitter(c.cfg.LockRetry), false
+			}
+			c.log.Warn("status write failed", "id", id, "err", err)
+			return c.backoff(id), false
+		}
+	}
+	c.recordEvents(ctx, obj, out, elapsed, rec.drain(), string(after) != string(before))
+	return out.delay, out.ack
+}
+
+func (c *Controller[S, T]) statusPtr(obj *client.Object[S, T]) *client.Status {
+	if a, ok := any(&obj.Status).(client.StatusAccessor); ok {
+		return a.Common()
+	}
+	panic(fmt.Sprintf("reconcile: status type of %s does not embed client.Status", c.res.Kind()))
+}
+
+// call runs Reconcile with panic recovery.
+func (c *Controller[S, T]) call(ctx context.Context, obj *client.Object[S, T]) (res Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			loggerFrom(ctx).Error("reconcile panicked", "panic", p, "stack", string(debug.Stack()))
+			err = fmt.Errorf("reconcile panicked: %v", p)
+		}
+	}()
+	return c.rec.Reconcile(ctx, obj)
+}
+
+func (c *Controller[S, T]) finalize(ctx context.Context, obj *client.Object[S, T]) (res Result, err error) {
+	f, ok := c.rec.(Finalizer[S, T])
+	if !ok {
+		return Result{}, nil
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			loggerFrom(ctx).Error("finalize panicked", "panic", p, "stack", string(debug.Stack()))
+			err = fmt.Errorf("finalize panicked: %v", p)
+		}
+	}()
+	return f.Finalize(ctx, obj)
+}
+
+const (
+	outcomeDone     = "done"
+	outcomeRequeue  = "requeue"
+	outcomeWaiting  = "waiting"
+	outcomeError    = "error"
+	outcomeTerminal = "terminal"
+)
+
+type outcome struct {
+	name   string
+	reason string
+	msg    string
+	delay  time.Duration
+	ack    bool
+}
+
+// outcome turns the reconciler's answer into status fields and an ack decision.
+func (c *Controller[S, T]) outcome(obj *client.Object[S, T], st *client.Status, deleting bool, res Result, err error) outcome {
+	id := obj.ID
+	st.ObservedGeneration = obj.Generation
+	var we *WaitError
+	switch {
+	case err == nil && res.RequeueAfter == 0:
+		c.clearFailures(id)
+		if deleting {
+			return outcome{name: outcomeDone, reason: "Deleted", ack: true}
+		}
+		if st.Phase != client.PhaseReady {
+			now := time.Now().UTC().Truncate(time.Second)
+			st.LastReconciledAt = &now
+		}
+		st.Phase = client.PhaseReady
+		st.Message = ""
+		st.SetCondition(client.Condition{Type: "Ready", Status: client.ConditionTrue, Reason: "Reconciled"})
+		return outcome{name: outcomeDone, reason: "Reconciled", ack: true}
+	case err == nil:
+		c.clearFailures(id)
+		st.Phase = notReadyPhase(st.Phase, deleting)
+		msg := st.Message
+		if msg == "" {
+			msg = "in progress"
+		}
+		st.SetCondition(client.Condition{Type: "Ready", Status: client.ConditionFalse, Reason: "InProgress", Message: msg})
+		return outcome{name: outcomeRequeue, reason: "InProgress", msg: msg, delay: res.RequeueAfter}
+	case errors.As(err, &we):
+		c.clearFailures(id)
+		since := time.Duration(0)
+		for _, cond := range st.Conditions {
+			if cond.Type == "Ready" && cond.WaitingOn == we.On && !cond.LastTransitionTime.IsZero() {
+				since = time.Since(cond.LastTransitionTime).Truncate(time.Second)
+			}
+		}
+		msg := fmt.Sprintf("waiting for %s (%s, %s)", we.On, we.State, since)
+		st.Phase = notReadyPhase(st.Phase, deleting)
+		st.Message = msg
+		cond := client.Condition{Type: "Ready", Status: client.ConditionFalse, Reason: we.Reason, Message: msg, WaitingOn: we.On}
+		if since == 0 {
+			cond.LastTransitionTime = time.Now().UTC()
+		}
+		setWaitCondition(st, cond)
+		after := we.After
+		if after <= 0 {
+			after = 5 * time.Second
+		}
+		return outcome{name: outcomeWaiting, reason: we.Reason, msg: msg, delay: after}
+	case IsTerminal(err):
+		c.clearFailures(id)
+		st.Phase = client.PhaseFailed
+		if deleting {
+			st.Phase = client.PhaseDeleting
+		}
+		st.Message = err.Error()
+		st.SetCondition(client.Condition{Type: "Ready", Status: client.ConditionFalse, Reason: "Failed", Message: err.Error()})
+		return outcome{name: outcomeTerminal, reason: "Failed", msg: err.Error(), ack: !deleting, delay: c.backoff(id)}
+	default:
+		st.Phase = notReadyPhase(st.Phase, deleting)
+		st.Message = err.Error()
+		st.SetCondition(client.Condition{Type: "Ready", Status: client.ConditionFalse, Reason: "Error", Message: err.Error()})
+		return outcome{name: outcomeError, reason: "Error", msg: err.Error(), delay: c.backoff(id)}
+	}
+}
+
+// setWaitCondition replaces the Ready condition, keeping its transition time while it waits on the same thing.
+func setWaitCondition(st *client.Status, cond client.Condition) {
+	for i := range st.Conditions {
+		if st.Conditions[i].Type == cond.Type {
+			if st.Conditions[i].WaitingOn == cond.WaitingOn && !st.Conditions[i].LastTransitionTime.IsZero() {
+				cond.LastTransitionTime = st.Conditions[i].LastTransitionTime
+			}
+			st.Conditions[i] = cond
+			return
+		}
+	}
+	st.Conditions = append(st.Conditions, cond)
+}
+
+func notReadyPhase(current client.Phase, deleting bool) client.Phase {
+	if deleting {
+		return client.PhaseDeleting
+	}
+	if current == client.PhasePending || current == "" || current == client.PhaseReady || current == client.PhaseFailed {
+		return client.PhaseReconciling
+	}
+	return current
+}
+
+// recordEvents appends the outcome event (when something changed or went wrong) and the reconciler's own events.
+func (c *Controller[S, T]) recordEvents(ctx context.Context, obj *client.Object[S, T], out outcome, elapsed time.Duration, extra []emitted, changed bool) {
+	var evs []client.Event
+	if changed || out.name == outcomeError || out.name == outcomeTerminal {
+		typ := client.EventNormal
+		if out.name == outcomeError || out.name == outcomeTerminal {
+			typ = client.EventWarning
+		}
+		msg := out.msg
+		if msg == "" {
+			msg = "reconciled"
+		}
+		evs = append(evs, client.Event{Type: typ, Reason: out.reason, Message: msg, DurationMS: elapsed.Milliseconds()})
+	}
+	for _, e := range extra {
+		evs = append(evs, client.Event{Type: e.typ, Reason: e.reason, Message: e.message})
+	}
+	for _, ev := range evs {
+		ev.Generation = obj.Generation
+		ev.Source = c.cfg.Source
+		if err := c.res.RecordEvent(ctx, obj.ID, ev); err != nil && !client.IsNotFound(err) {
+			c.log.Warn("event write failed", "id", obj.ID, "err", err)
+		}
+	}
+}
+
+func (c *Controller[S, T]) backoff(id string) time.Duration {
+	c.mu.Lock()
+	n := c.failures[id]
+	c.failures[id] = n + 1
+	c.mu.Unlock()
+	d := c.cfg.BackoffBase << min(n, 20)
+	if d <= 0 || d > c.cfg.BackoffMax {
+		d = c.cfg.BackoffMax
+	}
+	return jitter(d)
+}
+
+func (c *Controller[S, T]) clearFailures(id string) {
+	c.mu.Lock()
+	delete(c.failures, id)
+	c.mu.Unlock()
+}
+
+// jitter spreads d by ±20%.
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}
+
+// resync is the safety net: it enqueues objects that are not reconciled every ResyncInterval and every
+// object every DriftInterval, so that drift in the compute space is corrected. Objects Failed at their
+// current generation are left alone until their spec changes. Message ids de-duplicate across replicas.
+func (c *Controller[S, T]) resync(ctx context.Context) {
+	// A full pass at start makes the controller level-triggered across restarts.
+	if _, err := c.Resync(ctx, true); err != nil && ctx.Err() == nil {
+		c.log.Warn("initial resync failed", "err", err)
+	}
+	t := time.NewTicker(c.cfg.ResyncInterval)
+	defer t.Stop()
+	lastDrift := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			drift := now.Sub(lastDrift) >= c.cfg.DriftInterval
+			if drift {
+				lastDrift = now
+			}
+			if _, err := c.Resync(ctx, drift); err != nil && ctx.Err() == nil {
+				c.log.Warn("resync failed", "err", err)
+			}
+		}
+	}
+}
+
+// Resync enqueues every object that is not reconciled, or every object when all is true (a drift check).
+// It returns how many it enqueued.
+func (c *Controller[S, T]) Resync(ctx context.Context, all bool) (int, error) {
+	kind := c.res.Kind()
+	bucket := time.Now().UnixNano() / int64(c.cfg.ResyncInterval)
+	n := 0
+	for obj, err := range c.res.All(ctx, client.ListOptions{Limit: 1000}) {
+		if err != nil {
+			return n, err
+		}
+		st := client.CommonStatus(obj)
+		if st.Phase == client.PhaseFailed && st.ObservedGeneration == obj.Generation && obj.DeletionRequestedAt == nil {
+			continue
+		}
+		if !all && client.Reconciled(obj.Generation, st) && obj.DeletionRequestedAt == nil {
+			continue
+		}
+		msgID := fmt.Sprintf("resync-%s-%d", obj.ID, bucket)
+		if err := c.queue.Publish(ctx, kind, obj.ID, msgID); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+type loggerKey struct{}
+
+// withReconcileID gives the reconcile a logger carrying the object and a fresh reconcile id.
+func withReconcileID(ctx context.Context, base *slog.Logger, id, name string, generation int64) context.Context {
+	l := base.With("id", id, "name", name, "generation", generation, "reconcile_id", uuid.NewString())
+	return context.WithValue(ctx, loggerKey{}, l)
+}
+
+func loggerFrom(ctx context.Context) *slog.Logger {
+	if l, ok := ctx.Value(loggerKey{}).(*slog.Logger); ok {
+		return l
+	}
+	return slog.Default()
+}
+
+// Logger returns the logger of the reconcile running in ctx; it carries the kind, object id and a
+// reconcile id.
+func Logger(ctx context.Context) *slog.Logger { return loggerFrom(ctx) }

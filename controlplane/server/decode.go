@@ -1,0 +1,290 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+)
+
+// readBody reads the request body, bounded by MaxBodyBytes (413 beyond it).
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, err
+		}
+		return nil, invalid("body", "cannot read request body: "+err.Error())
+	}
+	return data, nil
+}
+
+// parseJSON parses one JSON value (numbers kept as json.Number) and rejects trailing data. Errors name
+// the byte offset.
+func parseJSON(data []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		var se *json.SyntaxError
+		switch {
+		case errors.As(err, &se):
+			return nil, invalid("body", fmt.Sprintf("invalid JSON at byte offset %d: %s", se.Offset, se.Error()))
+		case errors.Is(err, io.EOF):
+			return nil, invalid("body", "request body is empty; a JSON object is required")
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return nil, invalid("body", fmt.Sprintf("invalid JSON at byte offset %d: unexpected end of input", len(data)))
+		default:
+			return nil, invalid("body", "invalid JSON: "+err.Error())
+		}
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, invalid("body", fmt.Sprintf("invalid JSON at byte offset %d: trailing data after the JSON value", dec.InputOffset()))
+	}
+	return v, nil
+}
+
+// decodeStrict decodes data into the struct that into points to. It rejects syntax errors (with the byte
+// offset), trailing data, unknown fields and wrong types, naming the field by its JSON path under path.
+func decodeStrict(data []byte, into any, path string) error {
+	v, err := parseJSON(data)
+	if err != nil {
+		return err
+	}
+	if fe := checkShape(v, reflect.TypeOf(into).Elem(), path); fe != nil {
+		return client.Invalid(*fe)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(into); err != nil {
+		// checkShape accepted the document, so this is a value encoding/json refuses on its own.
+		return invalid(orBody(path), "cannot decode: "+err.Error())
+	}
+	return nil
+}
+
+func orBody(path string) string {
+	if path == "" {
+		return "body"
+	}
+	return path
+}
+
+var (
+	timeType = reflect.TypeOf(time.Time{})
+	rawType  = reflect.TypeOf(json.RawMessage(nil))
+)
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// checkShape walks a parsed JSON value along a Go type and returns the first unknown field (compared
+// exactly, unlike encoding/json) or wrong type, with its JSON path, e.g. spec.containers[0].image.
+func checkShape(v any, t reflect.Type, path string) *client.FieldError {
+	if v == nil {
+		return nil // null decodes to the zero value
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	bad := func(want string) *client.FieldError {
+		return &client.FieldError{Field: orBody(path), Message: fmt.Sprintf("must be %s, not %s", want, jsonTypeName(v))}
+	}
+	switch {
+	case t == rawType || t.Kind() == reflect.Interface:
+		return nil
+	case t == timeType:
+		s, ok := v.(string)
+		if !ok {
+			return bad("an RFC 3339 timestamp string")
+		}
+		if _, err := time.Parse(time.RFC3339Nano, s); err != nil {
+			return &client.FieldError{Field: orBody(path), Message: fmt.Sprintf("must be an RFC 3339 timestamp: %q", s)}
+		}
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return bad("an object")
+		}
+		fields := jsonFields(t)
+		for _, k := range sortedAnyKeys(obj) {
+			ft, ok := fields[k]
+			if !ok {
+				return &client.FieldError{Field: join(path, k), Message: "unknown field"}
+			}
+			if fe := checkShape(obj[k], ft, join(path, k)); fe != nil {
+				return fe
+			}
+		}
+	case reflect.Map:
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return bad("an object")
+		}
+		for _, k := range sortedAnyKeys(obj) {
+			if fe := checkShape(obj[k], t.Elem(), fmt.Sprintf("%s[%q]", path, k)); fe != nil {
+				return fe
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		arr, ok := v.([]any)
+		if !ok {
+			return bad("an array")
+		}
+		for i, e := range arr {
+			if fe := checkShape(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); fe != nil {
+				return fe
+			}
+		}
+	case reflect.String:
+		if _, ok := v.(string); !ok {
+			return bad("a string")
+		}
+	case reflect.Bool:
+		if _, ok := v.(bool); !ok {
+			return bad("a boolean")
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		n, ok := v.(json.Number)
+		if !ok {
+			return bad("an integer")
+		}
+		i, err := n.Int64()
+		if err != nil || reflect.Zero(t).OverflowInt(i) {
+			return &client.FieldError{Field: orBody(path), Message: fmt.Sprintf("must be an integer that fits in %d bits, not %s", t.Bits(), n)}
+		}
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		n, ok := v.(json.Number)
+		if !ok {
+			return bad("a non-negative integer")
+		}
+		var u uint64
+		if _, err := fmt.Sscan(n.String(), &u); err != nil || strings.ContainsAny(n.String(), ".eE-") || reflect.Zero(t).OverflowUint(u) {
+			return &client.FieldError{Field: orBody(path), Message: fmt.Sprintf("must be a non-negative integer that fits in %d bits, not %s", t.Bits(), n)}
+		}
+	case reflect.Float32, reflect.Float64:
+		n, ok := v.(json.Number)
+		if !ok {
+			return bad("a number")
+		}
+		if _, err := n.Float64(); err != nil {
+			return &client.FieldError{Field: orBody(path), Message: fmt.Sprintf("must be a number, not %s", n)}
+		}
+	default:
+		return &client.FieldError{Field: orBody(path), Message: "cannot be set"}
+	}
+	return nil
+}
+
+func jsonTypeName(v any) string {
+	switch v.(type) {
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "an array"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case json.Number:
+		return "a number"
+	default:
+		return "null"
+	}
+}
+
+func sortedAnyKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// jsonField is one JSON-visible field of a struct, with embedded structs flattened.
+type jsonField struct {
+	name  string
+	index []int
+	typ   reflect.Type
+	field reflect.StructField
+}
+
+// structFields lists the JSON fields of a struct type the way encoding/json sees them (tags, embedded
+// structs without a tag promoted, "-" skipped).
+func structFields(t reflect.Type) []jsonField {
+	var out []jsonField
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if f.Anonymous && name == "" {
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				for _, sub := range structFields(ft) {
+					sub.index = append([]int{i}, sub.index...)
+					out = append(out, sub)
+				}
+				continue
+			}
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out = append(out, jsonField{name: name, index: []int{i}, typ: f.Type, field: f})
+	}
+	return out
+}
+
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	m := map[string]reflect.Type{}
+	for _, f := range structFields(t) {
+		m[f.name] = f.typ
+	}
+	return m
+}
+
+// mergePatch applies an RFC 7396 JSON merge patch to a parsed document.
+func mergePatch(target, patch any) any {
+	p, ok := patch.(map[string]any)
+	if !ok {
+		return patch
+	}
+	t, ok := target.(map[string]any)
+	if !ok {
+		t = map[string]any{}
+	}
+	for k, v := range p {
+		if v == nil {
+			delete(t, k)
+			continue
+		}
+		t[k] = mergePatch(t[k], v)
+	}
+	return t
+}

@@ -1,0 +1,440 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
+)
+
+// Default timeouts of server-side waits.
+const (
+	defaultWaitReconciled = 60 * time.Second
+	defaultWaitGone       = 30 * time.Second
+	maxCascadeDepth       = 16
+	maxEventsListed       = 200
+)
+
+// wait serves GET ?wait=reconciled|gone: it answers as soon as the object is reconciled or Failed at its
+// current generation (or gone: 404), and with the current object at the timeout.
+func (s *Server) wait(w http.ResponseWriter, r *http.Request) {
+	ki, id := kindFrom(r), chi.URLParam(r, "id")
+	mode := r.URL.Query().Get("wait")
+	timeout := defaultWaitReconciled
+	if mode == "gone" {
+		timeout = defaultWaitGone
+	}
+	if v := r.URL.Query().Get("timeout"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > MaxWait {
+			s.fail(w, r, invalid("timeout", fmt.Sprintf("must be a duration between 0s and %s, e.g. 60s", MaxWait)))
+			return
+		}
+		timeout = d
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	done := func(o *store.Object) bool {
+		if mode == "gone" {
+			return false
+		}
+		var st client.Status
+		_ = json.Unmarshal(o.Status, &st)
+		return st.ObservedGeneration == o.Generation && (st.Phase == client.PhaseReady || st.Phase == client.PhaseFailed)
+	}
+	obj, err := s.waitFor(ctx, ki.Kind, id, done)
+	switch {
+	case err != nil && ctx.Err() != nil && r.Context().Err() == nil && obj != nil:
+		s.respond(w, r, http.StatusOK, obj) // timed out: the current object
+	case err != nil:
+		s.fail(w, r, err)
+	default:
+		s.respond(w, r, http.StatusOK, obj)
+	}
+}
+
+// waitFor re-reads the object whenever this server writes it (and every WaitPollInterval, for writes
+// through other replicas) until done reports true, the object is gone (store.ErrNotFound) or ctx ends
+// (ctx's error, with the last object read).
+func (s *Server) waitFor(ctx context.Context, kind, id string, done func(*store.Object) bool) (*store.Object, error) {
+	tick := time.NewTicker(s.cfg.WaitPollInterval)
+	defer tick.Stop()
+	var last *store.Object
+	for {
+		woke, release := s.hub.subscribe(id)
+		obj, err := s.cfg.Store.Get(ctx, kind, id)
+		if err != nil {
+			release()
+			if ctx.Err() != nil && last != nil {
+				return last, ctx.Err()
+			}
+			return nil, err
+		}
+		last = obj
+		if done(obj) {
+			release()
+			return obj, nil
+		}
+		select {
+		case <-woke:
+		case <-tick.C:
+		case <-ctx.Done():
+			release()
+			return last, ctx.Err()
+		}
+		release()
+	}
+}
+
+func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
+	ki, id := kindFrom(r), chi.URLParam(r, "id")
+	cascade := false
+	if v := r.URL.Query().Get("cascade"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			s.fail(w, r, invalid("cascade", "must be true or false"))
+			return
+		}
+		cascade = b
+	}
+	ctx := r.Context()
+	if cascade {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.cfg.CascadeTimeout)
+		defer cancel()
+	}
+	obj, err := s.requestDeletion(ctx, ki.Kind, id, cascade, 0)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.respond(w, r, http.StatusAccepted, obj)
+}
+
+// requestDeletion requests deletion of one object. With cascade it first deletes the objects that depend
+// on it (recursively) and waits until they are gone. Deleting an object already being deleted succeeds.
+func (s *Server) requestDeletion(ctx context.Context, kind, id string, cascade bool, depth int) (*store.Object, error) {
+	obj, err := s.cfg.Store.Get(ctx, kind, id)
+	if err != nil {
+		return nil, err
+	}
+	if obj.DeletionRequestedAt != nil {
+		return obj, nil
+	}
+	if cascade {
+		if depth >= maxCascadeDepth {
+			return nil, client.Errorf(client.CodeConflict, "cascading delete deeper than %d levels", maxCascadeDepth)
+		}
+		deps, err := s.cfg.Store.Dependents(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("dependents of %s %s: %w", kind, id, err)
+		}
+		for _, d := range deps {
+			if _, err := s.requestDeletion(ctx, d.Kind, d.ID, true, depth+1); err != nil && !errors.Is(err, store.ErrNotFound) && !client.IsNotFound(err) {
+				return nil, err
+			}
+		}
+		for _, d := range deps {
+			_, err := s.waitFor(ctx, d.Kind, d.ID, func(*store.Object) bool { return false })
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			left, _ := s.cfg.Store.Dependents(context.WithoutCancel(ctx), id)
+			return nil, &client.Error{
+				Code:       client.CodeConflict,
+				Message:    fmt.Sprintf("dependents were asked to delete but are not gone yet (%v); retry later", err),
+				Dependents: storeRefs(left),
+			}
+		}
+	}
+	obj, err = s.cfg.Store.RequestDeletion(ctx, kind, id)
+	if err != nil {
+		return nil, err
+	}
+	s.committed(id)
+	return obj, nil
+}
+
+func (s *Server) updateStatus(w http.ResponseWriter, r *http.Request) {
+	ki, id := kindFrom(r), chi.URLParam(r, "id")
+	rv, err := ifMatch(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	data, err := s.readBody(w, r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	status := ki.NewStatus()
+	if err := decodeStrict(data, status, "status"); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	cur, err := s.cfg.Store.Get(r.Context(), ki.Kind, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := checkStatus(status, cur.Generation); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	raw, err := json.Marshal(status)
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("encode status: %w", err))
+		return
+	}
+	obj, err := s.cfg.Store.UpdateStatus(r.Context(), &store.UpdateStatusParams{Kind: ki.Kind, ID: id, IfMatch: rv, Status: raw})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.committed(id)
+	s.respond(w, r, http.StatusOK, obj)
+}
+
+var phases = map[client.Phase]bool{
+	client.PhasePending: true, client.PhaseReconciling: true, client.PhaseReady: true,
+	client.PhaseFailed: true, client.PhaseDeleting: true,
+}
+
+// checkStatus validates the common status fields against the object's generation.
+func checkStatus(status any, generation int64) error {
+	acc, ok := status.(client.StatusAccessor)
+	if !ok {
+		return nil
+	}
+	st := acc.Common()
+	var fes []client.FieldError
+	if st.Phase != "" && !phases[st.Phase] {
+		fes = append(fes, client.FieldError{Field: "status.phase", Message: fmt.Sprintf("must be one of Pending, Reconciling, Ready, Failed, Deleting, not %q", st.Phase)})
+	}
+	if st.ObservedGeneration < 0 || st.ObservedGeneration > generation {
+		fes = append(fes, client.FieldError{Field: "status.observed_generation", Message: fmt.Sprintf("must be between 0 and the object's generation %d, not %d", generation, st.ObservedGeneration)})
+	}
+	for i, c := range st.Conditions {
+		if c.Type == "" {
+			fes = append(fes, client.FieldError{Field: fmt.Sprintf("status.conditions[%d].type", i), Message: "is required"})
+		}
+		switch c.Status {
+		case client.ConditionTrue, client.ConditionFalse, client.ConditionUnknown:
+		default:
+			fes = append(fes, client.FieldError{Field: fmt.Sprintf("status.conditions[%d].status", i), Message: fmt.Sprintf("must be True, False or Unknown, not %q", c.Status)})
+		}
+	}
+	if len(fes) > 0 {
+		return client.Invalid(fes...)
+	}
+	return nil
+}
+
+func (s *Server) finalize(w http.ResponseWriter, r *http.Request) {
+	ki, id := kindFrom(r), chi.URLParam(r, "id")
+	if err := s.cfg.Store.Finalize(r.Context(), ki.Kind, id); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.committed(id)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
+	ki, id := kindFrom(r), chi.URLParam(r, "id")
+	if _, err := s.cfg.Store.Get(r.Context(), ki.Kind, id); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	evs, err := s.cfg.Store.ListEvents(r.Context(), id, maxEventsListed)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := struct {
+		Items []client.Event `json:"items"`
+	}{Items: make([]client.Event, 0, len(evs))}
+	for _, e := range evs {
+		out.Items = append(out.Items, wireEvent(e))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func wireEvent(e *store.Event) client.Event {
+	return client.Event{
+		ID: e.ID, ObjectID: e.ObjectID, Kind: e.Kind, Type: e.Type, Reason: e.Reason, Message: e.Message,
+		Generation: e.Generation, DurationMS: e.DurationMS, Source: e.Source, CreatedAt: e.CreatedAt,
+	}
+}
+
+// Bounds of an event's text fields.
+const (
+	maxEventReason  = 128
+	maxEventMessage = 4096
+)
+
+func (s *Server) recordEvent(w http.ResponseWriter, r *http.Request) {
+	ki, id := kindFrom(r), chi.URLParam(r, "id")
+	data, err := s.readBody(w, r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var ev client.Event
+	if err := decodeStrict(data, &ev, ""); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if ev.Type == "" {
+		ev.Type = client.EventNormal
+	}
+	var fes []client.FieldError
+	if ev.Type != client.EventNormal && ev.Type != client.EventWarning {
+		fes = append(fes, client.FieldError{Field: "type", Message: fmt.Sprintf("must be Normal or Warning, not %q", ev.Type)})
+	}
+	if ev.Reason == "" || len(ev.Reason) > maxEventReason || strings.ContainsAny(ev.Reason, " \t\n") {
+		fes = append(fes, client.FieldError{Field: "reason", Message: fmt.Sprintf("must be a CamelCase word of at most %d characters", maxEventReason)})
+	}
+	if len(ev.Message) > maxEventMessage {
+		fes = append(fes, client.FieldError{Field: "message", Message: fmt.Sprintf("must be at most %d bytes", maxEventMessage)})
+	}
+	if ev.DurationMS < 0 {
+		fes = append(fes, client.FieldError{Field: "duration_ms", Message: "must not be negative"})
+	}
+	if len(fes) > 0 {
+		s.fail(w, r, client.Invalid(fes...))
+		return
+	}
+	cur, err := s.cfg.Store.Get(r.Context(), ki.Kind, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if ev.Generation == 0 {
+		ev.Generation = cur.Generation
+	}
+	se := &store.Event{
+		ObjectID: id, Kind: ki.Kind, Type: ev.Type, Reason: ev.Reason, Message: ev.Message,
+		Generation: ev.Generation, DurationMS: ev.DurationMS, Source: ev.Source,
+	}
+	if err := s.cfg.Store.AppendEvent(r.Context(), se); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, wireEvent(se))
+}
+
+// imageRequest is the body of the CI hook POST /v1/workload_definitions/{id}/image.
+type imageRequest struct {
+	// Container names the container whose image changes.
+	Container string `json:"container"`
+	// Image is the new image reference.
+	Image string `json:"image"`
+}
+
+// imageResponse answers the CI hook.
+type imageResponse struct {
+	// Definition is the updated definition.
+	Definition *client.RawObject `json:"definition"`
+	// UpdatedInstances are the instances of the definition, which roll out the new image.
+	UpdatedInstances []client.ObjectRef `json:"updated_instances"`
+}
+
+// setImage is the CI hook: it sets one container's image in a workload definition.
+func (s *Server) setImage(w http.ResponseWriter, r *http.Request) {
+	ki, id := kindFrom(r), chi.URLParam(r, "id")
+	if ki.Kind != client.KindWorkloadDefinition {
+		s.fail(w, r, client.Errorf(client.CodeNotFound, "the image hook exists only for workload_definitions"))
+		return
+	}
+	rv, err := ifMatch(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	data, err := s.readBody(w, r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var req imageRequest
+	if err := decodeStrict(data, &req, ""); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var fes []client.FieldError
+	if req.Container == "" {
+		fes = append(fes, client.FieldError{Field: "container", Message: "is required"})
+	}
+	if err := client.ValidateImage(req.Image); err != nil {
+		fes = append(fes, client.FieldError{Field: "image", Message: err.Error()})
+	}
+	if len(fes) > 0 {
+		s.fail(w, r, client.Invalid(fes...))
+		return
+	}
+	obj, err := s.updateImage(r.Context(), id, rv, req)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	deps, err := s.cfg.Store.Dependents(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := imageResponse{UpdatedInstances: []client.ObjectRef{}}
+	for _, d := range deps {
+		if d.Kind == client.KindWorkloadInstance {
+			out.UpdatedInstances = append(out.UpdatedInstances, client.ObjectRef{Kind: d.Kind, ID: d.ID, Name: d.Name})
+		}
+	}
+	if out.Definition, err = s.wire(r, obj); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// updateImage rewrites the container's image. Without If-Match it retries on a concurrent write, each time
+// against the latest spec, so no other change is lost.
+func (s *Server) updateImage(ctx context.Context, id string, rv int64, req imageRequest) (*store.Object, error) {
+	for attempt := 0; ; attempt++ {
+		cur, err := s.cfg.Store.Get(ctx, client.KindWorkloadDefinition, id)
+		if err != nil {
+			return nil, err
+		}
+		var spec client.WorkloadDefinitionSpec
+		if err := json.Unmarshal(cur.Spec, &spec); err != nil {
+			return nil, fmt.Errorf("decode stored spec: %w", err)
+		}
+		found := false
+		for i := range spec.Containers {
+			if spec.Containers[i].Name == req.Container {
+				spec.Containers[i].Image = req.Image
+				found = true
+			}
+		}
+		if !found {
+			return nil, invalid("container", fmt.Sprintf("workload_definition %q has no container %q", cur.Name, req.Container))
+		}
+		match := rv
+		if match == 0 {
+			match = cur.ResourceVersion
+		}
+		obj, err := s.storeSpec(ctx, cur, match, cur.Labels, &spec)
+		if rv == 0 && attempt < 3 && (errors.Is(err, store.ErrStale) || client.IsConflict(err) && strings.Contains(err.Error(), "stale")) {
+			continue
+		}
+		return obj, err
+	}
+}

@@ -1,0 +1,246 @@
+package server_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
+)
+
+// finalizer plays a controller: it finalizes every object of the kinds whose deletion was requested.
+func finalizer(t *testing.T, e *env, stop <-chan struct{}) {
+	t.Helper()
+	ctx := context.Background()
+	go func() {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			for _, kind := range []string{client.KindWorkloadInstance, client.KindWorkloadDefinition, client.KindKubernetesRuntime} {
+				for obj, err := range e.ctrl.Raw(kind).All(ctx, client.ListOptions{}) {
+					if err != nil {
+						break
+					}
+					if obj.DeletionRequestedAt != nil {
+						_ = e.ctrl.Raw(kind).Finalize(ctx, obj.ID)
+					}
+				}
+			}
+		}
+	}()
+}
+
+func TestDelete(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("an object with dependents is protected", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t)
+		rt, _, inst := e.world(t, "p")
+		err := e.dev.KubernetesRuntimes().Delete(ctx, rt.ID, client.DeleteOptions{})
+		require.True(t, client.IsConflict(err), "%v", err)
+		require.Equal(t, []client.ObjectRef{{Kind: client.KindWorkloadInstance, ID: inst.ID, Name: inst.Name}}, err.(*client.Error).Dependents)
+		got, err := e.dev.KubernetesRuntimes().Get(ctx, rt.ID)
+		require.NoError(t, err)
+		require.Nil(t, got.DeletionRequestedAt, "nothing written")
+	})
+	t.Run("delete requests deletion, is idempotent, and finalize removes the object", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t)
+		_, _, inst := e.world(t, "d")
+		code, body := e.raw(t, server.RoleDeveloper, http.MethodDelete, "/v1/workload_instances/"+inst.ID, "", nil)
+		require.Equal(t, http.StatusAccepted, code, string(body))
+		got, err := e.dev.WorkloadInstances().Get(ctx, inst.ID)
+		require.NoError(t, err)
+		require.NotNil(t, got.DeletionRequestedAt)
+		code, _ = e.raw(t, server.RoleDeveloper, http.MethodDelete, "/v1/workload_instances/"+inst.ID, "", nil)
+		require.Equal(t, http.StatusAccepted, code)
+
+		_, err = e.dev.WorkloadInstances().Update(ctx, got)
+		require.True(t, client.IsConflict(err), "a deleting object takes no spec writes: %v", err)
+
+		require.NoError(t, e.ctrl.WorkloadInstances().Finalize(ctx, inst.ID))
+		_, err = e.dev.WorkloadInstances().Get(ctx, inst.ID)
+		require.True(t, client.IsNotFound(err))
+	})
+	t.Run("finalize without a delete request is a conflict", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t)
+		rt, err := e.dev.KubernetesRuntimes().Create(ctx, localRuntime("f"))
+		require.NoError(t, err)
+		err = e.ctrl.KubernetesRuntimes().Finalize(ctx, rt.ID)
+		require.True(t, client.IsConflict(err), "%v", err)
+	})
+	t.Run("cascade deletes dependents first and waits for them", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t)
+		rt, def, inst := e.world(t, "c")
+		inst2, err := e.dev.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "c-inst2"},
+			Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
+		require.NoError(t, err)
+		stop := make(chan struct{})
+		defer close(stop)
+		finalizer(t, e, stop)
+
+		err = e.dev.KubernetesRuntimes().Delete(ctx, rt.ID, client.DeleteOptions{Cascade: true, Wait: true})
+		require.NoError(t, err)
+		for _, id := range []string{inst.ID, inst2.ID} {
+			_, err = e.dev.WorkloadInstances().Get(ctx, id)
+			require.True(t, client.IsNotFound(err), "dependent %s is gone", id)
+		}
+		_, err = e.dev.KubernetesRuntimes().Get(ctx, rt.ID)
+		require.True(t, client.IsNotFound(err))
+		_, err = e.dev.WorkloadDefinitions().Get(ctx, def.ID)
+		require.NoError(t, err, "objects the dependents referenced stay")
+	})
+	t.Run("wait=gone answers 404 once finalized", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t, setupOpts{cfg: func(c *server.Config) { c.WaitPollInterval = time.Hour }})
+		rt, err := e.dev.KubernetesRuntimes().Create(ctx, localRuntime("g"))
+		require.NoError(t, err)
+		require.NoError(t, e.dev.KubernetesRuntimes().Delete(ctx, rt.ID, client.DeleteOptions{}))
+		go func() {
+			time.Sleep(50 * time.Millisecond) // let the wait start; the hub wakes it, not the poll
+			_ = e.ctrl.KubernetesRuntimes().Finalize(ctx, rt.ID)
+		}()
+		start := time.Now()
+		require.NoError(t, e.dev.KubernetesRuntimes().WaitGone(ctx, rt.ID))
+		require.Less(t, time.Since(start), 10*time.Second)
+	})
+}
+
+func TestStatusWrites(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	rt, err := e.dev.KubernetesRuntimes().Create(ctx, localRuntime("s"))
+	require.NoError(t, err)
+	ctrl := e.ctrl.KubernetesRuntimes()
+
+	t.Run("a controller writes status without bumping generation", func(t *testing.T) {
+		got, err := ctrl.UpdateStatus(ctx, rt.ID, rt.ResourceVersion, client.KubernetesRuntimeStatus{
+			Status:   client.Status{Phase: client.PhaseReady, ObservedGeneration: rt.Generation, Message: "3/3 nodes ready"},
+			Endpoint: "https://127.0.0.1:6443", NodesReady: 3, NodesTotal: 3,
+		})
+		require.NoError(t, err)
+		require.Equal(t, rt.Generation, got.Generation)
+		require.Equal(t, rt.ResourceVersion+1, got.ResourceVersion)
+		require.Equal(t, 3, got.Status.NodesReady)
+		require.True(t, client.Reconciled(got.Generation, &got.Status.Status))
+	})
+	t.Run("observed_generation may not exceed generation", func(t *testing.T) {
+		_, err := ctrl.UpdateStatus(ctx, rt.ID, 0, client.KubernetesRuntimeStatus{Status: client.Status{Phase: client.PhaseReady, ObservedGeneration: 7}})
+		require.True(t, client.IsInvalid(err), "%v", err)
+		require.Equal(t, "status.observed_generation", err.(*client.Error).Field)
+	})
+	for _, tc := range []struct{ name, body, field string }{
+		{"unknown status field", `{"phase":"Ready","observed_generation":1,"nodes":3}`, "status.nodes"},
+		{"wrong type", `{"phase":"Ready","observed_generation":"1"}`, "status.observed_generation"},
+		{"unknown phase", `{"phase":"Happy","observed_generation":1}`, "status.phase"},
+		{"bad condition status", `{"phase":"Ready","observed_generation":1,"conditions":[{"type":"Ready","status":"Yes","last_transition_time":"2024-01-01T00:00:00Z"}]}`, "status.conditions[0].status"},
+		{"bad timestamp", `{"phase":"Ready","observed_generation":1,"conditions":[{"type":"Ready","status":"True","last_transition_time":"yesterday"}]}`, "status.conditions[0].last_transition_time"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before, err := ctrl.Get(ctx, rt.ID)
+			require.NoError(t, err)
+			code, body := e.raw(t, server.RoleController, http.MethodPut, "/v1/kubernetes_runtimes/"+rt.ID+"/status", tc.body, nil)
+			require.Equal(t, http.StatusBadRequest, code, string(body))
+			require.Equal(t, tc.field, apiErr(t, body).Field)
+			after, err := ctrl.Get(ctx, rt.ID)
+			require.NoError(t, err)
+			require.Equal(t, before.ResourceVersion, after.ResourceVersion, "nothing written")
+		})
+	}
+	t.Run("developers may not write status", func(t *testing.T) {
+		_, err := e.dev.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, 0, client.KubernetesRuntimeStatus{})
+		require.True(t, client.IsForbidden(err), "%v", err)
+	})
+}
+
+func TestWaitReconciled(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("returns when another goroutine writes a Ready status", func(t *testing.T) {
+		t.Parallel()
+		// With an hour-long fallback poll, only the in-process notification can end the wait early.
+		e := setup(t, setupOpts{cfg: func(c *server.Config) { c.WaitPollInterval = time.Hour }})
+		rt, err := e.dev.KubernetesRuntimes().Create(ctx, localRuntime("w"))
+		require.NoError(t, err)
+		go func() {
+			time.Sleep(100 * time.Millisecond) // let the wait start
+			_, _ = e.ctrl.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, 0, client.KubernetesRuntimeStatus{Status: client.Status{Phase: client.PhaseReconciling, ObservedGeneration: 1}})
+			_, _ = e.ctrl.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, 0, client.KubernetesRuntimeStatus{Status: client.Status{Phase: client.PhaseReady, ObservedGeneration: 1}})
+		}()
+		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		start := time.Now()
+		got, err := e.dev.KubernetesRuntimes().WaitReconciled(wctx, rt.ID)
+		require.NoError(t, err)
+		require.Equal(t, client.PhaseReady, got.Status.Phase)
+		require.Less(t, time.Since(start), 20*time.Second, "returned because of the write, not the 30s server timeout")
+	})
+	t.Run("returns at once on Failed at the current generation", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t, setupOpts{cfg: func(c *server.Config) { c.WaitPollInterval = time.Hour }})
+		rt, err := e.dev.KubernetesRuntimes().Create(ctx, localRuntime("f"))
+		require.NoError(t, err)
+		_, err = e.ctrl.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, 0, client.KubernetesRuntimeStatus{Status: client.Status{Phase: client.PhaseFailed, ObservedGeneration: 1, Message: "no capacity"}})
+		require.NoError(t, err)
+		start := time.Now()
+		_, err = e.dev.KubernetesRuntimes().WaitReconciled(ctx, rt.ID)
+		require.True(t, client.IsFailed(err), "%v", err)
+		require.Contains(t, err.Error(), "no capacity")
+		require.Less(t, time.Since(start), 5*time.Second)
+	})
+	t.Run("a Ready status for an older generation does not count", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t)
+		rt, err := e.dev.KubernetesRuntimes().Create(ctx, localRuntime("o"))
+		require.NoError(t, err)
+		rt.Spec.Nodes = 4
+		_, err = e.dev.KubernetesRuntimes().Update(ctx, rt)
+		require.NoError(t, err)
+		_, err = e.ctrl.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, 0, client.KubernetesRuntimeStatus{Status: client.Status{Phase: client.PhaseReady, ObservedGeneration: 1}})
+		require.NoError(t, err)
+		code, body := e.raw(t, server.RoleViewer, http.MethodGet, "/v1/kubernetes_runtimes/"+rt.ID+"?wait=reconciled&timeout=200ms", "", nil)
+		require.Equal(t, http.StatusOK, code, "the timeout answers with the current object")
+		require.Contains(t, string(body), `"generation":2`)
+	})
+	t.Run("sees writes through another API replica by polling", func(t *testing.T) {
+		t.Parallel()
+		a := setup(t, setupOpts{cfg: func(c *server.Config) { c.WaitPollInterval = 50 * time.Millisecond }})
+		b := setup(t, setupOpts{st: a.store})
+		rt, err := a.dev.KubernetesRuntimes().Create(ctx, localRuntime("r"))
+		require.NoError(t, err)
+		go func() {
+			time.Sleep(100 * time.Millisecond)
+			_, _ = b.ctrl.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, 0, client.KubernetesRuntimeStatus{Status: client.Status{Phase: client.PhaseReady, ObservedGeneration: 1}})
+		}()
+		start := time.Now()
+		_, err = a.dev.KubernetesRuntimes().WaitReconciled(ctx, rt.ID)
+		require.NoError(t, err)
+		require.Less(t, time.Since(start), 10*time.Second)
+	})
+	t.Run("bad wait parameters are 400s", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t)
+		rt, err := e.dev.KubernetesRuntimes().Create(ctx, localRuntime("b"))
+		require.NoError(t, err)
+		for q, field := range map[string]string{"wait=soon": "wait", "wait=reconciled&timeout=10m": "timeout", "wait=gone&timeout=x": "timeout"} {
+			code, body := e.raw(t, server.RoleViewer, http.MethodGet, "/v1/kubernetes_runtimes/"+rt.ID+"?"+q, "", nil)
+			require.Equal(t, http.StatusBadRequest, code, q)
+			require.Equal(t, field, apiErr(t, body).Field)
+		}
+	})
+}

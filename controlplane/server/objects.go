@@ -1,0 +1,434 @@
+package server
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
+)
+
+// List paging bounds.
+const (
+	defaultListLimit = 100
+	maxListLimit     = 1000
+)
+
+// writeBody is the body of POST and PUT, and the document a merge patch applies to.
+type writeBody struct {
+	Name   string            `json:"name"`
+	Labels map[string]string `json:"labels,omitempty"`
+	Spec   json.RawMessage   `json:"spec"`
+}
+
+// patchBody is the part of an object a merge patch may change.
+type patchBody struct {
+	Labels map[string]string `json:"labels"`
+	Spec   json.RawMessage   `json:"spec"`
+}
+
+// decodeWrite strictly decodes a write body and its spec into the kind's spec type.
+func decodeWrite(ki *client.KindInfo, data []byte, into any) (any, error) {
+	v, err := parseJSON(data)
+	if err != nil {
+		return nil, err
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, invalid("body", "must be a JSON object")
+	}
+	if fe := checkShape(obj["spec"], reflect.TypeOf(ki.NewSpec()), "spec"); fe != nil {
+		return nil, client.Invalid(*fe)
+	}
+	delete(obj, "spec")
+	if fe := checkShape(obj, reflect.TypeOf(into).Elem(), ""); fe != nil {
+		return nil, client.Invalid(*fe)
+	}
+	if err := decodeStrict(data, into, ""); err != nil {
+		return nil, err
+	}
+	spec := ki.NewSpec()
+	raw := reflect.ValueOf(into).Elem().FieldByName("Spec").Bytes()
+	if len(raw) == 0 || string(raw) == "null" {
+		return spec, nil
+	}
+	if err := decodeStrict(raw, spec, "spec"); err != nil {
+		return nil, err
+	}
+	return spec, nil
+}
+
+// checked is a spec that passed defaults, validation and reference checks, ready for the store.
+type checked struct {
+	spec json.RawMessage
+	refs []store.Ref
+}
+
+// check defaults and validates a spec with the object's name and labels, and resolves its references.
+// Every problem is reported at once, as one 400.
+func (s *Server) check(ctx context.Context, ki *client.KindInfo, name string, labels map[string]string, spec any) (*checked, error) {
+	ki.Default(spec)
+	fes := client.ValidateMeta(name, labels)
+	fes = append(fes, ki.Validate(spec)...)
+	refSpecs := map[string]any{}
+	var refs []store.Ref
+	for _, fr := range ki.Refs(spec) {
+		target, err := s.cfg.Store.Get(ctx, fr.Kind, fr.ID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			fes = append(fes, client.FieldError{Field: fr.Field, Message: fmt.Sprintf("%s %q not found", fr.Kind, fr.ID)})
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("resolve %s: %w", fr.Field, err)
+		case target.DeletionRequestedAt != nil:
+			fes = append(fes, client.FieldError{Field: fr.Field, Message: fmt.Sprintf("%s %q is being deleted", fr.Kind, target.Name)})
+			continue
+		}
+		refs = append(refs, store.Ref{Kind: fr.Kind, ID: fr.ID, Name: target.Name})
+		if tk, ok := client.LookupKind(fr.Kind); ok {
+			ts := tk.NewSpec()
+			if json.Unmarshal(target.Spec, ts) == nil {
+				refSpecs[fr.Field] = ts
+			}
+		}
+	}
+	if ki.ValidateRefs != nil && len(fes) == 0 {
+		fes = append(fes, ki.ValidateRefs(spec, refSpecs)...)
+	}
+	if len(fes) > 0 {
+		return nil, client.Invalid(fes...)
+	}
+	data, err := json.Marshal(spec)
+	if err != nil {
+		return nil, fmt.Errorf("encode spec: %w", err)
+	}
+	return &checked{spec: data, refs: refs}, nil
+}
+
+// initialStatus is the status of a new object, before its controller has seen it.
+var initialStatus = json.RawMessage(`{"phase":"Pending","observed_generation":0}`)
+
+func (s *Server) create(w http.ResponseWriter, r *http.Request) {
+	ki := kindFrom(r)
+	data, err := s.readBody(w, r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var body writeBody
+	spec, err := decodeWrite(ki, data, &body)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	c, err := s.check(r.Context(), ki, body.Name, body.Labels, spec)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	obj, err := s.cfg.Store.Create(r.Context(), &store.CreateParams{
+		Kind: ki.Kind, Name: body.Name, Labels: body.Labels, Spec: c.spec, Status: initialStatus, Refs: c.refs,
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.committed(obj.ID)
+	s.respond(w, r, http.StatusCreated, obj)
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Query().Get("wait") {
+	case "":
+	case "reconciled", "gone":
+		s.wait(w, r)
+		return
+	default:
+		s.fail(w, r, invalid("wait", `must be "reconciled" or "gone"`))
+		return
+	}
+	obj, err := s.cfg.Store.Get(r.Context(), kindFrom(r).Kind, chi.URLParam(r, "id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.respond(w, r, http.StatusOK, obj)
+}
+
+func (s *Server) getByName(w http.ResponseWriter, r *http.Request) {
+	obj, err := s.cfg.Store.GetByName(r.Context(), kindFrom(r).Kind, chi.URLParam(r, "name"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.respond(w, r, http.StatusOK, obj)
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	ki := kindFrom(r)
+	q := r.URL.Query()
+	p := &store.ListParams{Kind: ki.Kind, Limit: defaultListLimit}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxListLimit {
+			s.fail(w, r, invalid("limit", fmt.Sprintf("must be an integer between 1 and %d", maxListLimit)))
+			return
+		}
+		p.Limit = n
+	}
+	if v := q.Get("continue"); v != "" {
+		after, err := base64.RawURLEncoding.DecodeString(v)
+		if err != nil || len(after) == 0 {
+			s.fail(w, r, invalid("continue", "is not a continue token from a previous page"))
+			return
+		}
+		p.After = string(after)
+	}
+	labels, err := parseSelector(q.Get("label_selector"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	p.Labels = labels
+	res, err := s.cfg.Store.List(r.Context(), p)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := struct {
+		Items    []*client.RawObject `json:"items"`
+		Continue string              `json:"continue,omitempty"`
+	}{Items: make([]*client.RawObject, 0, len(res.Objects))}
+	for _, o := range res.Objects {
+		wo, err := s.wire(r, o)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		out.Items = append(out.Items, wo)
+	}
+	if res.Next != "" {
+		out.Continue = base64.RawURLEncoding.EncodeToString([]byte(res.Next))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// parseSelector parses "k=v,k2=v2" (equality only).
+func parseSelector(sel string) (map[string]string, error) {
+	if strings.TrimSpace(sel) == "" {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, part := range strings.Split(sel, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(strings.TrimPrefix(v, "="))
+		if !ok || k == "" {
+			return nil, invalid("label_selector", fmt.Sprintf("%q is not key=value", part))
+		}
+		if fes := client.ValidateMeta("x", map[string]string{k: v}); len(fes) > 0 {
+			return nil, invalid("label_selector", fmt.Sprintf("%q: %s", part, fes[0].Message))
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// ifMatch reads the optional If-Match header: an integer resource version (quotes allowed).
+func ifMatch(r *http.Request) (int64, error) {
+	v := strings.Trim(strings.TrimSpace(r.Header.Get("If-Match")), `"`)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 1 {
+		return 0, invalid("If-Match", fmt.Sprintf("must be a resource version (a positive integer), not %q", r.Header.Get("If-Match")))
+	}
+	return n, nil
+}
+
+func (s *Server) update(w http.ResponseWriter, r *http.Request) {
+	ki := kindFrom(r)
+	rv, err := ifMatch(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	data, err := s.readBody(w, r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var body writeBody
+	spec, err := decodeWrite(ki, data, &body)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	cur, err := s.cfg.Store.Get(r.Context(), ki.Kind, chi.URLParam(r, "id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if body.Name != "" && body.Name != cur.Name {
+		s.fail(w, r, invalid("name", fmt.Sprintf("is immutable (the object is named %q)", cur.Name)))
+		return
+	}
+	s.writeSpec(w, r, cur, rv, body.Labels, spec)
+}
+
+func (s *Server) patch(w http.ResponseWriter, r *http.Request) {
+	ki := kindFrom(r)
+	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct != "application/merge-patch+json" {
+		s.fail(w, r, invalid("Content-Type", "must be application/merge-patch+json (RFC 7396)"))
+		return
+	}
+	rv, err := ifMatch(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	data, err := s.readBody(w, r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	patch, err := parseJSON(data)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	pm, ok := patch.(map[string]any)
+	if !ok {
+		s.fail(w, r, invalid("body", "a merge patch must be a JSON object"))
+		return
+	}
+	if fe := checkShape(pm, reflect.TypeOf(patchBody{}), ""); fe != nil {
+		s.fail(w, r, client.Invalid(*fe))
+		return
+	}
+	cur, err := s.cfg.Store.Get(r.Context(), ki.Kind, chi.URLParam(r, "id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	doc, err := json.Marshal(patchBody{Labels: cur.Labels, Spec: cur.Spec})
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("encode object: %w", err))
+		return
+	}
+	target, err := parseJSON(doc)
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("parse stored object: %w", err))
+		return
+	}
+	merged, err := json.Marshal(mergePatch(target, pm))
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("encode patched object: %w", err))
+		return
+	}
+	var body writeBody
+	spec, err := decodeWrite(ki, merged, &body)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.writeSpec(w, r, cur, rv, body.Labels, spec)
+}
+
+// writeSpec checks and stores a new spec and labels for an existing object, and answers with it.
+func (s *Server) writeSpec(w http.ResponseWriter, r *http.Request, cur *store.Object, rv int64, labels map[string]string, spec any) {
+	obj, err := s.storeSpec(r.Context(), cur, rv, labels, spec)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.respond(w, r, http.StatusOK, obj)
+}
+
+func (s *Server) storeSpec(ctx context.Context, cur *store.Object, rv int64, labels map[string]string, spec any) (*store.Object, error) {
+	ki, _ := client.LookupKind(cur.Kind)
+	if cur.DeletionRequestedAt != nil {
+		return nil, client.Errorf(client.CodeConflict, "%s %q is being deleted", cur.Kind, cur.Name)
+	}
+	if rv != 0 && rv != cur.ResourceVersion {
+		return nil, client.Errorf(client.CodeConflict, "resource version is stale: If-Match %d, current %d", rv, cur.ResourceVersion)
+	}
+	c, err := s.check(ctx, ki, cur.Name, labels, spec)
+	if err != nil {
+		return nil, err
+	}
+	obj, err := s.cfg.Store.UpdateSpec(ctx, &store.UpdateSpecParams{
+		Kind: cur.Kind, ID: cur.ID, IfMatch: rv, Labels: labels, Spec: c.spec, Refs: c.refs,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.committed(obj.ID)
+	return obj, nil
+}
+
+// respond writes one object, hiding write-only fields from roles that may not see them.
+func (s *Server) respond(w http.ResponseWriter, r *http.Request, status int, obj *store.Object) {
+	wo, err := s.wire(r, obj)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, status, wo)
+}
+
+// wire converts a stored object to the v1 envelope for the caller.
+func (s *Server) wire(r *http.Request, o *store.Object) (*client.RawObject, error) {
+	spec := o.Spec
+	if ki, ok := client.LookupKind(o.Kind); ok && len(ki.WriteOnly) > 0 && !roleCan(principalFrom(r.Context()).role, permReadSecrets) {
+		var err error
+		if spec, err = hideWriteOnly(ki, spec); err != nil {
+			return nil, err
+		}
+	}
+	status := o.Status
+	if len(status) == 0 {
+		status = json.RawMessage(`{}`)
+	}
+	return &client.RawObject{
+		Meta: client.Meta{
+			ID: o.ID, Kind: o.Kind, Name: o.Name, Labels: o.Labels,
+			Generation: o.Generation, ResourceVersion: o.ResourceVersion,
+			CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt, DeletionRequestedAt: o.DeletionRequestedAt,
+		},
+		Spec:   spec,
+		Status: status,
+	}, nil
+}
+
+// hideWriteOnly zeroes the write-only fields of a stored spec; omitempty then drops them.
+func hideWriteOnly(ki *client.KindInfo, raw json.RawMessage) (json.RawMessage, error) {
+	spec := ki.NewSpec()
+	if err := json.Unmarshal(raw, spec); err != nil {
+		return nil, fmt.Errorf("decode stored %s spec: %w", ki.Kind, err)
+	}
+	v := reflect.ValueOf(spec).Elem()
+	for _, f := range structFields(v.Type()) {
+		for _, name := range ki.WriteOnly {
+			if f.name == name {
+				fv := v.FieldByIndex(f.index)
+				fv.Set(reflect.Zero(fv.Type()))
+			}
+		}
+	}
+	out, err := json.Marshal(spec)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s spec: %w", ki.Kind, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,328 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"reflect"
+	"strings"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+)
+
+// OpenAPIVersion is the OpenAPI version of the document served at /v1/openapi.json.
+const OpenAPIVersion = "3.1.0"
+
+func (s *Server) serveOpenAPI(w http.ResponseWriter, r *http.Request) {
+	s.openapiOnce.Do(func() { s.openapi, s.openapiErr = OpenAPI() })
+	if s.openapiErr != nil {
+		s.fail(w, r, s.openapiErr)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(s.openapi)
+}
+
+// OpenAPI returns the OpenAPI 3.1 document of the v1 API, generated from the Go types of every
+// registered kind.
+func OpenAPI() ([]byte, error) {
+	g := &openapiGen{schemas: map[string]any{}}
+	doc := g.document()
+	data, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode OpenAPI document: %w", err)
+	}
+	return data, nil
+}
+
+type obj = map[string]any
+
+type openapiGen struct {
+	schemas map[string]any
+}
+
+func ref(name string) obj { return obj{"$ref": "#/components/schemas/" + name} }
+
+// enums lists the allowed values of string fields, by "Type.json_name".
+var enums = map[string][]string{
+	"KubernetesRuntimeSpec.provider": {client.ProviderLocal, client.ProviderKubeconfig, client.ProviderEKS},
+	"ContainerPort.protocol":         {"TCP", "UDP", "SCTP"},
+	"Event.type":                     {client.EventNormal, client.EventWarning},
+}
+
+var typeEnums = map[reflect.Type][]string{
+	reflect.TypeOf(client.Phase("")): {string(client.PhasePending), string(client.PhaseReconciling), string(client.PhaseReady),
+		string(client.PhaseFailed), string(client.PhaseDeleting)},
+	reflect.TypeOf(client.ConditionStatus("")): {string(client.ConditionTrue), string(client.ConditionFalse), string(client.ConditionUnknown)},
+}
+
+// schema returns the JSON Schema of a Go type; named structs become components referenced by $ref.
+func (g *openapiGen) schema(t reflect.Type) obj {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if vals, ok := typeEnums[t]; ok {
+		return obj{"type": "string", "enum": vals}
+	}
+	switch {
+	case t == timeType:
+		return obj{"type": "string", "format": "date-time"}
+	case t == rawType || t.Kind() == reflect.Interface:
+		return obj{}
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		name := t.Name()
+		if _, done := g.schemas[name]; !done {
+			g.schemas[name] = obj{} // placeholder against recursion
+			g.schemas[name] = g.structSchema(t, name, nil)
+		}
+		return ref(name)
+	case reflect.Map:
+		return obj{"type": "object", "additionalProperties": g.schema(t.Elem())}
+	case reflect.Slice, reflect.Array:
+		return obj{"type": "array", "items": g.schema(t.Elem())}
+	case reflect.String:
+		return obj{"type": "string"}
+	case reflect.Bool:
+		return obj{"type": "boolean"}
+	case reflect.Int32, reflect.Int16, reflect.Int8:
+		return obj{"type": "integer", "format": "int32"}
+	case reflect.Int, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return obj{"type": "integer", "format": "int64"}
+	case reflect.Float32, reflect.Float64:
+		return obj{"type": "number"}
+	}
+	return obj{}
+}
+
+// structSchema builds an object schema from json tags; override replaces the schemas of some properties.
+func (g *openapiGen) structSchema(t reflect.Type, name string, override map[string]obj) obj {
+	props := obj{}
+	var required []string
+	writeOnly := map[string]bool{}
+	for _, ki := range client.Kinds() {
+		if reflect.TypeOf(ki.SpecType) == t {
+			for _, f := range ki.WriteOnly {
+				writeOnly[f] = true
+			}
+		}
+	}
+	for _, f := range structFields(t) {
+		var sch obj
+		if o, ok := override[f.name]; ok {
+			sch = o
+		} else {
+			sch = g.schema(f.typ)
+		}
+		doc := fieldDoc(t, f)
+		if vals, ok := enums[name+"."+f.name]; ok {
+			sch["enum"] = vals
+		}
+		if doc != "" || writeOnly[f.name] {
+			if _, isRef := sch["$ref"]; isRef {
+				// Siblings of $ref are allowed in 3.1; keep the reference and add the description.
+				sch = obj{"$ref": sch["$ref"]}
+			}
+			if doc != "" {
+				sch["description"] = doc
+			}
+			if writeOnly[f.name] {
+				sch["writeOnly"] = true
+			}
+		}
+		props[f.name] = sch
+		opts := f.field.Tag.Get("json")
+		if !strings.Contains(opts, ",omitempty") && !strings.Contains(opts, ",omitzero") && f.field.Type.Kind() != reflect.Pointer {
+			required = append(required, f.name)
+		}
+	}
+	out := obj{"type": "object", "properties": props, "additionalProperties": false}
+	if len(required) > 0 {
+		out["required"] = required
+	}
+	if d := typeDocs[t.Name()]; d != "" {
+		out["description"] = d
+	}
+	return out
+}
+
+// fieldDoc finds a field's description in the table mirrored from the Go doc comments. Promoted fields
+// are documented on the embedded type.
+func fieldDoc(t reflect.Type, f jsonField) string {
+	owner := t
+	for _, i := range f.index[:len(f.index)-1] {
+		owner = owner.Field(i).Type
+		for owner.Kind() == reflect.Pointer {
+			owner = owner.Elem()
+		}
+	}
+	return fieldDocs[owner.Name()+"."+f.field.Name]
+}
+
+func camel(kind string) string {
+	var b strings.Builder
+	for _, p := range strings.Split(kind, "_") {
+		if p != "" {
+			b.WriteString(strings.ToUpper(p[:1]) + p[1:])
+		}
+	}
+	return b.String()
+}
+
+func jsonContent(schema obj) obj {
+	return obj{"application/json": obj{"schema": schema}}
+}
+
+func response(desc string, schema obj) obj {
+	r := obj{"description": desc}
+	if schema != nil {
+		r["content"] = jsonContent(schema)
+	}
+	return r
+}
+
+func param(name, in, desc string, required bool, schema obj) obj {
+	return obj{"name": name, "in": in, "description": desc, "required": required, "schema": schema}
+}
+
+func (g *openapiGen) document() obj {
+	g.schema(reflect.TypeOf(client.Error{}))
+	g.schemas["ErrorResponse"] = obj{
+		"type": "object", "required": []string{"error"}, "additionalProperties": false,
+		"properties": obj{"error": ref("Error")}, "description": "Every error answer has this shape.",
+	}
+	g.schemas["EventList"] = obj{
+		"type": "object", "required": []string{"items"}, "additionalProperties": false,
+		"properties": obj{"items": obj{"type": "array", "items": g.schema(reflect.TypeOf(client.Event{}))}},
+	}
+	g.schemas["Health"] = obj{"type": "object", "properties": obj{"status": obj{"type": "string"}}}
+	errResp := response("Error: the code maps to the HTTP status (invalid 400, unauthorized 401, forbidden 403, not_found 404, conflict 409, too_large 413, unavailable 503, internal 500).", ref("ErrorResponse"))
+	idParam := param("id", "path", "The object id.", true, obj{"type": "string"})
+	ifMatch := param("If-Match", "header", "The resource_version the write expects; a stale one gets 409.", false, obj{"type": "integer", "format": "int64"})
+	paths := obj{
+		"/healthz": obj{"get": obj{"operationId": "healthz", "summary": "Liveness", "security": []any{}, "tags": []string{"health"},
+			"responses": obj{"200": response("Alive", ref("Health"))}}},
+		"/readyz": obj{"get": obj{"operationId": "readyz", "summary": "Readiness: the store answers and the app is ready", "security": []any{}, "tags": []string{"health"},
+			"responses": obj{"200": response("Ready", ref("Health")), "503": errResp}}},
+		"/metrics": obj{"get": obj{"operationId": "metrics", "summary": "Prometheus metrics", "security": []any{}, "tags": []string{"health"},
+			"responses": obj{"200": obj{"description": "Prometheus text exposition", "content": obj{"text/plain": obj{"schema": obj{"type": "string"}}}}}}},
+		"/v1/openapi.json": obj{"get": obj{"operationId": "openapi", "summary": "This document", "security": []any{}, "tags": []string{"health"},
+			"responses": obj{"200": obj{"description": "The OpenAPI 3.1 document", "content": jsonContent(obj{"type": "object"})}}}},
+	}
+	var tags []any
+	for _, ki := range client.Kinds() {
+		tags = append(tags, obj{"name": ki.Plural, "description": ki.Description})
+		g.kindPaths(ki, paths, errResp, idParam, ifMatch)
+	}
+	tags = append(tags, obj{"name": "health", "description": "Probes, metrics and this document; no token needed."})
+	return obj{
+		"openapi": OpenAPIVersion,
+		"info": obj{
+			"title":       "QleetOS API",
+			"version":     "v1",
+			"description": "The QleetOS control plane API. Every object shares one envelope; spec is desired state, status is observed state written by controllers. Send `Authorization: Bearer <token>`.",
+		},
+		"jsonSchemaDialect": "https://spec.openapis.org/oas/3.1/dialect/base",
+		"servers":           []any{obj{"url": "/"}},
+		"security":          []any{obj{"bearer": []string{}}},
+		"tags":              tags,
+		"paths":             paths,
+		"components": obj{
+			"schemas":         g.schemas,
+			"securitySchemes": obj{"bearer": obj{"type": "http", "scheme": "bearer", "description": "An API token; its role (admin, developer, viewer, controller) decides what it may do."}},
+		},
+	}
+}
+
+func (g *openapiGen) kindPaths(ki *client.KindInfo, paths obj, errResp, idParam, ifMatch obj) {
+	n := camel(ki.Kind)
+	specT, statusT := reflect.TypeOf(ki.SpecType), reflect.TypeOf(ki.StatusType)
+	spec, status := g.schema(specT), g.schema(statusT)
+	meta := g.structSchema(reflect.TypeOf(client.Meta{}), "Meta", nil)
+	props := meta["properties"].(obj)
+	props["spec"] = spec
+	props["status"] = status
+	meta["required"] = append(meta["required"].([]string), "spec", "status")
+	meta["description"] = ki.Description
+	g.schemas[n] = meta
+	g.schemas[n+"List"] = obj{"type": "object", "required": []string{"items"}, "additionalProperties": false, "properties": obj{
+		"items":    obj{"type": "array", "items": ref(n)},
+		"continue": obj{"type": "string", "description": "Token for the next page; absent on the last page."},
+	}}
+	g.schemas[n+"Write"] = g.structSchema(reflect.TypeOf(writeBody{}), "Write", map[string]obj{"spec": spec})
+	g.schemas[n+"Patch"] = obj{"type": "object", "additionalProperties": false, "description": "An RFC 7396 JSON merge patch over labels and spec.", "properties": obj{
+		"labels": obj{"type": []string{"object", "null"}, "additionalProperties": obj{"type": []string{"string", "null"}}},
+		"spec":   obj{"type": []string{"object", "null"}},
+	}}
+	tag := []string{ki.Plural}
+	base := "/v1/" + ki.Plural
+	one := response("The object", ref(n))
+	with := func(extra obj) obj {
+		out := obj{"default": errResp}
+		for k, v := range extra {
+			out[k] = v
+		}
+		return out
+	}
+	paths[base] = obj{
+		"get": obj{"operationId": "list_" + ki.Plural, "summary": "List " + ki.Plural, "tags": tag,
+			"parameters": []any{
+				param("label_selector", "query", "k=v,k2=v2: only objects carrying every pair.", false, obj{"type": "string"}),
+				param("limit", "query", "Page size.", false, obj{"type": "integer", "minimum": 1, "maximum": maxListLimit, "default": defaultListLimit}),
+				param("continue", "query", "Token from the previous page.", false, obj{"type": "string"}),
+			},
+			"responses": with(obj{"200": response("One page", ref(n+"List"))})},
+		"post": obj{"operationId": "create_" + ki.Kind, "summary": "Create a " + ki.Kind, "tags": tag,
+			"requestBody": obj{"required": true, "content": jsonContent(ref(n + "Write"))},
+			"responses":   with(obj{"201": response("Created", ref(n))})},
+	}
+	paths[base+"/by-name/{name}"] = obj{"get": obj{"operationId": "get_" + ki.Kind + "_by_name", "summary": "Get a " + ki.Kind + " by name", "tags": tag,
+		"parameters": []any{param("name", "path", "The object name.", true, obj{"type": "string"})},
+		"responses":  with(obj{"200": one})}}
+	paths[base+"/{id}"] = obj{
+		"parameters": []any{idParam},
+		"get": obj{"operationId": "get_" + ki.Kind, "summary": "Get a " + ki.Kind + ", optionally waiting until it is reconciled or gone", "tags": tag,
+			"parameters": []any{
+				param("wait", "query", "reconciled: answer once phase is Ready or Failed at the current generation; gone: answer 404 once deleted.", false, obj{"type": "string", "enum": []string{"reconciled", "gone"}}),
+				param("timeout", "query", "How long to wait (Go duration, at most 5m); the current object is returned at the timeout.", false, obj{"type": "string", "examples": []string{"60s"}}),
+			},
+			"responses": with(obj{"200": one})},
+		"put": obj{"operationId": "update_" + ki.Kind, "summary": "Replace the labels and spec of a " + ki.Kind, "tags": tag,
+			"parameters":  []any{ifMatch},
+			"requestBody": obj{"required": true, "content": jsonContent(ref(n + "Write"))},
+			"responses":   with(obj{"200": one})},
+		"patch": obj{"operationId": "patch_" + ki.Kind, "summary": "Merge-patch the labels and spec of a " + ki.Kind, "tags": tag,
+			"parameters":  []any{ifMatch},
+			"requestBody": obj{"required": true, "content": obj{"application/merge-patch+json": obj{"schema": ref(n + "Patch")}}},
+			"responses":   with(obj{"200": one})},
+		"delete": obj{"operationId": "delete_" + ki.Kind, "summary": "Request deletion of a " + ki.Kind, "tags": tag,
+			"parameters": []any{param("cascade", "query", "Delete dependents first and wait for them to be gone, instead of answering 409.", false, obj{"type": "boolean"})},
+			"responses":  with(obj{"202": response("Deletion requested", ref(n))})},
+	}
+	paths[base+"/{id}/status"] = obj{"parameters": []any{idParam}, "put": obj{
+		"operationId": "update_" + ki.Kind + "_status", "summary": "Write the status (controller or admin role)", "tags": tag,
+		"parameters":  []any{ifMatch},
+		"requestBody": obj{"required": true, "content": jsonContent(status)},
+		"responses":   with(obj{"200": one})}}
+	paths[base+"/{id}/finalize"] = obj{"parameters": []any{idParam}, "post": obj{
+		"operationId": "finalize_" + ki.Kind, "summary": "Remove an object whose deletion was requested (controller or admin role)", "tags": tag,
+		"responses": with(obj{"204": obj{"description": "Removed"}})}}
+	eventSchema := ref("Event")
+	paths[base+"/{id}/events"] = obj{"parameters": []any{idParam},
+		"get": obj{"operationId": "list_" + ki.Kind + "_events", "summary": "List the object's events, oldest first", "tags": tag,
+			"responses": with(obj{"200": response("Events", ref("EventList"))})},
+		"post": obj{"operationId": "record_" + ki.Kind + "_event", "summary": "Append an event (controller or admin role)", "tags": tag,
+			"requestBody": obj{"required": true, "content": jsonContent(eventSchema)},
+			"responses":   with(obj{"201": response("Recorded", eventSchema)})},
+	}
+	if ki.Kind == client.KindWorkloadDefinition {
+		g.schemas["ImageRequest"] = g.structSchema(reflect.TypeOf(imageRequest{}), "ImageRequest", nil)
+		g.schemas["ImageResponse"] = g.structSchema(reflect.TypeOf(imageResponse{}), "ImageResponse", map[string]obj{"definition": ref(n)})
+		paths[base+"/{id}/image"] = obj{"parameters": []any{idParam}, "post": obj{
+			"operationId": "set_" + ki.Kind + "_image", "summary": "CI hook: set one container's image", "tags": tag,
+			"parameters":  []any{ifMatch},
+			"requestBody": obj{"required": true, "content": jsonContent(ref("ImageRequest"))},
+			"responses":   with(obj{"200": response("Updated", ref("ImageResponse"))})}}
+	}
+}

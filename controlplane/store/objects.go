@@ -1,0 +1,558 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/google/uuid"
+	"github.com/uptrace/bun"
+)
+
+// List page sizes.
+const (
+	DefaultListLimit = 100
+	MaxListLimit     = 1000
+)
+
+// Row lock strengths for PostgreSQL (SQLite serialises writers instead and ignores them). A writer of an
+// object's columns takes noKeyUpdate, which does not block objects that are being created with a reference
+// to it (keyShare). Deleting takes update, which does: a reference is never added to an object whose
+// deletion is in progress, and a deletion never misses a reference added concurrently.
+const (
+	lockKeyShare    = "KEY SHARE"
+	lockNoKeyUpdate = "NO KEY UPDATE"
+	lockUpdate      = "UPDATE"
+)
+
+// Create inserts an object, its label and reference rows, and an outbox row for its kind.
+func (s *bunStore) Create(ctx context.Context, p *CreateParams) (*Object, error) {
+	if p.Kind == "" || p.Name == "" {
+		return nil, errors.New("store: create: kind and name are required")
+	}
+	spec, err := canonicalJSON(p.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("store: create %s %q: spec is not valid JSON: %w", p.Kind, p.Name, err)
+	}
+	status, err := canonicalJSON(p.Status)
+	if err != nil {
+		return nil, fmt.Errorf("store: create %s %q: status is not valid JSON: %w", p.Kind, p.Name, err)
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, fmt.Errorf("store: create %s %q: new id: %w", p.Kind, p.Name, err)
+	}
+	t := now()
+	row := &objectRow{
+		ID:              id.String(),
+		Kind:            p.Kind,
+		Name:            p.Name,
+		Generation:      1,
+		ResourceVersion: 1,
+		Spec:            spec,
+		Status:          status,
+		CreatedAt:       t,
+		UpdatedAt:       t,
+	}
+	err = s.write(ctx, func(ctx context.Context, tx bun.Tx) error {
+		refs, err := s.checkRefs(ctx, tx, row.ID, p.Refs)
+		if err != nil {
+			return err
+		}
+		if err := insertObject(ctx, tx, row); err != nil {
+			return err
+		}
+		if err := insertLabels(ctx, tx, row.ID, p.Labels); err != nil {
+			return err
+		}
+		if err := insertRefs(ctx, tx, row.ID, row.Kind, refs); err != nil {
+			return err
+		}
+		return insertOutbox(ctx, tx, row.Kind, row.ID)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: create %s %q: %w", p.Kind, p.Name, err)
+	}
+	return row.toObject(copyLabels(p.Labels)), nil
+}
+
+// Get returns an object by kind and id.
+func (s *bunStore) Get(ctx context.Context, kind, id string) (*Object, error) {
+	var obj *Object
+	err := s.read(ctx, func(ctx context.Context, tx bun.Tx) error {
+		row := new(objectRow)
+		err := tx.NewSelect().Model(row).Where("id = ?", id).Where("kind = ?", kind).Scan(ctx)
+		if errors.Is(err, sql.ErrNoRows) {
+			return notFound(kind, id)
+		}
+		if err != nil {
+			return err
+		}
+		obj, err = withLabels(ctx, tx, row)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: get %s %q: %w", kind, id, err)
+	}
+	return obj, nil
+}
+
+// GetByName returns an object by kind and name.
+func (s *bunStore) GetByName(ctx context.Context, kind, name string) (*Object, error) {
+	var obj *Object
+	err := s.read(ctx, func(ctx context.Context, tx bun.Tx) error {
+		row := new(objectRow)
+		err := tx.NewSelect().Model(row).Where("kind = ?", kind).Where("name = ?", name).Scan(ctx)
+		if errors.Is(err, sql.ErrNoRows) {
+			return notFound(kind, name)
+		}
+		if err != nil {
+			return err
+		}
+		obj, err = withLabels(ctx, tx, row)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: get %s by name %q: %w", kind, name, err)
+	}
+	return obj, nil
+}
+
+// List returns one page of objects of a kind, ordered by id (creation order), filtered by label equality.
+func (s *bunStore) List(ctx context.Context, p *ListParams) (*ListResult, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	if limit > MaxListLimit {
+		limit = MaxListLimit
+	}
+	keys := make([]string, 0, len(p.Labels))
+	for k := range p.Labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+
+	res := &ListResult{Objects: []*Object{}}
+	err := s.read(ctx, func(ctx context.Context, tx bun.Tx) error {
+		var rows []objectRow
+		q := tx.NewSelect().Model(&rows).Where("kind = ?", p.Kind)
+		if p.After != "" {
+			q = q.Where("id > ?", p.After)
+		}
+		for _, k := range keys {
+			q = q.Where("EXISTS (SELECT 1 FROM object_labels AS l WHERE l.object_id = o.id AND l.key = ? AND l.value = ?)",
+				k, p.Labels[k])
+		}
+		// One row more than the page says whether another page follows.
+		if err := q.Order("id").Limit(int64(limit) + 1).Scan(ctx); err != nil {
+			return err
+		}
+		if len(rows) > limit {
+			rows = rows[:limit]
+			res.Next = rows[limit-1].ID
+		}
+		ids := make([]string, len(rows))
+		for i := range rows {
+			ids[i] = rows[i].ID
+		}
+		labels, err := loadLabels(ctx, tx, ids)
+		if err != nil {
+			return err
+		}
+		for i := range rows {
+			res.Objects = append(res.Objects, rows[i].toObject(labels[rows[i].ID]))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: list %s: %w", p.Kind, err)
+	}
+	return res, nil
+}
+
+// UpdateSpec replaces labels, spec and references. Generation increases only when the canonical spec
+// changes; the resource version always increases. Writes an outbox row for the object.
+func (s *bunStore) UpdateSpec(ctx context.Context, p *UpdateSpecParams) (*Object, error) {
+	spec, err := canonicalJSON(p.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("store: update %s %q: spec is not valid JSON: %w", p.Kind, p.ID, err)
+	}
+	var row *objectRow
+	err = s.write(ctx, func(ctx context.Context, tx bun.Tx) error {
+		var err error
+		row, err = s.lockObject(ctx, tx, p.Kind, p.ID, lockNoKeyUpdate)
+		if err != nil {
+			return err
+		}
+		if err := checkIfMatch(row, p.IfMatch); err != nil {
+			return err
+		}
+		refs, err := s.checkRefs(ctx, tx, row.ID, p.Refs)
+		if err != nil {
+			return err
+		}
+		// The stored text is canonical for SQLite, but PostgreSQL's jsonb prints its own way.
+		old, err := canonicalJSON([]byte(row.Spec))
+		if err != nil {
+			return fmt.Errorf("stored spec: %w", err)
+		}
+		if old != spec {
+			row.Generation++
+		}
+		row.ResourceVersion++
+		row.Spec = spec
+		row.UpdatedAt = now()
+		if _, err := tx.NewUpdate().Model(row).
+			Column("spec", "generation", "resource_version", "updated_at").
+			WherePK().Exec(ctx); err != nil {
+			return err
+		}
+		if _, err := tx.NewDelete().Model((*labelRow)(nil)).Where("object_id = ?", row.ID).Exec(ctx); err != nil {
+			return err
+		}
+		if err := insertLabels(ctx, tx, row.ID, p.Labels); err != nil {
+			return err
+		}
+		if _, err := tx.NewDelete().Model((*refRow)(nil)).Where("from_id = ?", row.ID).Exec(ctx); err != nil {
+			return err
+		}
+		if err := insertRefs(ctx, tx, row.ID, row.Kind, refs); err != nil {
+			return err
+		}
+		return insertOutbox(ctx, tx, row.Kind, row.ID)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: update %s %q: %w", p.Kind, p.ID, err)
+	}
+	return row.toObject(copyLabels(p.Labels)), nil
+}
+
+// UpdateStatus replaces the status and increases the resource version. It writes outbox rows for the
+// objects that reference this one, and none for the object itself: its controller wrote the status.
+func (s *bunStore) UpdateStatus(ctx context.Context, p *UpdateStatusParams) (*Object, error) {
+	status, err := canonicalJSON(p.Status)
+	if err != nil {
+		return nil, fmt.Errorf("store: update status of %s %q: status is not valid JSON: %w", p.Kind, p.ID, err)
+	}
+	var obj *Object
+	err = s.write(ctx, func(ctx context.Context, tx bun.Tx) error {
+		row, err := s.lockObject(ctx, tx, p.Kind, p.ID, lockNoKeyUpdate)
+		if err != nil {
+			return err
+		}
+		if err := checkIfMatch(row, p.IfMatch); err != nil {
+			return err
+		}
+		row.ResourceVersion++
+		row.Status = status
+		row.UpdatedAt = now()
+		if _, err := tx.NewUpdate().Model(row).
+			Column("status", "resource_version", "updated_at").
+			WherePK().Exec(ctx); err != nil {
+			return err
+		}
+		if err := enqueueDependents(ctx, tx, row.ID); err != nil {
+			return err
+		}
+		obj, err = withLabels(ctx, tx, row)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: update status of %s %q: %w", p.Kind, p.ID, err)
+	}
+	return obj, nil
+}
+
+// RequestDeletion sets deletion_requested_at and increases the resource version the first time; every
+// call writes an outbox row so the controller (re)starts its cleanup. It fails with a *DependentsError
+// while other objects reference this one.
+func (s *bunStore) RequestDeletion(ctx context.Context, kind, id string) (*Object, error) {
+	var obj *Object
+	err := s.write(ctx, func(ctx context.Context, tx bun.Tx) error {
+		row, err := s.lockObject(ctx, tx, kind, id, lockUpdate)
+		if err != nil {
+			return err
+		}
+		deps, err := dependents(ctx, tx, row.ID)
+		if err != nil {
+			return err
+		}
+		if len(deps) > 0 {
+			return &DependentsError{Dependents: deps}
+		}
+		if row.DeletionRequestedAt == nil {
+			t := now()
+			row.DeletionRequestedAt = &t
+			row.UpdatedAt = t
+			row.ResourceVersion++
+			if _, err := tx.NewUpdate().Model(row).
+				Column("deletion_requested_at", "resource_version", "updated_at").
+				WherePK().Exec(ctx); err != nil {
+				return err
+			}
+		}
+		if err := insertOutbox(ctx, tx, row.Kind, row.ID); err != nil {
+			return err
+		}
+		obj, err = withLabels(ctx, tx, row)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: request deletion of %s %q: %w", kind, id, err)
+	}
+	return obj, nil
+}
+
+// Dependents lists the objects that reference the object with the given id, ordered by id. An unknown
+// id has no dependents.
+func (s *bunStore) Dependents(ctx context.Context, id string) ([]Ref, error) {
+	var deps []Ref
+	err := s.read(ctx, func(ctx context.Context, tx bun.Tx) error {
+		var err error
+		deps, err = dependents(ctx, tx, id)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: dependents of %q: %w", id, err)
+	}
+	return deps, nil
+}
+
+// Finalize deletes an object whose deletion was requested, with its labels, references and events, and
+// writes outbox rows for the objects it referenced (they may now be unused).
+func (s *bunStore) Finalize(ctx context.Context, kind, id string) error {
+	err := s.write(ctx, func(ctx context.Context, tx bun.Tx) error {
+		row, err := s.lockObject(ctx, tx, kind, id, lockUpdate)
+		if err != nil {
+			return err
+		}
+		if row.DeletionRequestedAt == nil {
+			return ErrNotDeleting
+		}
+		deps, err := dependents(ctx, tx, row.ID)
+		if err != nil {
+			return err
+		}
+		if len(deps) > 0 {
+			return &DependentsError{Dependents: deps}
+		}
+		if _, err := tx.ExecContext(ctx,
+			"INSERT INTO outbox (kind, object_id, created_at) SELECT to_kind, to_id, ? FROM object_refs WHERE from_id = ? ORDER BY to_id",
+			now(), row.ID); err != nil {
+			return fmt.Errorf("enqueue referenced objects: %w", err)
+		}
+		for _, m := range []any{(*eventRow)(nil), (*labelRow)(nil)} {
+			if _, err := tx.NewDelete().Model(m).Where("object_id = ?", row.ID).Exec(ctx); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.NewDelete().Model((*refRow)(nil)).Where("from_id = ?", row.ID).Exec(ctx); err != nil {
+			return err
+		}
+		if _, err := tx.NewDelete().Model(row).WherePK().Exec(ctx); err != nil {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: finalize %s %q: %w", kind, id, err)
+	}
+	return nil
+}
+
+// Enqueue writes an outbox row for an object without changing it.
+func (s *bunStore) Enqueue(ctx context.Context, kind, id string) error {
+	err := s.write(ctx, func(ctx context.Context, tx bun.Tx) error {
+		exists, err := tx.NewSelect().Model((*objectRow)(nil)).Where("id = ?", id).Where("kind = ?", kind).Exists(ctx)
+		if err != nil {
+			return err
+		}
+		if !exists {
+			return notFound(kind, id)
+		}
+		return insertOutbox(ctx, tx, kind, id)
+	})
+	if err != nil {
+		return fmt.Errorf("store: enqueue %s %q: %w", kind, id, err)
+	}
+	return nil
+}
+
+// lockObject reads an object for update. On PostgreSQL it locks the row with the given strength; SQLite's
+// single writer already excludes every other write.
+func (s *bunStore) lockObject(ctx context.Context, tx bun.Tx, kind, id, strength string) (*objectRow, error) {
+	row := new(objectRow)
+	q := tx.NewSelect().Model(row).Where("id = ?", id).Where("kind = ?", kind)
+	if s.dialect == dialectPostgres {
+		q = q.For(strength)
+	}
+	err := q.Scan(ctx)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound(kind, id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return row, nil
+}
+
+// checkRefs verifies that every referenced object exists with the given kind and is not being deleted,
+// and returns the references without duplicates. On PostgreSQL the targets stay key-share locked until
+// commit, so a concurrent RequestDeletion waits and then sees the new reference.
+func (s *bunStore) checkRefs(ctx context.Context, tx bun.Tx, selfID string, refs []Ref) ([]Ref, error) {
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	uniq := make([]Ref, 0, len(refs))
+	seen := make(map[string]bool, len(refs))
+	ids := make([]string, 0, len(refs))
+	for _, r := range refs {
+		if r.ID == selfID {
+			return nil, fmt.Errorf("%s %q cannot reference itself", r.Kind, r.ID)
+		}
+		if seen[r.ID] {
+			continue
+		}
+		seen[r.ID] = true
+		uniq = append(uniq, r)
+		ids = append(ids, r.ID)
+	}
+	sort.Strings(ids) // lock in a stable order
+	var rows []objectRow
+	q := tx.NewSelect().Model(&rows).Column("id", "kind", "deletion_requested_at").
+		Where("id IN (?)", bun.In(ids)).Order("id")
+	if s.dialect == dialectPostgres {
+		q = q.For(lockKeyShare)
+	}
+	if err := q.Scan(ctx); err != nil {
+		return nil, fmt.Errorf("check references: %w", err)
+	}
+	found := make(map[string]*objectRow, len(rows))
+	for i := range rows {
+		found[rows[i].ID] = &rows[i]
+	}
+	for _, r := range uniq {
+		target, ok := found[r.ID]
+		if !ok || target.Kind != r.Kind {
+			return nil, fmt.Errorf("%w: referenced %s %q", ErrNotFound, r.Kind, r.ID)
+		}
+		if target.DeletionRequestedAt != nil {
+			return nil, fmt.Errorf("%w: referenced %s %q is being deleted", ErrNotFound, r.Kind, r.ID)
+		}
+	}
+	return uniq, nil
+}
+
+func checkIfMatch(row *objectRow, ifMatch int64) error {
+	if ifMatch != 0 && ifMatch != row.ResourceVersion {
+		return fmt.Errorf("%w: If-Match %d, current %d", ErrStale, ifMatch, row.ResourceVersion)
+	}
+	return nil
+}
+
+func insertObject(ctx context.Context, tx bun.Tx, row *objectRow) error {
+	if _, err := tx.NewInsert().Model(row).Exec(ctx); err != nil {
+		if isUniqueViolation(err) {
+			return ErrNameTaken
+		}
+		return err
+	}
+	return nil
+}
+
+func insertLabels(ctx context.Context, tx bun.Tx, objectID string, labels map[string]string) error {
+	if len(labels) == 0 {
+		return nil
+	}
+	rows := labelRows(objectID, labels)
+	if _, err := tx.NewInsert().Model(&rows).Exec(ctx); err != nil {
+		return fmt.Errorf("insert labels: %w", err)
+	}
+	return nil
+}
+
+func insertRefs(ctx context.Context, tx bun.Tx, fromID, fromKind string, refs []Ref) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	rows := make([]refRow, len(refs))
+	for i, r := range refs {
+		rows[i] = refRow{FromID: fromID, FromKind: fromKind, ToID: r.ID, ToKind: r.Kind}
+	}
+	if _, err := tx.NewInsert().Model(&rows).Exec(ctx); err != nil {
+		if isForeignKeyViolation(err) {
+			return fmt.Errorf("%w: a referenced object", ErrNotFound)
+		}
+		return fmt.Errorf("insert references: %w", err)
+	}
+	return nil
+}
+
+func insertOutbox(ctx context.Context, tx bun.Tx, kind, objectID string) error {
+	row := &outboxRow{Kind: kind, ObjectID: objectID, CreatedAt: now()}
+	if _, err := tx.NewInsert().Model(row).ExcludeColumn("id").Exec(ctx); err != nil {
+		return fmt.Errorf("insert outbox: %w", err)
+	}
+	return nil
+}
+
+// enqueueDependents writes an outbox row for every object that references objectID.
+func enqueueDependents(ctx context.Context, tx bun.Tx, objectID string) error {
+	if _, err := tx.ExecContext(ctx,
+		"INSERT INTO outbox (kind, object_id, created_at) SELECT from_kind, from_id, ? FROM object_refs WHERE to_id = ? ORDER BY from_id",
+		now(), objectID); err != nil {
+		return fmt.Errorf("enqueue dependents: %w", err)
+	}
+	return nil
+}
+
+func dependents(ctx context.Context, tx bun.Tx, id string) ([]Ref, error) {
+	var rows []dependentRow
+	err := tx.NewSelect().
+		TableExpr("object_refs AS r").
+		Join("JOIN objects AS o ON o.id = r.from_id").
+		ColumnExpr("o.kind, o.id, o.name").
+		Where("r.to_id = ?", id).
+		OrderExpr("o.id").
+		Scan(ctx, &rows)
+	if err != nil {
+		return nil, fmt.Errorf("dependents: %w", err)
+	}
+	deps := make([]Ref, len(rows))
+	for i, r := range rows {
+		deps[i] = Ref{Kind: r.Kind, ID: r.ID, Name: r.Name}
+	}
+	return deps, nil
+}
+
+// loadLabels returns the labels of the given objects, keyed by object id.
+func loadLabels(ctx context.Context, tx bun.Tx, ids []string) (map[string]map[string]string, error) {
+	out := make(map[string]map[string]string, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	var rows []labelRow
+	if err := tx.NewSelect().Model(&rows).Where("object_id IN (?)", bun.In(ids)).Scan(ctx); err != nil {
+		return nil, fmt.Errorf("load labels: %w", err)
+	}
+	for _, r := range rows {
+		m := out[r.ObjectID]
+		if m == nil {
+			m = map[string]string{}
+			out[r.ObjectID] = m
+		}
+		m[r.Key] = r.Value
+	}
+	return out, nil
+}
+
+func withLabels(ctx context.Context, tx bun.Tx, row *objectRow) (*Object, error) {
+	labels, err := loadLabels(ctx, tx, []string{row.ID})
+	if err != nil {
+		return nil, err
+	}
+	return row.toObject(labels[row.ID]), nil
+}

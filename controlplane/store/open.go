@@ -1,0 +1,254 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/pgdialect"
+	"github.com/uptrace/bun/dialect/sqlitedialect"
+	"github.com/uptrace/bun/driver/pgdriver"
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+)
+
+// Config selects and tunes the database. The zero value of every field but URL takes its documented default.
+type Config struct {
+	// URL names the database:
+	//   - "postgres://user:pass@host:5432/db?sslmode=disable" (or "postgresql://") opens PostgreSQL 15+ through
+	//     bun's pgdriver; every pgdriver DSN option is accepted.
+	//   - "sqlite:///abs/path/qleet.db", "sqlite://rel/path.db" or a bare file path opens (and creates) a SQLite
+	//     file in WAL mode. In-memory databases are not supported: the store opens the file twice (see
+	//     MaxOpenConns).
+	URL string
+	// MaxOpenConns caps the connection pool. PostgreSQL: default 10. SQLite: the size of the read pool,
+	// default 4; SQLite writes always go through a single connection, so writers queue in Go rather than
+	// spinning on SQLITE_BUSY.
+	MaxOpenConns int
+	// BusyTimeout is SQLite's busy_timeout: how long a write waits for a lock held by another process
+	// (another qleet, a backup) before failing with SQLITE_BUSY. Default 5s. Ignored by PostgreSQL.
+	BusyTimeout time.Duration
+	// Logger receives the store's few log lines (migrations applied). Default slog.Default().
+	Logger *slog.Logger
+
+	// sqliteWriteConns overrides the SQLite write pool size (1). Only benchmarks set it, to measure the
+	// single-writer choice against a pool.
+	sqliteWriteConns int
+}
+
+// Defaults for Config.
+const (
+	DefaultPostgresMaxOpenConns = 10
+	DefaultSQLiteMaxOpenConns   = 4
+	DefaultBusyTimeout          = 5 * time.Second
+)
+
+type dialectName int
+
+const (
+	dialectSQLite dialectName = iota + 1
+	dialectPostgres
+)
+
+func (d dialectName) String() string {
+	if d == dialectPostgres {
+		return "postgres"
+	}
+	return "sqlite"
+}
+
+// bunStore implements Store with bun. For PostgreSQL rdb and wdb are the same pool; for SQLite wdb is a
+// one-connection pool whose transactions BEGIN IMMEDIATE, and rdb is a pool of read-only connections.
+type bunStore struct {
+	dialect dialectName
+	wdb     *bun.DB
+	rdb     *bun.DB
+	log     *slog.Logger
+}
+
+var _ Store = (*bunStore)(nil)
+
+// Open connects to the database that cfg.URL names, applies pending migrations, and returns the store.
+func Open(ctx context.Context, cfg Config) (Store, error) {
+	s, err := open(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func open(ctx context.Context, cfg Config) (*bunStore, error) {
+	if cfg.URL == "" {
+		return nil, errors.New("store: Config.URL is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.BusyTimeout <= 0 {
+		cfg.BusyTimeout = DefaultBusyTimeout
+	}
+
+	var (
+		s   *bunStore
+		err error
+	)
+	switch {
+	case strings.HasPrefix(cfg.URL, "postgres://"), strings.HasPrefix(cfg.URL, "postgresql://"):
+		s, err = openPostgres(cfg)
+	default:
+		s, err = openSQLite(cfg)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.log = cfg.Logger
+
+	if err := s.Ping(ctx); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	if err := s.migrate(ctx); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func openPostgres(cfg Config) (*bunStore, error) {
+	if cfg.MaxOpenConns <= 0 {
+		cfg.MaxOpenConns = DefaultPostgresMaxOpenConns
+	}
+	// Parse up front: pgdriver reports a bad DSN only on first use.
+	if _, err := url.Parse(cfg.URL); err != nil {
+		return nil, fmt.Errorf("store: parse postgres URL: %w", err)
+	}
+	sqldb := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(cfg.URL)))
+	sqldb.SetMaxOpenConns(cfg.MaxOpenConns)
+	sqldb.SetMaxIdleConns(cfg.MaxOpenConns)
+	sqldb.SetConnMaxIdleTime(5 * time.Minute)
+	db := bun.NewDB(sqldb, pgdialect.New())
+	return &bunStore{dialect: dialectPostgres, wdb: db, rdb: db}, nil
+}
+
+// sqlitePath turns "sqlite:///abs.db", "sqlite://rel.db", "sqlite:rel.db" or a bare path into a file path.
+func sqlitePath(raw string) (string, error) {
+	p := raw
+	switch {
+	case strings.HasPrefix(p, "sqlite://"):
+		p = strings.TrimPrefix(p, "sqlite://")
+	case strings.HasPrefix(p, "sqlite:"):
+		p = strings.TrimPrefix(p, "sqlite:")
+	}
+	if strings.Contains(p, "://") {
+		return "", fmt.Errorf("store: unsupported database URL scheme in %q (want postgres:// or sqlite://)", raw)
+	}
+	if p == "" || p == ":memory:" || strings.Contains(p, "mode=memory") {
+		return "", fmt.Errorf("store: %q: SQLite needs a file path (in-memory databases are not supported)", raw)
+	}
+	if strings.ContainsRune(p, '?') {
+		return "", fmt.Errorf("store: %q: SQLite options are set by the store; remove the query string", raw)
+	}
+	return p, nil
+}
+
+func openSQLite(cfg Config) (*bunStore, error) {
+	path, err := sqlitePath(cfg.URL)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.MaxOpenConns <= 0 {
+		cfg.MaxOpenConns = DefaultSQLiteMaxOpenConns
+	}
+	writeConns := 1
+	if cfg.sqliteWriteConns > 0 {
+		writeConns = cfg.sqliteWriteConns
+	}
+
+	// Every connection gets the same settings through the DSN: a PRAGMA run with Exec would reach only
+	// one pooled connection. synchronous=NORMAL is durable across application crashes in WAL mode; a power
+	// loss may roll back the last transactions but never corrupts the file.
+	q := url.Values{}
+	q.Set("_busy_timeout", strconv.FormatInt(cfg.BusyTimeout.Milliseconds(), 10))
+	q.Set("_journal_mode", "WAL")
+	q.Set("_foreign_keys", "1")
+	q.Set("_synchronous", "NORMAL")
+
+	// Writes BEGIN IMMEDIATE: a transaction that read first and wrote later would otherwise fail with
+	// SQLITE_BUSY_SNAPSHOT when another connection committed in between, and the busy handler cannot retry that.
+	wq := cloneValues(q)
+	wq.Set("_txlock", "immediate")
+	wsql, err := sql.Open("sqlite", path+"?"+wq.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("store: open sqlite %s: %w", path, err)
+	}
+	wsql.SetMaxOpenConns(writeConns)
+	wsql.SetMaxIdleConns(writeConns)
+	wsql.SetConnMaxIdleTime(0)
+
+	rq := cloneValues(q)
+	rq.Set("_query_only", "1")
+	rsql, err := sql.Open("sqlite", path+"?"+rq.Encode())
+	if err != nil {
+		_ = wsql.Close()
+		return nil, fmt.Errorf("store: open sqlite %s: %w", path, err)
+	}
+	rsql.SetMaxOpenConns(cfg.MaxOpenConns)
+	rsql.SetMaxIdleConns(cfg.MaxOpenConns)
+	rsql.SetConnMaxIdleTime(0)
+
+	return &bunStore{
+		dialect: dialectSQLite,
+		wdb:     bun.NewDB(wsql, sqlitedialect.New()),
+		rdb:     bun.NewDB(rsql, sqlitedialect.New()),
+	}, nil
+}
+
+func cloneValues(v url.Values) url.Values {
+	out := make(url.Values, len(v))
+	for k, vs := range v {
+		out[k] = append([]string(nil), vs...)
+	}
+	return out
+}
+
+// Ping checks the database connection (both pools for SQLite).
+func (s *bunStore) Ping(ctx context.Context) error {
+	if err := s.wdb.PingContext(ctx); err != nil {
+		return fmt.Errorf("store: ping %s: %w", s.dialect, err)
+	}
+	if s.rdb != s.wdb {
+		if err := s.rdb.PingContext(ctx); err != nil {
+			return fmt.Errorf("store: ping %s: %w", s.dialect, err)
+		}
+	}
+	return nil
+}
+
+// Close releases the database.
+func (s *bunStore) Close() error {
+	var errs []error
+	if s.rdb != s.wdb {
+		errs = append(errs, s.rdb.Close())
+	}
+	errs = append(errs, s.wdb.Close())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("store: close: %w", err)
+	}
+	return nil
+}
+
+// write runs fn in a read-write transaction and commits it when fn returns nil.
+func (s *bunStore) write(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error {
+	return s.wdb.RunInTx(ctx, nil, fn)
+}
+
+// read runs fn in a read-only transaction, so that its queries see one snapshot.
+func (s *bunStore) read(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error {
+	return s.rdb.RunInTx(ctx, &sql.TxOptions{ReadOnly: true}, fn)
+}

@@ -1,0 +1,78 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/uptrace/bun"
+)
+
+// DefaultOutboxLimit is PendingOutbox's page size when the caller passes 0.
+const DefaultOutboxLimit = 100
+
+// PendingOutbox returns up to limit outbox entries, oldest first.
+func (s *bunStore) PendingOutbox(ctx context.Context, limit int) ([]*OutboxEntry, error) {
+	if limit <= 0 {
+		limit = DefaultOutboxLimit
+	}
+	var rows []outboxRow
+	err := s.read(ctx, func(ctx context.Context, tx bun.Tx) error {
+		return tx.NewSelect().Model(&rows).Order("id").Limit(int64(limit)).Scan(ctx)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: pending outbox: %w", err)
+	}
+	out := make([]*OutboxEntry, len(rows))
+	for i := range rows {
+		out[i] = rows[i].toEntry()
+	}
+	return out, nil
+}
+
+// DeleteOutbox removes delivered outbox entries. Unknown ids are ignored, so two relays may both delete.
+func (s *bunStore) DeleteOutbox(ctx context.Context, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	err := s.write(ctx, func(ctx context.Context, tx bun.Tx) error {
+		_, err := tx.NewDelete().Model((*outboxRow)(nil)).Where("id IN (?)", bun.In(ids)).Exec(ctx)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store: delete outbox: %w", err)
+	}
+	return nil
+}
+
+// OutboxStats returns the number of pending entries and the age of the oldest (0 when there is none).
+func (s *bunStore) OutboxStats(ctx context.Context) (int64, time.Duration, error) {
+	var (
+		pending int64
+		oldest  outboxRow
+	)
+	err := s.read(ctx, func(ctx context.Context, tx bun.Tx) error {
+		n, err := tx.NewSelect().Model((*outboxRow)(nil)).Count(ctx)
+		if err != nil {
+			return err
+		}
+		pending = int64(n)
+		if n == 0 {
+			return nil
+		}
+		err = tx.NewSelect().Model(&oldest).Order("id").Limit(1).Scan(ctx)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("store: outbox stats: %w", err)
+	}
+	if pending == 0 || oldest.CreatedAt.IsZero() {
+		return pending, 0, nil
+	}
+	return pending, max(time.Since(oldest.CreatedAt), 0), nil
+}

@@ -1,0 +1,181 @@
+// Package store keeps the control plane's desired and observed state in a relational database through bun:
+// SQLite (pure Go, WAL mode) by default, PostgreSQL at scale. It is the only package that speaks SQL.
+//
+// Every spec change commits together with an outbox row in one transaction; the broker's relay publishes
+// outbox rows to NATS. Nothing is published any other way, so a change is never lost between the database
+// and the broker.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Sentinel errors. Wrapped errors carry detail; test with errors.Is.
+var (
+	// ErrNotFound: no object with that kind and id (or name).
+	ErrNotFound = errors.New("not found")
+	// ErrNameTaken: another object of the kind has that name (a unique constraint).
+	ErrNameTaken = errors.New("name already taken")
+	// ErrStale: the If-Match resource version is not the current one.
+	ErrStale = errors.New("resource version is stale")
+	// ErrNotDeleting: finalize was called on an object whose deletion was not requested.
+	ErrNotDeleting = errors.New("deletion not requested")
+)
+
+// DependentsError is returned when an object cannot be deleted because others reference it.
+type DependentsError struct {
+	// Dependents are the referencing objects.
+	Dependents []Ref
+}
+
+func (e *DependentsError) Error() string { return "object has dependents" }
+
+// Object is one stored object of any kind. Spec and Status are JSON documents whose shape the server
+// validates; the store does not interpret them.
+type Object struct {
+	ID                  string
+	Kind                string
+	Name                string
+	Labels              map[string]string
+	Generation          int64
+	ResourceVersion     int64
+	Spec                json.RawMessage
+	Status              json.RawMessage
+	CreatedAt           time.Time
+	UpdatedAt           time.Time
+	DeletionRequestedAt *time.Time
+}
+
+// Ref is a reference from one object to another; references form the dependency graph.
+type Ref struct {
+	// Kind, ID and Name identify the referencing (for Dependents) or referenced object.
+	Kind string
+	ID   string
+	Name string
+}
+
+// CreateParams create an object. ID, Generation (1), ResourceVersion (1) and timestamps are assigned by the store.
+type CreateParams struct {
+	Kind   string
+	Name   string
+	Labels map[string]string
+	Spec   json.RawMessage
+	Status json.RawMessage
+	// Refs are the objects the new object references (by kind and id); each must exist and not be deleting.
+	Refs []Ref
+}
+
+// UpdateSpecParams replace an object's labels and spec.
+type UpdateSpecParams struct {
+	Kind, ID string
+	// IfMatch, when non-zero, must equal the current resource version.
+	IfMatch int64
+	Labels  map[string]string
+	Spec    json.RawMessage
+	Refs    []Ref
+}
+
+// UpdateStatusParams replace an object's status. Generation never changes.
+type UpdateStatusParams struct {
+	Kind, ID string
+	// IfMatch, when non-zero, must equal the current resource version.
+	IfMatch int64
+	Status  json.RawMessage
+}
+
+// ListParams filter and page a list. Results are ordered by id.
+type ListParams struct {
+	Kind string
+	// Labels must all match (equality).
+	Labels map[string]string
+	// Limit is the page size.
+	Limit int
+	// After is the id the previous page ended with.
+	After string
+}
+
+// ListResult is one page.
+type ListResult struct {
+	Objects []*Object
+	// Next is the last id of this page when more pages follow, else "".
+	Next string
+}
+
+// Event is an appended record of something that happened to an object.
+type Event struct {
+	ID         int64
+	ObjectID   string
+	Kind       string
+	Type       string
+	Reason     string
+	Message    string
+	Generation int64
+	DurationMS int64
+	Source     string
+	CreatedAt  time.Time
+}
+
+// OutboxEntry asks the relay to notify the controller of Kind that object ObjectID needs reconciling.
+type OutboxEntry struct {
+	ID        int64
+	Kind      string
+	ObjectID  string
+	CreatedAt time.Time
+}
+
+// Token is an API bearer token. Only its SHA-256 hash is stored.
+type Token struct {
+	Hash      string
+	Name      string
+	Role      string
+	CreatedAt time.Time
+}
+
+// Store is the seam between the control plane and its database. Every method is one transaction.
+type Store interface {
+	// Create inserts an object, its label and reference rows, and an outbox row for its kind.
+	Create(ctx context.Context, p *CreateParams) (*Object, error)
+	// Get returns an object by kind and id.
+	Get(ctx context.Context, kind, id string) (*Object, error)
+	// GetByName returns an object by kind and name.
+	GetByName(ctx context.Context, kind, name string) (*Object, error)
+	// List returns one page of objects of a kind.
+	List(ctx context.Context, p *ListParams) (*ListResult, error)
+	// UpdateSpec replaces labels and spec. Generation increases only when the spec bytes change;
+	// resource version always increases. Writes an outbox row for the object.
+	UpdateSpec(ctx context.Context, p *UpdateSpecParams) (*Object, error)
+	// UpdateStatus replaces the status and increases the resource version. It writes outbox rows for the
+	// objects that reference this one, so that they re-check a dependency whose status changed.
+	UpdateStatus(ctx context.Context, p *UpdateStatusParams) (*Object, error)
+	// RequestDeletion sets deletion_requested_at (once) and writes an outbox row. It fails with a
+	// *DependentsError when other objects reference this one.
+	RequestDeletion(ctx context.Context, kind, id string) (*Object, error)
+	// Dependents lists the objects that reference the object with the given id.
+	Dependents(ctx context.Context, id string) ([]Ref, error)
+	// Finalize deletes an object whose deletion was requested, with its labels and references, and
+	// writes outbox rows for the objects it referenced.
+	Finalize(ctx context.Context, kind, id string) error
+	// AppendEvent records an event, keeping at most the newest 200 per object.
+	AppendEvent(ctx context.Context, ev *Event) error
+	// ListEvents returns an object's events, oldest first, at most limit (the newest ones).
+	ListEvents(ctx context.Context, objectID string, limit int) ([]*Event, error)
+	// Enqueue writes an outbox row for an object without changing it (used by resync and by hooks).
+	Enqueue(ctx context.Context, kind, id string) error
+	// PendingOutbox returns up to limit outbox entries, oldest first.
+	PendingOutbox(ctx context.Context, limit int) ([]*OutboxEntry, error)
+	// DeleteOutbox removes delivered outbox entries.
+	DeleteOutbox(ctx context.Context, ids []int64) error
+	// OutboxStats returns the number of pending entries and the age of the oldest.
+	OutboxStats(ctx context.Context) (pending int64, oldest time.Duration, err error)
+	// CreateToken stores a token hash with its role.
+	CreateToken(ctx context.Context, t *Token) error
+	// GetToken returns the token with that hash.
+	GetToken(ctx context.Context, hash string) (*Token, error)
+	// Ping checks the database connection.
+	Ping(ctx context.Context) error
+	// Close releases the database.
+	Close() error
+}

@@ -1,0 +1,51 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/uptrace/bun"
+)
+
+// CreateToken stores a token hash with its name and role; t.CreatedAt is set when zero. A hash that is
+// already stored fails with ErrNameTaken.
+func (s *bunStore) CreateToken(ctx context.Context, t *Token) error {
+	if t.Hash == "" {
+		return errors.New("store: create token: hash is required")
+	}
+	if t.CreatedAt.IsZero() {
+		t.CreatedAt = now()
+	}
+	row := &tokenRow{Hash: t.Hash, Name: t.Name, Role: t.Role, CreatedAt: t.CreatedAt.UTC()}
+	err := s.write(ctx, func(ctx context.Context, tx bun.Tx) error {
+		if _, err := tx.NewInsert().Model(row).Exec(ctx); err != nil {
+			if isUniqueViolation(err) {
+				return ErrNameTaken
+			}
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: create token %q: %w", t.Name, err)
+	}
+	return nil
+}
+
+// GetToken returns the token with that hash.
+func (s *bunStore) GetToken(ctx context.Context, hash string) (*Token, error) {
+	row := new(tokenRow)
+	err := s.read(ctx, func(ctx context.Context, tx bun.Tx) error {
+		err := tx.NewSelect().Model(row).Where("hash = ?", hash).Scan(ctx)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: token", ErrNotFound)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: get token: %w", err)
+	}
+	return row.toToken(), nil
+}

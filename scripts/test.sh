@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Runs every test: the main module (unit, integration, provider acceptance) and tools/kubesim.
+# Ends with a summary and exits non-zero on any failure.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+export TF_ACC=1
+export TF_ACC_TERRAFORM_PATH="$root/bin/terraform"
+export QLEET_KUBESIM_BIN="$root/bin/kubesim"
+timeout="${TEST_TIMEOUT:-40m}"
+log=$(mktemp -d)
+status=0
+
+run() {
+  local name=$1; shift
+  local start=$SECONDS
+  echo ">> $name: $*"
+  if "$@" 2>&1 | tee "$log/$name.log"; then
+    echo "ok   $name ($((SECONDS - start))s)" >> "$log/summary"
+  else
+    echo "FAIL $name ($((SECONDS - start))s)" >> "$log/summary"
+    status=1
+  fi
+}
+
+run main go test -count=1 -timeout "$timeout" -p 2 ./...
+run kubesim bash -c "cd tools/kubesim && go test -count=1 -timeout $timeout ./..."
+
+echo
+echo "==== test summary ===="
+cat "$log/summary"
+grep -h -- "^--- FAIL" "$log"/*.log | sed 's/^/  /' || true
+if [ $status -ne 0 ]; then echo "TESTS FAILED"; else echo "ALL TESTS PASSED"; fi
+exit $status
