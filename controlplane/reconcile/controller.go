@@ -307,6 +307,8 @@ func (c *Controller[S, T]) process(ctx context.Context, id string) (delay time.D
 	}
 
 	after, _ := json.Marshal(obj.Status)
+	// Events first, so that whoever sees the new status also finds the event that explains it.
+	c.recordEvents(ctx, obj, out, elapsed, rec.drain(), string(after) != string(before))
 	if string(after) != string(before) {
 		if _, err := c.res.UpdateStatus(ctx, id, obj.ResourceVersion, obj.Status); err != nil {
 			if client.IsConflict(err) || client.IsNotFound(err) {
@@ -317,7 +319,6 @@ func (c *Controller[S, T]) process(ctx context.Context, id string) (delay time.D
 			return c.backoff(id), false
 		}
 	}
-	c.recordEvents(ctx, obj, out, elapsed, rec.drain(), string(after) != string(before))
 	return out.delay, out.ack
 }
 

@@ -1,0 +1,347 @@
+package reconcile_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/broker"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
+)
+
+type defSpec = client.WorkloadDefinitionSpec
+type defStatus = client.WorkloadDefinitionStatus
+
+// recFunc builds a reconciler from a function.
+func recFunc(f func(ctx context.Context, obj *defObj) (reconcile.Result, error)) reconcile.ReconcilerFunc[defSpec, defStatus] {
+	return f
+}
+
+// calls counts reconciles per object name.
+type calls struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *calls) inc(name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[name]++
+	return c.n[name]
+}
+
+func (c *calls) get(name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[name]
+}
+
+func TestReconcileOutcomes(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	var seen calls
+	b.run(t, recFunc(func(ctx context.Context, obj *defObj) (reconcile.Result, error) {
+		n := seen.inc(obj.Name)
+		switch obj.Name {
+		case "requeue":
+			if n < 3 {
+				obj.Status.Message = fmt.Sprintf("step %d of 3", n)
+				return reconcile.Result{RequeueAfter: 50 * time.Millisecond}, nil
+			}
+		case "flaky":
+			if n < 3 {
+				return reconcile.Result{}, errors.New("transient: cluster busy")
+			}
+		case "panics":
+			if n == 1 {
+				panic("boom")
+			}
+		case "terminal":
+			if obj.Labels["fixed"] != "true" {
+				return reconcile.Result{}, reconcile.Terminal(errors.New("image registry rejected the image"))
+			}
+		case "waiting":
+			if n < 3 {
+				return reconcile.Result{}, reconcile.Wait(`kubernetes_runtime "us-east"`, "Provisioning", "RuntimeNotReady", 100*time.Millisecond)
+			}
+		}
+		obj.Status.Instances = 7
+		return reconcile.Result{}, nil
+	}), reconcile.Config{BackoffBase: 50 * time.Millisecond, ResyncInterval: time.Hour})
+
+	for _, name := range []string{"plain", "requeue", "flaky", "panics", "waiting"} {
+		t.Run(name+" becomes Ready", func(t *testing.T) {
+			obj := b.createDef(t, name)
+			got, err := b.client.WorkloadDefinitions().WaitReconciled(waitCtx(t, 20*time.Second), obj.ID)
+			require.NoError(t, err)
+			require.Equal(t, client.PhaseReady, got.Status.Phase)
+			require.Equal(t, got.Generation, got.Status.ObservedGeneration)
+			require.Equal(t, 7, got.Status.Instances, "kind-specific status written by the reconciler")
+			require.Empty(t, got.Status.Message)
+			evs, err := b.client.WorkloadDefinitions().Events(context.Background(), obj.ID)
+			require.NoError(t, err)
+			require.NotEmpty(t, evs)
+			require.Equal(t, "Reconciled", evs[len(evs)-1].Reason)
+		})
+	}
+
+	t.Run("retryable errors are recorded as warning events", func(t *testing.T) {
+		obj, err := b.client.WorkloadDefinitions().GetByName(context.Background(), "flaky")
+		require.NoError(t, err)
+		evs, err := b.client.WorkloadDefinitions().Events(context.Background(), obj.ID)
+		require.NoError(t, err)
+		var warnings int
+		for _, e := range evs {
+			if e.Type == client.EventWarning && e.Reason == "Error" {
+				warnings++
+				require.Contains(t, e.Message, "transient: cluster busy")
+			}
+		}
+		require.GreaterOrEqual(t, warnings, 1)
+	})
+
+	t.Run("terminal error fails at once and is not retried until the spec changes", func(t *testing.T) {
+		obj := b.createDef(t, "terminal")
+		got, err := b.client.WorkloadDefinitions().WaitReconciled(waitCtx(t, 20*time.Second), obj.ID)
+		require.True(t, client.IsFailed(err), "want FailedError, got %v", err)
+		require.Contains(t, err.Error(), "image registry rejected the image")
+		require.Equal(t, client.PhaseFailed, got.Status.Phase)
+		before := seen.get("terminal")
+
+		// A resync pass must skip it: Failed at the current generation.
+		c := reconcile.New(b.broker, b.client.WorkloadDefinitions(), recFunc(nil), reconcile.Config{Logger: quietLogger()})
+		n, err := c.Resync(context.Background(), true)
+		require.NoError(t, err)
+		require.Positive(t, n, "other objects are enqueued")
+		// Give the controller time to consume what resync enqueued; the failed object must not be among it.
+		require.Eventually(t, func() bool { return seen.get("plain") >= 2 }, 10*time.Second, 20*time.Millisecond)
+		require.Equal(t, before, seen.get("terminal"))
+
+		got.Labels = map[string]string{"fixed": "true"}
+		got.Spec.Replicas = ptr(int32(2))
+		upd, err := b.client.WorkloadDefinitions().Update(context.Background(), got)
+		require.NoError(t, err)
+		ready, err := b.client.WorkloadDefinitions().WaitReconciled(waitCtx(t, 20*time.Second), upd.ID)
+		require.NoError(t, err)
+		require.Equal(t, upd.Generation, ready.Status.ObservedGeneration)
+	})
+
+	t.Run("waiting names the dependency and for how long", func(t *testing.T) {
+		obj, err := b.client.WorkloadDefinitions().GetByName(context.Background(), "waiting")
+		require.NoError(t, err)
+		evs, err := b.client.WorkloadDefinitions().Events(context.Background(), obj.ID)
+		require.NoError(t, err)
+		var found bool
+		for _, e := range evs {
+			if e.Reason == "RuntimeNotReady" {
+				found = true
+				require.Contains(t, e.Message, `waiting for kubernetes_runtime "us-east" (Provisioning, `)
+			}
+		}
+		require.True(t, found, "a waiting event was recorded: %+v", evs)
+	})
+}
+
+func TestWaitingConditionIsVisibleInStatus(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.run(t, recFunc(func(ctx context.Context, obj *defObj) (reconcile.Result, error) {
+		return reconcile.Result{}, reconcile.Wait(`kubernetes_runtime "us-east"`, "Provisioning", "RuntimeNotReady", time.Hour)
+	}), reconcile.Config{ResyncInterval: time.Hour})
+	obj := b.createDef(t, "waits")
+	var got *defObj
+	require.Eventually(t, func() bool {
+		var err error
+		got, err = b.client.WorkloadDefinitions().Get(context.Background(), obj.ID)
+		require.NoError(t, err)
+		return got.Status.Phase == client.PhaseReconciling
+	}, 10*time.Second, 20*time.Millisecond)
+	require.Contains(t, got.Status.Message, `waiting for kubernetes_runtime "us-east" (Provisioning`)
+	require.Len(t, got.Status.Conditions, 1)
+	require.Equal(t, `kubernetes_runtime "us-east"`, got.Status.Conditions[0].WaitingOn)
+	require.Equal(t, client.ConditionFalse, got.Status.Conditions[0].Status)
+}
+
+// finalizing is a reconciler that records finalize calls.
+type finalizing struct {
+	finalized atomic.Int32
+	block     chan struct{}
+}
+
+func (f *finalizing) Reconcile(ctx context.Context, obj *defObj) (reconcile.Result, error) {
+	return reconcile.Result{}, nil
+}
+
+func (f *finalizing) Finalize(ctx context.Context, obj *defObj) (reconcile.Result, error) {
+	if f.finalized.Add(1) == 1 {
+		return reconcile.Result{RequeueAfter: 50 * time.Millisecond}, nil // cleanup takes two passes
+	}
+	return reconcile.Result{}, nil
+}
+
+func TestDeleteRunsFinalizerThenRemovesTheObject(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	f := &finalizing{}
+	b.run(t, f, reconcile.Config{ResyncInterval: time.Hour})
+	obj := b.createDef(t, "doomed")
+	_, err := b.client.WorkloadDefinitions().WaitReconciled(waitCtx(t, 10*time.Second), obj.ID)
+	require.NoError(t, err)
+	require.NoError(t, b.client.WorkloadDefinitions().Delete(waitCtx(t, 20*time.Second), obj.ID, client.DeleteOptions{Wait: true}))
+	require.Equal(t, int32(2), f.finalized.Load())
+	_, err = b.client.WorkloadDefinitions().Get(context.Background(), obj.ID)
+	require.True(t, client.IsNotFound(err))
+}
+
+func TestTwoReplicasNeverReconcileOneObjectAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	var (
+		mu       sync.Mutex
+		inFlight = map[string]int{}
+		overlap  atomic.Int32
+		total    atomic.Int32
+	)
+	rec := recFunc(func(ctx context.Context, obj *defObj) (reconcile.Result, error) {
+		mu.Lock()
+		inFlight[obj.ID]++
+		if inFlight[obj.ID] > 1 {
+			overlap.Add(1)
+		}
+		mu.Unlock()
+		time.Sleep(5 * time.Millisecond) // hold the object long enough for a competitor to try
+		mu.Lock()
+		inFlight[obj.ID]--
+		mu.Unlock()
+		total.Add(1)
+		return reconcile.Result{}, nil
+	})
+	cfg := reconcile.Config{Workers: 4, ResyncInterval: time.Hour}
+	b.run(t, rec, cfg)
+	b.run(t, rec, cfg)
+	objs := make([]*defObj, 3)
+	for i := range objs {
+		objs[i] = b.createDef(t, fmt.Sprintf("hot-%d", i))
+	}
+	// Hammer the few objects with spec changes and drift passes, so both replicas get messages for each.
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o := objs[i%len(objs)]
+			_, err := b.client.WorkloadDefinitions().Patch(context.Background(), o.ID, map[string]any{"labels": map[string]string{"n": fmt.Sprint(i)}})
+			require.NoError(t, err)
+			require.NoError(t, b.broker.Publish(context.Background(), client.KindWorkloadDefinition, o.ID, ""))
+		}()
+	}
+	wg.Wait()
+	for _, o := range objs {
+		_, err := b.client.WorkloadDefinitions().WaitReconciled(waitCtx(t, 20*time.Second), o.ID)
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { return total.Load() >= 6 }, 10*time.Second, 10*time.Millisecond)
+	require.Zero(t, overlap.Load(), "two reconciles of one object overlapped")
+}
+
+func TestKilledControllerIsTakenOverWithinLockTTLPlusAckWait(t *testing.T) {
+	t.Parallel()
+	const ackWait, lockTTL = 3 * time.Second, 2 * time.Second
+	b := setup(t, setupOpts{ackWait: ackWait})
+
+	// Replica A has its own NATS connection; it takes the object and then dies mid-reconcile: its
+	// connection is closed (no heartbeats, no ack) and its reconcile never returns.
+	aBroker, err := broker.Start(context.Background(), broker.Config{URL: b.broker.ClientURL(), AckWait: ackWait, Logger: quietLogger()})
+	require.NoError(t, err)
+	started := make(chan struct{})
+	hang := make(chan struct{})
+	t.Cleanup(func() { close(hang) })
+	aRec := recFunc(func(ctx context.Context, obj *defObj) (reconcile.Result, error) {
+		close(started)
+		<-hang
+		return reconcile.Result{}, nil
+	})
+	ca := reconcile.New(aBroker, b.client.WorkloadDefinitions(), aRec, reconcile.Config{LockTTL: lockTTL, Heartbeat: 500 * time.Millisecond, ResyncInterval: time.Hour, ShutdownGrace: 10 * time.Millisecond, Logger: quietLogger()})
+	actx, acancel := context.WithCancel(context.Background())
+	t.Cleanup(acancel)
+	go func() { _ = ca.Start(actx) }()
+
+	obj := b.createDef(t, "orphan")
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("replica A never started the reconcile")
+	}
+	killed := time.Now()
+	aBroker.Close()
+
+	var bCalls atomic.Int32
+	b.run(t, recFunc(func(ctx context.Context, obj *defObj) (reconcile.Result, error) {
+		bCalls.Add(1)
+		return reconcile.Result{}, nil
+	}), reconcile.Config{LockTTL: lockTTL, ResyncInterval: time.Hour})
+	_, err = b.client.WorkloadDefinitions().WaitReconciled(waitCtx(t, 30*time.Second), obj.ID)
+	require.NoError(t, err)
+	took := time.Since(killed)
+	t.Logf("replica B finished the object %s after replica A was killed", took.Round(10*time.Millisecond))
+	require.Positive(t, bCalls.Load())
+	require.Less(t, took, lockTTL+ackWait+2*time.Second, "takeover within lock TTL + ack wait (+ slack for redelivery)")
+}
+
+func TestResyncPicksUpObjectsWhoseNotificationWasLost(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	obj := b.createDef(t, "lost")
+	// Lose every notification: purge the stream before any controller runs.
+	require.Eventually(t, func() bool {
+		pending, _, err := b.store.OutboxStats(context.Background())
+		require.NoError(t, err)
+		return pending == 0
+	}, 10*time.Second, 10*time.Millisecond)
+	stream, err := b.broker.JetStream().Stream(context.Background(), "QLEET")
+	require.NoError(t, err)
+	require.NoError(t, stream.Purge(context.Background()))
+
+	b.run(t, recFunc(func(ctx context.Context, obj *defObj) (reconcile.Result, error) {
+		return reconcile.Result{}, nil
+	}), reconcile.Config{ResyncInterval: 200 * time.Millisecond})
+	_, err = b.client.WorkloadDefinitions().WaitReconciled(waitCtx(t, 10*time.Second), obj.ID)
+	require.NoError(t, err)
+}
+
+func TestStaleStatusWritesAreRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	// The reconciler changes the spec while it works: its status write carries a stale If-Match and must
+	// be refused; the runtime then reconciles again at the new generation.
+	var once sync.Once
+	var seenGens sync.Map
+	b.run(t, recFunc(func(ctx context.Context, obj *defObj) (reconcile.Result, error) {
+		seenGens.Store(obj.Generation, true)
+		once.Do(func() {
+			_, err := b.client.WorkloadDefinitions().Patch(ctx, obj.ID, map[string]any{"spec": map[string]any{"replicas": 5}})
+			require.NoError(t, err)
+		})
+		return reconcile.Result{}, nil
+	}), reconcile.Config{ResyncInterval: time.Hour})
+	obj := b.createDef(t, "moving")
+	got, err := b.client.WorkloadDefinitions().WaitReconciled(waitCtx(t, 10*time.Second), obj.ID)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), got.Generation)
+	require.Equal(t, int64(2), got.Status.ObservedGeneration)
+	_, saw1 := seenGens.Load(int64(1))
+	_, saw2 := seenGens.Load(int64(2))
+	require.True(t, saw1 && saw2)
+}
+
+func ptr[T any](v T) *T { return &v }

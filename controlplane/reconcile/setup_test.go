@@ -1,0 +1,104 @@
+package reconcile_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/broker"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
+)
+
+// bundle is a real control plane without controllers: SQLite store, embedded NATS, relay and API server.
+type bundle struct {
+	store  store.Store
+	broker *broker.Broker
+	client *client.Client
+	url    string
+	dir    string
+}
+
+type setupOpts struct {
+	ackWait time.Duration
+}
+
+func setup(t testing.TB, opts setupOpts) *bundle {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	dir := t.TempDir()
+	st, err := store.Open(ctx, store.Config{URL: filepath.Join(dir, "qleet.db")})
+	require.NoError(t, err)
+	b, err := broker.Start(ctx, broker.Config{DataDir: filepath.Join(dir, "nats"), AckWait: opts.ackWait, Logger: quietLogger()})
+	require.NoError(t, err)
+	relay := broker.NewRelay(b, st, broker.RelayConfig{PollInterval: 20 * time.Millisecond, Logger: quietLogger()})
+	relayDone := make(chan struct{})
+	go func() { defer close(relayDone); _ = relay.Run(ctx) }()
+	srv, err := server.New(server.Config{Store: st, Logger: quietLogger(), OnCommit: relay.Notify})
+	require.NoError(t, err)
+	hs := httptest.NewServer(srv)
+	tok, err := server.NewToken()
+	require.NoError(t, err)
+	require.NoError(t, st.CreateToken(ctx, &store.Token{Hash: server.HashToken(tok), Name: "test", Role: server.RoleAdmin}))
+	cl, err := client.New(hs.URL, client.WithToken(tok))
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		hs.Close()
+		cancel()
+		<-relayDone
+		b.Close()
+		_ = st.Close()
+	})
+	return &bundle{store: st, broker: b, client: cl, url: hs.URL, dir: dir}
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+type defObj = client.WorkloadDefinition
+
+// createDef creates a valid workload definition with the given name.
+func (b *bundle) createDef(t testing.TB, name string) *defObj {
+	t.Helper()
+	obj, err := b.client.WorkloadDefinitions().Create(context.Background(), &defObj{
+		Meta: client.Meta{Name: name},
+		Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "web", Image: "nginx:1.27"}}},
+	})
+	require.NoError(t, err)
+	return obj
+}
+
+// run starts a controller for workload definitions and stops it at cleanup.
+func (b *bundle) run(t testing.TB, rec reconcile.Reconciler[client.WorkloadDefinitionSpec, client.WorkloadDefinitionStatus], cfg reconcile.Config) (stop func()) {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = quietLogger()
+	}
+	c := reconcile.New(b.broker, b.client.WorkloadDefinitions(), rec, cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = c.Start(ctx) }()
+	stopped := false
+	stop = func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			<-done
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func waitCtx(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
