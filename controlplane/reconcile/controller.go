@@ -107,6 +107,13 @@ type Controller[S any, T any] struct {
 
 	mu       sync.Mutex
 	failures map[string]int // consecutive errors per object id, for backoff
+	// timers hold delayed requeues, one per object; see requeue.
+	timers map[string]*requeueTimer
+}
+
+type requeueTimer struct {
+	t  *time.Timer
+	at time.Time
 }
 
 // New returns a controller that reconciles objects of res's kind with rec. The client behind res must
@@ -117,6 +124,7 @@ func New[S any, T any](queue Queue, res *client.Resource[S, T], rec Reconciler[S
 		cfg: cfg, res: res, rec: rec, queue: queue,
 		log:      cfg.Logger.With("kind", res.Kind()),
 		failures: map[string]int{},
+		timers:   map[string]*requeueTimer{},
 	}
 }
 
@@ -197,6 +205,7 @@ func (c *Controller[S, T]) Start(ctx context.Context) error {
 		cancelWork()
 		<-done
 	}
+	c.stopTimers()
 	c.log.Info("controller stopped")
 	return nil
 }
@@ -227,14 +236,51 @@ func (c *Controller[S, T]) handle(ctx context.Context, locker *broker.Locker, m 
 	if err := lock.Release(context.WithoutCancel(ctx)); err != nil && !errors.Is(err, broker.ErrLockLost) {
 		c.log.Warn("unlock failed", "id", id, "err", err)
 	}
-	switch {
-	case ack:
-		_ = m.Ack()
-	default:
-		_ = m.NakWithDelay(delay)
+	_ = m.Ack()
+	if !ack {
+		c.requeue(ctx, id, delay)
 	}
 	if c.cfg.Metrics != nil {
 		c.cfg.Metrics.delivered(kind)
+	}
+}
+
+// requeue notifies the object again after delay. The message that brought it here is acked rather than
+// nak'd with a delay: JetStream redelivers nak'd messages ahead of new ones, so objects that requeue often
+// would starve fresh work (BenchmarkRequeueStarvation measures this). A re-published notification joins
+// the back of the queue instead. One timer per object keeps the earliest deadline. A timer lost in a crash
+// is covered by resync, which enqueues every object that is not reconciled.
+func (c *Controller[S, T]) requeue(ctx context.Context, id string, delay time.Duration) {
+	kind := c.res.Kind()
+	at := time.Now().Add(delay)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if rt, ok := c.timers[id]; ok {
+		if !rt.at.After(at) {
+			return
+		}
+		rt.t.Stop()
+	}
+	rt := &requeueTimer{at: at}
+	rt.t = time.AfterFunc(delay, func() {
+		c.mu.Lock()
+		if c.timers[id] == rt {
+			delete(c.timers, id)
+		}
+		c.mu.Unlock()
+		if err := c.queue.Publish(ctx, kind, id, ""); err != nil {
+			c.log.Warn("requeue failed; resync will pick the object up", "id", id, "err", err)
+		}
+	})
+	c.timers[id] = rt
+}
+
+func (c *Controller[S, T]) stopTimers() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, rt := range c.timers {
+		rt.t.Stop()
+		delete(c.timers, id)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -102,3 +103,13 @@ func waitCtx(t testing.TB, d time.Duration) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+func defMeta(name string, labels map[string]string) client.Meta {
+	return client.Meta{Name: name, Labels: labels}
+}
+
+func defSpecValid() client.WorkloadDefinitionSpec {
+	return client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "web", Image: "nginx:1.27"}}}
+}
+
+func runtimeGOMAXPROCS() int { return runtime.GOMAXPROCS(0) }
