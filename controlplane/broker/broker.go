@@ -4,10 +4,19 @@
 // per-object locks kept in a KV bucket.
 //
 // Stream QLEET takes subjects qleet.reconcile.<kind>.<id>. It is a work queue (a message is removed once
-// acknowledged) that keeps at most one message per subject, the newest: several pending notifications for
-// one object coalesce into one, and a notification that arrives while an older one is being reconciled
-// replaces it, so it is delivered again once the current reconcile may have read stale state. See
-// coalesce_test.go for the behaviour verified against nats-server.
+// acknowledged) that keeps at most one message per subject, the newest (MaxMsgsPerSubject 1, DiscardOld).
+// Verified against nats-server 2.15 (coalesce_test.go):
+//   - several pending notifications for one object coalesce into one, the newest;
+//   - a notification published while an older one is delivered but unacknowledged replaces it: the new
+//     one is delivered at once (possibly to another replica, while the first reconcile still runs, so the
+//     per-object lock must serialise them), the old one's ack slot is freed at once, and acking the old
+//     one later succeeds and leaves the new one alone; so a change made during a reconcile is never lost;
+//   - NakWithDelay requeues as usual, and a notification published during the delay is delivered at once,
+//     while the delayed one never comes back;
+//   - redelivery after AckWait, and pending messages across a server restart, work as usual.
+//
+// DiscardNewPerSubject (keep the oldest, refuse newer) was rejected: it would refuse the notification of
+// a change made while the older message is in flight, and that change would then be lost.
 package broker
 
 import (
@@ -95,7 +104,6 @@ type Broker struct {
 	embedded *EmbeddedServer
 	nc       *nats.Conn
 	js       jetstream.JetStream
-	locks    jetstream.KeyValue
 }
 
 // Start starts the embedded server (when cfg.URL is empty) or connects to cfg.URL, and creates or
@@ -171,7 +179,7 @@ func (b *Broker) ensure(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("broker: ensure stream %s: %w", StreamName, err)
 	}
-	kv, err := b.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	_, err = b.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:      LockBucket,
 		Description: "QleetOS per-object reconcile locks, key <kind>.<id>, per-key TTL",
 		History:     1,
@@ -183,11 +191,11 @@ func (b *Broker) ensure(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("broker: ensure lock bucket %s: %w", LockBucket, err)
 	}
-	b.locks = kv
 	return nil
 }
 
-// Close drains nothing: it closes the connection and stops the embedded server, if any.
+// Close closes the connection (without draining: in-flight messages are redelivered after AckWait) and
+// stops the embedded server, if any.
 func (b *Broker) Close() {
 	if b.nc != nil {
 		b.nc.Close()

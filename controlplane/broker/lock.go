@@ -29,9 +29,13 @@ type LockConfig struct {
 	Owner string
 }
 
-// Locker takes per-object locks in the lock bucket. Locks are keyed <kind>.<id> (see LockKey). Each lock
-// carries its own TTL (a per-message TTL, nats-server 2.11+), so lockers with different TTLs still
-// exclude each other.
+// Locker takes per-object locks in the lock bucket. Locks are keyed <kind>.<id> (see LockKey).
+//
+// Each lock carries its own TTL as a per-message TTL (Nats-TTL, nats-server 2.11+, enabled on the bucket by
+// LimitMarkerTTL), rather than a bucket-wide max age: one bucket then serves lockers with different TTLs,
+// and they still exclude each other. Acquire is KeyValue.Create with KeyTTL; Refresh republishes the key
+// with the compare-and-set header and a fresh TTL (KeyValue.Update cannot set a TTL); Release purges with
+// LastRevision, leaving a marker that expires after a second.
 type Locker struct {
 	b     *Broker
 	kv    jetstream.KeyValue
@@ -61,12 +65,9 @@ func (b *Broker) Locker(ctx context.Context, cfg LockConfig) (*Locker, error) {
 	if cfg.Owner == "" {
 		cfg.Owner = b.cfg.Name
 	}
-	kv := b.locks
-	if kv == nil {
-		var err error
-		if kv, err = b.js.KeyValue(ctx, LockBucket); err != nil {
-			return nil, fmt.Errorf("broker: lock bucket: %w", err)
-		}
+	kv, err := b.js.KeyValue(ctx, LockBucket)
+	if err != nil {
+		return nil, fmt.Errorf("broker: lock bucket %s: %w", LockBucket, err)
 	}
 	return &Locker{b: b, kv: kv, ttl: cfg.TTL, owner: []byte(cfg.Owner)}, nil
 }
@@ -77,7 +78,9 @@ func (l *Locker) TTL() time.Duration { return l.ttl }
 // Acquire takes the lock on key, or fails with ErrLocked when someone else holds it.
 func (l *Locker) Acquire(ctx context.Context, key string) (*Lock, error) {
 	rev, err := l.kv.Create(ctx, key, l.owner, jetstream.KeyTTL(l.ttl))
-	if errors.Is(err, jetstream.ErrKeyExists) {
+	// A racing acquirer that lost shows up as a wrong-last-sequence error rather than ErrKeyExists when the
+	// key held a release or expiry marker.
+	if errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSequence(err) {
 		return nil, fmt.Errorf("%w: %s", ErrLocked, key)
 	}
 	if err != nil {

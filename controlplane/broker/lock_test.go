@@ -1,6 +1,9 @@
 package broker_test
 
 import (
+	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -52,6 +55,49 @@ func TestLocker(t *testing.T) {
 		lk2, err := l2.Acquire(ctx, key)
 		require.NoError(t, err, "free again after release")
 		require.NoError(t, lk2.Release(ctx))
+	})
+
+	t.Run("of concurrent acquirers exactly one wins", func(t *testing.T) {
+		t.Parallel()
+		b := startBroker(t, broker.Config{})
+		other := startBroker(t, broker.Config{URL: b.ClientURL()})
+		ctx := testCtx(t)
+		var lockers []*broker.Locker
+		for _, br := range []*broker.Broker{b, other} {
+			for range 4 {
+				l, err := br.Locker(ctx, broker.LockConfig{})
+				require.NoError(t, err)
+				lockers = append(lockers, l)
+			}
+		}
+		// Round 0 races on a fresh key; later rounds race on the marker the previous release left.
+		for round := range 20 {
+			var (
+				wg      sync.WaitGroup
+				winners atomic.Int32
+				won     = make(chan *broker.Lock, len(lockers))
+				errs    = make(chan error, len(lockers))
+			)
+			for _, l := range lockers {
+				wg.Go(func() {
+					lk, err := l.Acquire(ctx, "gateways.contended")
+					switch {
+					case err == nil:
+						winners.Add(1)
+						won <- lk
+					case !errors.Is(err, broker.ErrLocked):
+						errs <- err
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				require.NoError(t, err, "round %d", round)
+			}
+			require.EqualValues(t, 1, winners.Load(), "round %d", round)
+			require.NoError(t, (<-won).Release(ctx))
+		}
 	})
 
 	t.Run("refresh keeps the lock past its TTL", func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -237,10 +238,17 @@ func TestRelay(t *testing.T) {
 		write(20)
 		eventually(t, 10*time.Second, func() bool { return outboxPending(t, ctx, st) == 0 }, "relayed before the outage")
 
+		// QLEET_TEST_NATS_OUTAGE (a duration, default 1.5s) sets how long NATS stays down, e.g. 10s.
+		length := 1500 * time.Millisecond
+		if v := os.Getenv("QLEET_TEST_NATS_OUTAGE"); v != "" {
+			d, err := time.ParseDuration(v)
+			require.NoError(t, err, "QLEET_TEST_NATS_OUTAGE")
+			length = d
+		}
 		b.Embedded().Stop()
 		// Writes continue while NATS is down; the rows wait in the outbox.
 		outage := time.Now()
-		for time.Since(outage) < 1500*time.Millisecond {
+		for time.Since(outage) < length {
 			write(5)
 			time.Sleep(50 * time.Millisecond)
 		}

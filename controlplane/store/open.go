@@ -175,13 +175,15 @@ func openSQLite(cfg Config) (*bunStore, error) {
 	// loss may roll back the last transactions but never corrupts the file.
 	q := url.Values{}
 	q.Set("_busy_timeout", strconv.FormatInt(cfg.BusyTimeout.Milliseconds(), 10))
-	q.Set("_journal_mode", "WAL")
 	q.Set("_foreign_keys", "1")
 	q.Set("_synchronous", "NORMAL")
 
 	// Writes BEGIN IMMEDIATE: a transaction that read first and wrote later would otherwise fail with
 	// SQLITE_BUSY_SNAPSHOT when another connection committed in between, and the busy handler cannot retry that.
+	// journal_mode=WAL is a property of the file, set by the writer; readers need not (and, query-only,
+	// could not) set it.
 	wq := cloneValues(q)
+	wq.Set("_journal_mode", "WAL")
 	wq.Set("_txlock", "immediate")
 	wsql, err := sql.Open("sqlite", path+"?"+wq.Encode())
 	if err != nil {

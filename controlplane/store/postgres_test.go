@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"log/slog"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -12,7 +13,7 @@ import (
 
 func openPostgres(t *testing.T) store.Store {
 	t.Helper()
-	s, err := store.Open(t.Context(), store.Config{URL: pgtest.URL(t)})
+	s, err := store.Open(t.Context(), store.Config{Logger: slog.New(slog.DiscardHandler), URL: pgtest.URL(t)})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	return s

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"log/slog"
 	"path/filepath"
 	"testing"
 
@@ -12,7 +13,7 @@ import (
 
 func openSQLite(t *testing.T) store.Store {
 	t.Helper()
-	s, err := store.Open(t.Context(), store.Config{URL: "sqlite://" + filepath.Join(t.TempDir(), "qleet.db")})
+	s, err := store.Open(t.Context(), store.Config{Logger: slog.New(slog.DiscardHandler), URL: "sqlite://" + filepath.Join(t.TempDir(), "qleet.db")})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	return s

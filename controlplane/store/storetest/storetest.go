@@ -33,6 +33,8 @@ func Run(t *testing.T, open Open) {
 		{"names are unique per kind", testNameUnique},
 		{"concurrent creates of one name: exactly one wins", testConcurrentSameName},
 		{"concurrent creates all succeed", testConcurrentCreates},
+		{"deletion and a new reference never both win", testDeleteVersusReference},
+		{"concurrent writes with one If-Match: exactly one wins", testConcurrentIfMatch},
 		{"update spec bumps generation only on a real change", testGenerationRules},
 		{"update status never bumps generation", testStatusGeneration},
 		{"stale If-Match is refused and changes nothing", testIfMatch},
@@ -772,4 +774,81 @@ func testFailedUpdateAtomic(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	require.Len(t, deps, 1, "references unchanged")
 	require.Empty(t, outboxKeys(t, s))
+}
+
+func testDeleteVersusReference(t *testing.T, s store.Store) {
+	for i := range 10 {
+		target := create(t, s, kindRuntime, fmt.Sprintf("rt%d", i), nil)
+		var (
+			wg        sync.WaitGroup
+			start     = make(chan struct{})
+			delErr    error
+			createErr error
+		)
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, delErr = s.RequestDeletion(ctx(t), kindRuntime, target.ID)
+		}()
+		go func() {
+			defer wg.Done()
+			<-start
+			_, createErr = s.Create(ctx(t), &store.CreateParams{
+				Kind: kindInstance, Name: fmt.Sprintf("web%d", i), Spec: json.RawMessage(`{}`), Refs: []store.Ref{refTo(target)},
+			})
+		}()
+		close(start)
+		wg.Wait()
+		if delErr == nil {
+			require.ErrorIs(t, createErr, store.ErrNotFound, "round %d: deletion won, the reference must lose", i)
+			deps, err := s.Dependents(ctx(t), target.ID)
+			require.NoError(t, err)
+			require.Empty(t, deps)
+		} else {
+			var de *store.DependentsError
+			require.ErrorAs(t, delErr, &de, "round %d", i)
+			require.NoError(t, createErr, "round %d: the reference won", i)
+		}
+	}
+}
+
+func testConcurrentIfMatch(t *testing.T, s store.Store) {
+	obj := create(t, s, kindInstance, "web", nil)
+	const n = 6
+	var (
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+		errs  = make([]error, n)
+	)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			if i%2 == 0 {
+				_, errs[i] = s.UpdateSpec(ctx(t), &store.UpdateSpecParams{
+					Kind: kindInstance, ID: obj.ID, IfMatch: obj.ResourceVersion, Spec: json.RawMessage(fmt.Sprintf(`{"by":%d}`, i)),
+				})
+			} else {
+				_, errs[i] = s.UpdateStatus(ctx(t), &store.UpdateStatusParams{
+					Kind: kindInstance, ID: obj.ID, IfMatch: obj.ResourceVersion, Status: json.RawMessage(fmt.Sprintf(`{"by":%d}`, i)),
+				})
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	wins := 0
+	for _, err := range errs {
+		if err == nil {
+			wins++
+			continue
+		}
+		require.ErrorIs(t, err, store.ErrStale)
+	}
+	require.Equal(t, 1, wins)
+	got, err := s.Get(ctx(t), kindInstance, obj.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, got.ResourceVersion)
 }
