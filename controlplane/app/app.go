@@ -126,7 +126,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		}
 	}()
 
-	b, err := broker.Start(ctx, broker.Config{URL: cfg.NATSURL, DataDir: filepath.Join(cfg.DataDir, "nats")})
+	b, err := broker.Start(ctx, broker.Config{URL: cfg.NATSURL, DataDir: filepath.Join(cfg.DataDir, "nats"), Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
@@ -157,7 +157,7 @@ func (a *App) startAPI(ctx, runCtx context.Context) error {
 	if url == "" {
 		url = filepath.Join(a.cfg.DataDir, "qleet.db")
 	}
-	st, err := store.Open(ctx, store.Config{URL: url})
+	st, err := store.Open(ctx, store.Config{URL: url, Logger: a.log})
 	if err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
@@ -220,6 +220,9 @@ func (a *App) ensureToken(ctx context.Context, file, name, role string) (string,
 	}
 	return tok, nil
 }
+
+// DataDir returns the absolute data directory.
+func (a *App) DataDir() string { return a.cfg.DataDir }
 
 // Client returns an admin client for this control plane.
 func (a *App) Client() (*client.Client, error) {

@@ -27,6 +27,7 @@ Usage:
   qleet delete     <kind> <name> [--cascade] [--wait]
   qleet events     <kind> <name>
   qleet image set  <definition> <container> <image>
+  qleet pods       <instance>                                    pods of an instance in its cluster
 
 Kinds: kubernetes_runtime(s), workload_definition(s), workload_instance(s) (short: runtime, definition, instance).
 CLI verbs read QLEET_ENDPOINT (default http://127.0.0.1:8080) and QLEET_TOKEN (default: the admin token in
@@ -68,6 +69,8 @@ func run(ctx context.Context, args []string) error {
 		return runCLI(ctx, cmd, rest)
 	case "image":
 		return runImage(ctx, rest)
+	case "pods":
+		return runPods(ctx, rest)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return nil

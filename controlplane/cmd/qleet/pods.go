@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
+)
+
+// runPods lists the pods of a workload instance in its runtime's cluster. It needs the runtime's
+// connection details: the local data dir for local runtimes, or a token allowed to read kubeconfigs.
+func runPods(ctx context.Context, args []string) error {
+	if len(args) != 1 {
+		return usageError{"usage: qleet pods <workload_instance>"}
+	}
+	cl, err := newClient()
+	if err != nil {
+		return err
+	}
+	inst, err := cl.WorkloadInstances().GetByName(ctx, args[0])
+	if err != nil {
+		return err
+	}
+	rt, err := cl.KubernetesRuntimes().Get(ctx, inst.Spec.RuntimeID)
+	if err != nil {
+		return err
+	}
+	conn := kube.NewConnector(kube.ConnectorConfig{LocalDir: filepath.Join(envDefault("data-dir", ".qleet"), "runtimes")})
+	kc, err := conn.Connect(ctx, rt)
+	if err != nil {
+		return err
+	}
+	ns := inst.Status.Namespace
+	if ns == "" {
+		ns = inst.Spec.Namespace
+	}
+	pods, err := kc.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "qleetos.io/instance-id=" + inst.ID})
+	if err != nil {
+		return fmt.Errorf("list pods in %s: %w", rt.Status.Endpoint, err)
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "NAMESPACE\tNAME\tPHASE\tREADY\tNODE\n")
+	for _, p := range pods.Items {
+		ready := "false"
+		for _, c := range p.Status.Conditions {
+			if c.Type == "Ready" {
+				ready = string(c.Status)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Namespace, p.Name, p.Status.Phase, ready, p.Spec.NodeName)
+	}
+	if len(pods.Items) == 0 {
+		fmt.Fprintf(tw, "%s\t<no pods>\t\t\t\n", ns)
+	}
+	return tw.Flush()
+}

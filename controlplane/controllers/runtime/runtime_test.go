@@ -1,0 +1,96 @@
+package runtime_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
+	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
+)
+
+func TestKubeconfigRuntime(t *testing.T) {
+	t.Parallel()
+	cluster := kubesimtest.Start(t, kubesimtest.WithRegion("eu-west"), kubesimtest.WithNodes(3))
+	_, cl := cptest.Start(t, cptest.Config())
+	good := cptest.Kubeconfig(t, cluster.Kubeconfig)
+	ctx := context.Background()
+	rts := cl.KubernetesRuntimes()
+
+	t.Run("a reachable cluster goes Ready with its nodes counted", func(t *testing.T) {
+		rt, err := rts.Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "byo"},
+			Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderKubeconfig, Kubeconfig: good}})
+		require.NoError(t, err)
+		rt, err = rts.WaitReconciled(cptest.Wait(t, 30*time.Second), rt.ID)
+		require.NoError(t, err)
+		require.Equal(t, 3, rt.Status.NodesReady)
+		require.Equal(t, 3, rt.Status.NodesTotal)
+		require.Equal(t, "eu-west", rt.Status.Region)
+		require.Equal(t, cluster.Endpoint, rt.Status.Endpoint)
+		require.True(t, strings.HasPrefix(rt.Status.Version, "v1.31."), rt.Status.Version)
+	})
+
+	t.Run("a dead address fails fast, naming the address; fixing the spec brings it back", func(t *testing.T) {
+		dead := strings.ReplaceAll(good, cluster.Endpoint, "https://127.0.0.1:1")
+		require.NotEqual(t, good, dead)
+		rt, err := rts.Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "dead"},
+			Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderKubeconfig, Kubeconfig: dead}})
+		require.NoError(t, err)
+		start := time.Now()
+		failed, err := rts.WaitReconciled(cptest.Wait(t, 60*time.Second), rt.ID)
+		require.True(t, client.IsFailed(err), "want Failed, got %v", err)
+		require.Less(t, time.Since(start), 30*time.Second, "fails fast")
+		require.Contains(t, failed.Status.Message, "127.0.0.1:1")
+
+		failed.Spec.Kubeconfig = good
+		upd, err := rts.Update(ctx, failed)
+		require.NoError(t, err)
+		ready, err := rts.WaitReconciled(cptest.Wait(t, 30*time.Second), upd.ID)
+		require.NoError(t, err)
+		require.Equal(t, 3, ready.Status.NodesReady)
+		require.Empty(t, ready.Status.Message)
+	})
+
+	t.Run("a runtime with instances cannot be deleted without cascade", func(t *testing.T) {
+		rt, err := rts.GetByName(ctx, "byo")
+		require.NoError(t, err)
+		def, err := cl.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "web"},
+			Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "web", Image: "nginx:1.27"}}}})
+		require.NoError(t, err)
+		inst, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "web-eu"},
+			Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
+		require.NoError(t, err)
+		err = rts.Delete(ctx, rt.ID, client.DeleteOptions{})
+		require.True(t, client.IsConflict(err), "want 409, got %v", err)
+		var apiErr *client.Error
+		require.ErrorAs(t, err, &apiErr)
+		require.Len(t, apiErr.Dependents, 1)
+		require.Equal(t, inst.ID, apiErr.Dependents[0].ID)
+		require.Contains(t, err.Error(), `workload_instance "web-eu"`)
+	})
+}
+
+func TestLocalRuntimeStartsAndRemovesItsCluster(t *testing.T) {
+	t.Parallel()
+	a, cl := cptest.Start(t, cptest.Config())
+	ctx := context.Background()
+	rt, err := cl.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "local"},
+		Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderLocal, Region: "us-east", Nodes: 2}})
+	require.NoError(t, err)
+	rt, err = cl.KubernetesRuntimes().WaitReconciled(cptest.Wait(t, 2*time.Minute), rt.ID)
+	require.NoError(t, err)
+	require.Equal(t, 2, rt.Status.NodesReady)
+	require.Equal(t, "us-east", rt.Status.Region)
+	dir := filepath.Join(a.DataDir(), "runtimes", rt.ID)
+	require.FileExists(t, filepath.Join(dir, "kubeconfig"))
+
+	require.NoError(t, cl.KubernetesRuntimes().Delete(cptest.Wait(t, time.Minute), rt.ID, client.DeleteOptions{Wait: true}))
+	_, err = os.Stat(dir)
+	require.True(t, os.IsNotExist(err), "local cluster data removed: %v", err)
+}

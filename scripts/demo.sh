@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# make demo / make demo-down: run qleet server in the background and apply examples/quickstart with the
+# locally built provider (dev_overrides). Safe to run twice, or again after Ctrl-C.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+demo="$root/.qleet-demo"
+bin="$root/bin"
+listen="${QLEET_DEMO_LISTEN:-127.0.0.1:8080}"
+endpoint="http://$listen"
+pidfile="$demo/server.pid"
+
+say() { printf '\033[1m>> %s\033[0m\n' "$*"; }
+die() { printf 'demo: %s\n' "$*" >&2; exit 1; }
+
+running() { [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
+
+down() {
+  if [ -d "$demo/tf" ] && running && [ -f "$demo/tf/terraform.tfstate" ]; then
+    say "destroying the quickstart with terraform"
+    tf destroy -auto-approve -input=false >/dev/null 2>&1 || say "terraform destroy failed; removing state anyway"
+  fi
+  if running; then
+    say "stopping qleet server (pid $(cat "$pidfile"))"
+    kill "$(cat "$pidfile")" 2>/dev/null || true
+    for _ in $(seq 1 100); do running || break; sleep 0.2; done
+    running && kill -9 "$(cat "$pidfile")" 2>/dev/null || true
+  fi
+  rm -rf "$demo"
+  say "demo removed"
+}
+
+tf() {
+  TF_CLI_CONFIG_FILE="$demo/terraformrc" QLEET_ENDPOINT="$endpoint" QLEET_TOKEN="$(cat "$demo/data/admin.token")" \
+    TF_IN_AUTOMATION=1 "$bin/terraform" -chdir="$demo/tf" "$@"
+}
+
+up() {
+  command -v go >/dev/null || die "Go is not installed: install Go 1.25 or newer from https://go.dev/dl/"
+  [ -x "$bin/qleet" ] && [ -x "$bin/kubesim" ] && [ -x "$bin/terraform" ] || die "binaries missing: run 'make demo', not this script"
+  mkdir -p "$demo/data"
+  if running; then
+    say "qleet server already running (pid $(cat "$pidfile")), reusing it"
+  else
+    if (exec 3<>"/dev/tcp/${listen%:*}/${listen##*:}") 2>/dev/null; then
+      die "port ${listen##*:} is taken by another program: stop it, or set QLEET_DEMO_LISTEN=127.0.0.1:<port>"
+    fi
+    say "starting qleet server on $endpoint (log: $demo/server.log)"
+    nohup "$bin/qleet" server --data-dir "$demo/data" --listen "$listen" > "$demo/server.log" 2>&1 &
+    echo $! > "$pidfile"
+    for _ in $(seq 1 100); do
+      curl -fsS "$endpoint/readyz" >/dev/null 2>&1 && break
+      running || { tail -20 "$demo/server.log" >&2; die "qleet server exited during start-up (see above)"; }
+      sleep 0.1
+    done
+    curl -fsS "$endpoint/readyz" >/dev/null || die "qleet server did not become ready; see $demo/server.log"
+  fi
+
+  cat > "$demo/terraformrc" <<RC
+provider_installation {
+  dev_overrides {
+    "qleetos/qleet" = "$bin"
+  }
+  direct {}
+}
+RC
+  mkdir -p "$demo/tf"
+  cp "$root"/examples/quickstart/*.tf "$demo/tf/"
+
+  say "terraform apply examples/quickstart (a local kubesim runtime, a workload definition with autoscaling, an instance)"
+  say "waiting for the controllers to report each object reconciled; the local cluster takes a few seconds to start"
+  tf apply -auto-approve -input=false
+
+  export QLEET_ENDPOINT="$endpoint" QLEET_TOKEN="$(cat "$demo/data/admin.token")" QLEET_DATA_DIR="$demo/data"
+  say "objects in the control plane"
+  for k in kubernetes_runtimes workload_definitions workload_instances; do
+    echo "--- $k"; "$bin/qleet" get "$k"
+  done
+  for inst in $("$bin/qleet" get workload_instances -o json | sed -n 's/^    "name": "\(.*\)",$/\1/p'); do
+    say "qleet describe workload_instance $inst"
+    "$bin/qleet" describe workload_instance "$inst"
+    say "pods of $inst in its cluster"
+    "$bin/qleet" pods "$inst"
+  done
+  cat <<MSG
+
+The demo is running. Explore it:
+  export QLEET_ENDPOINT=$endpoint QLEET_TOKEN=\$(cat $demo/data/admin.token) QLEET_DATA_DIR=$demo/data
+  bin/qleet get workload_instances
+  bin/qleet describe workload_instance <name>
+  bin/qleet events workload_instance <name>
+  bin/qleet image set <definition> <container> nginx:1.27      # roll out a new image
+  curl -H "Authorization: Bearer \$QLEET_TOKEN" $endpoint/v1/workload_instances
+  TF_CLI_CONFIG_FILE=$demo/terraformrc bin/terraform -chdir=$demo/tf plan
+Clean up with: make demo-down
+MSG
+}
+
+case "${1:-up}" in
+  up) up ;;
+  down) down ;;
+  *) die "usage: $0 up|down" ;;
+esac
