@@ -1,0 +1,109 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
+	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
+	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
+)
+
+func runtimeSpec(kubeconfig string) client.KubernetesRuntimeSpec {
+	return client.KubernetesRuntimeSpec{Provider: client.ProviderKubeconfig, Kubeconfig: kubeconfig}
+}
+
+func TestAdminTokenIsWrittenOnFirstStartWithMode0600(t *testing.T) {
+	t.Parallel()
+	a, cl := cptest.Start(t, cptest.Config())
+	info, err := os.Stat(filepath.Join(a.DataDir(), "admin.token"))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), info.Mode().Perm())
+	_, err = cl.KubernetesRuntimes().List(context.Background(), client.ListOptions{})
+	require.NoError(t, err, "the admin token authenticates")
+}
+
+func TestStopNATSWhileWritesContinue(t *testing.T) {
+	t.Parallel()
+	cluster := kubesimtest.Start(t)
+	kc := cptest.Kubeconfig(t, cluster.Kubeconfig)
+	a, cl := cptest.Start(t, app.Config{ResyncInterval: time.Hour, DriftInterval: time.Hour})
+	ctx := context.Background()
+	rts := cl.KubernetesRuntimes()
+
+	// Before the outage: the pipeline works.
+	first, err := rts.Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "before"}, Spec: runtimeSpec(kc)})
+	require.NoError(t, err)
+	_, err = rts.WaitReconciled(cptest.Wait(t, 30*time.Second), first.ID)
+	require.NoError(t, err)
+
+	outage := 10 * time.Second
+	if testing.Short() {
+		outage = 2 * time.Second
+	}
+	a.Broker.Embedded().Stop()
+	var ids []string
+	deadline := time.Now().Add(outage)
+	for i := 0; time.Now().Before(deadline); i++ {
+		obj, err := rts.Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: fmt.Sprintf("during-%d", i)}, Spec: runtimeSpec(kc)})
+		require.NoError(t, err, "the API keeps accepting writes while NATS is down")
+		ids = append(ids, obj.ID)
+		time.Sleep(250 * time.Millisecond)
+	}
+	pending, _, err := a.Store.OutboxStats(ctx)
+	require.NoError(t, err)
+	require.Positive(t, pending, "writes wait in the outbox while NATS is down")
+	require.NoError(t, a.Broker.Embedded().Start(ctx))
+
+	// Resync is an hour away: only the outbox can deliver these.
+	for _, id := range ids {
+		obj, err := rts.WaitReconciled(cptest.Wait(t, 60*time.Second), id)
+		require.NoError(t, err)
+		require.Equal(t, 3, obj.Status.NodesReady)
+	}
+	t.Logf("%d writes acknowledged during a %s NATS outage were all reconciled afterwards", len(ids), outage)
+}
+
+func TestRestartLosesNothing(t *testing.T) {
+	t.Parallel()
+	cluster := kubesimtest.Start(t)
+	kc := cptest.Kubeconfig(t, cluster.Kubeconfig)
+	dir := t.TempDir()
+	ctx := context.Background()
+
+	a1, err := app.Start(ctx, app.Config{DataDir: dir, Listen: "127.0.0.1:0", API: true, Controllers: true, Logger: cptest.Logger()})
+	require.NoError(t, err)
+	cl1, err := a1.Client()
+	require.NoError(t, err)
+	ready, err := cl1.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "ready"}, Spec: runtimeSpec(kc)})
+	require.NoError(t, err)
+	_, err = cl1.KubernetesRuntimes().WaitReconciled(cptest.Wait(t, 30*time.Second), ready.ID)
+	require.NoError(t, err)
+	// Written just before the stop: it may or may not have been reconciled yet.
+	late, err := cl1.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "late"}, Spec: runtimeSpec(kc)})
+	require.NoError(t, err)
+	token := a1.AdminToken
+	a1.Close(ctx)
+
+	a2, err := app.Start(ctx, app.Config{DataDir: dir, Listen: "127.0.0.1:0", API: true, Controllers: true, Logger: cptest.Logger()})
+	require.NoError(t, err)
+	t.Cleanup(func() { a2.Close(context.Background()) })
+	require.Equal(t, token, a2.AdminToken, "the admin token survives a restart")
+	cl2, err := a2.Client()
+	require.NoError(t, err)
+	for _, id := range []string{ready.ID, late.ID} {
+		obj, err := cl2.KubernetesRuntimes().WaitReconciled(cptest.Wait(t, 60*time.Second), id)
+		require.NoError(t, err)
+		require.Equal(t, 3, obj.Status.NodesReady)
+	}
+	list, err := cl2.KubernetesRuntimes().List(ctx, client.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, list.Items, 2)
+}
