@@ -5,6 +5,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -51,6 +52,12 @@ type Config struct {
 	DriftInterval  time.Duration
 	// LockTTL is the per-object lock TTL (default 10s).
 	LockTTL time.Duration
+	// APICACertFile is the CA certificate of a remote API served over TLS (controller-only mode).
+	APICACertFile string
+	// TLSCertFile and TLSKeyFile serve the API over TLS. When the listen address is not loopback and none
+	// is given, a self-signed certificate is made in the data dir (tls.crt). Loopback serves plain HTTP.
+	TLSCertFile string
+	TLSKeyFile  string
 	// KubesimBinary overrides where local runtimes' kubesim binary is found.
 	KubesimBinary string
 	// Logger receives logs (default slog.Default()).
@@ -91,6 +98,8 @@ type App struct {
 	AdminToken string
 	// AdminTokenPath is where the admin token is written.
 	AdminTokenPath string
+	// CACertPath is the certificate clients should trust when the API serves TLS.
+	CACertPath string
 	// Store is the database (API mode).
 	Store store.Store
 	// Broker is the NATS connection.
@@ -134,6 +143,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	a.closers = append(a.closers, func(context.Context) { b.Close() })
 
 	endpoint, ctrlToken := cfg.APIEndpoint, cfg.ControllerToken
+	a.CACertPath = cfg.APICACertFile
 	if cfg.API {
 		if err := a.startAPI(ctx, runCtx); err != nil {
 			return nil, err
@@ -186,8 +196,18 @@ func (a *App) startAPI(ctx, runCtx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", a.cfg.Listen, err)
 	}
-	a.Endpoint = "http://" + ln.Addr().String()
+	a.Endpoint = "http://" + endpointAddr(ln.Addr())
 	a.httpSrv = &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	if a.cfg.TLSCertFile != "" || needsTLS(a.cfg.Listen) {
+		tc, err := a.tlsConfig()
+		if err != nil {
+			_ = ln.Close()
+			return err
+		}
+		a.httpSrv.TLSConfig = tc
+		ln = tls.NewListener(ln, tc)
+		a.Endpoint = "https://" + endpointAddr(ln.Addr())
+	}
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
@@ -226,7 +246,15 @@ func (a *App) DataDir() string { return a.cfg.DataDir }
 
 // Client returns an admin client for this control plane.
 func (a *App) Client() (*client.Client, error) {
-	return client.New(a.Endpoint, client.WithToken(a.AdminToken))
+	opts := []client.Option{client.WithToken(a.AdminToken)}
+	if a.CACertPath != "" {
+		pemData, err := os.ReadFile(a.CACertPath)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, client.WithCACert(pemData))
+	}
+	return client.New(a.Endpoint, opts...)
 }
 
 func (a *App) controllerConfig() reconcile.Config {
@@ -268,4 +296,13 @@ func (a *App) Close(ctx context.Context) {
 	for i := len(a.closers) - 1; i >= 0; i-- {
 		a.closers[i](ctx)
 	}
+}
+
+// endpointAddr is the address clients on this host use: a wildcard listen address becomes loopback.
+func endpointAddr(addr net.Addr) string {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok || !tcp.IP.IsUnspecified() {
+		return addr.String()
+	}
+	return net.JoinHostPort("127.0.0.1", fmt.Sprint(tcp.Port))
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -106,4 +107,17 @@ func TestRestartLosesNothing(t *testing.T) {
 	list, err := cl2.KubernetesRuntimes().List(ctx, client.ListOptions{})
 	require.NoError(t, err)
 	require.Len(t, list.Items, 2)
+}
+
+func TestServesTLSBeyondLoopback(t *testing.T) {
+	t.Parallel()
+	a, cl := cptest.Start(t, app.Config{Listen: "0.0.0.0:0", Controllers: true, API: true})
+	require.True(t, strings.HasPrefix(a.Endpoint, "https://"), a.Endpoint)
+	require.FileExists(t, filepath.Join(a.DataDir(), "tls.crt"))
+	_, err := cl.KubernetesRuntimes().List(context.Background(), client.ListOptions{})
+	require.NoError(t, err, "a client trusting tls.crt connects")
+	plain, err := client.New(a.Endpoint, client.WithToken(a.AdminToken))
+	require.NoError(t, err)
+	_, err = plain.KubernetesRuntimes().List(context.Background(), client.ListOptions{})
+	require.Error(t, err, "a client that does not trust the certificate is refused")
 }

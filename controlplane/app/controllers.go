@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
@@ -18,7 +19,15 @@ type starter interface {
 
 // startControllers runs one controller per kind against the API at endpoint.
 func (a *App) startControllers(ctx context.Context, endpoint, token string) error {
-	cl, err := client.New(endpoint, client.WithToken(token), client.WithUserAgent("qleet-controller"))
+	opts := []client.Option{client.WithToken(token), client.WithUserAgent("qleet-controller")}
+	if ca := a.CACertPath; ca != "" {
+		pemData, err := os.ReadFile(ca)
+		if err != nil {
+			return fmt.Errorf("api ca cert: %w", err)
+		}
+		opts = append(opts, client.WithCACert(pemData))
+	}
+	cl, err := client.New(endpoint, opts...)
 	if err != nil {
 		return err
 	}

@@ -39,6 +39,9 @@ func runServer(ctx context.Context, args []string, m mode) error {
 	workers := fs.Int("workers", 4, "reconcile workers per kind")
 	resync := fs.Duration("resync", 30*time.Second, "resync interval for objects that are not reconciled")
 	drift := fs.Duration("drift-interval", 60*time.Second, "how often Ready objects are re-checked for drift")
+	tlsCert := fs.String("tls-cert", envDefault("tls-cert", ""), "TLS certificate file (default: self-signed in the data dir when not on loopback)")
+	tlsKey := fs.String("tls-key", envDefault("tls-key", ""), "TLS key file")
+	apiCA := fs.String("api-ca-cert", envDefault("api-ca-cert", ""), "CA certificate of a TLS API (controller mode)")
 	logLevel := fs.String("log-level", envDefault("log-level", "info"), "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
@@ -50,7 +53,8 @@ func runServer(ctx context.Context, args []string, m mode) error {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 	cfg := app.Config{
 		DataDir: *dataDir, Listen: *listen, DatabaseURL: *dbURL, NATSURL: *natsURL,
-		APIEndpoint: *apiEndpoint, ControllerToken: *token,
+		APIEndpoint: *apiEndpoint, ControllerToken: *token, APICACertFile: *apiCA,
+		TLSCertFile: *tlsCert, TLSKeyFile: *tlsKey,
 		Workers: *workers, ResyncInterval: *resync, DriftInterval: *drift, Logger: logger,
 		API: m != modeController, Controllers: m != modeAPI,
 	}
@@ -61,6 +65,9 @@ func runServer(ctx context.Context, args []string, m mode) error {
 	}
 	if a.Endpoint != "" {
 		fmt.Printf("qleet %s ready in %s\n  endpoint:    %s\n  admin token: %s\n", modeName(m), time.Since(start).Round(time.Millisecond), a.Endpoint, a.AdminTokenPath)
+		if a.CACertPath != "" {
+			fmt.Printf("  ca cert:     %s (clients: QLEET_CA_CERT)\n", a.CACertPath)
+		}
 	} else {
 		fmt.Printf("qleet controller ready in %s, serving %s\n", time.Since(start).Round(time.Millisecond), cfg.APIEndpoint)
 	}
