@@ -1,17 +1,23 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
 )
 
 func TestCRUD(t *testing.T) {
@@ -110,7 +116,7 @@ func TestListPagingAndSelector(t *testing.T) {
 		require.Empty(t, page.Items)
 	})
 	t.Run("bad paging parameters are 400s naming the parameter", func(t *testing.T) {
-		for q, field := range map[string]string{"limit=0": "limit", "limit=x": "limit", "limit=5000": "limit", "continue=%%%": "continue", "label_selector=novalue": "label_selector"} {
+		for q, field := range map[string]string{"limit=0": "limit", "limit=x": "limit", "limit=5000": "limit", "continue=!!!": "continue", "label_selector=novalue": "label_selector"} {
 			code, body := e.raw(t, server.RoleViewer, http.MethodGet, "/v1/kubernetes_runtimes?"+q, "", nil)
 			require.Equal(t, http.StatusBadRequest, code, q)
 			require.Equal(t, field, apiErr(t, body).Field, q)
@@ -322,12 +328,12 @@ func TestMetrics(t *testing.T) {
 	code, body := e.raw(t, "", http.MethodGet, "/metrics", "", nil)
 	require.Equal(t, http.StatusOK, code)
 	text := string(body)
-	require.Contains(t, text, `qleet_api_request_duration_seconds_count{code="201",method="POST",route="/v1/{plural}/"}`)
+	require.Contains(t, text, `qleet_api_request_duration_seconds_count{code="201",method="POST",route="/v1/{plural}"}`)
 	require.Contains(t, text, "qleet_outbox_pending 1")
 	require.Contains(t, text, "qleet_outbox_oldest_age_seconds")
 }
 
-func TestRequestIDAndPanics(t *testing.T) {
+func TestRequestID(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	req, err := http.NewRequest(http.MethodGet, e.hs.URL+"/healthz", nil)
@@ -342,6 +348,55 @@ func TestRequestIDAndPanics(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Len(t, resp.Header.Get("X-Request-Id"), 36, "a fresh uuid")
+}
+
+// panicStore is a real store whose Get panics, to exercise panic recovery.
+type panicStore struct{ store.Store }
+
+func (panicStore) Get(context.Context, string, string) (*store.Object, error) { panic("boom") }
+
+func TestPanicRecovery(t *testing.T) {
+	t.Parallel()
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	e := setup(t, setupOpts{st: panicStore{openSQLite(t)}, cfg: func(c *server.Config) {
+		c.Logger = slog.New(slog.NewJSONHandler(&lockedWriter{w: &logs, mu: &mu}, nil))
+	}})
+	code, body := e.raw(t, server.RoleViewer, http.MethodGet, "/v1/kubernetes_runtimes/x", "", nil)
+	require.Equal(t, http.StatusInternalServerError, code)
+	require.Equal(t, client.CodeInternal, apiErr(t, body).Code)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Contains(t, logs.String(), `"msg":"panic serving request"`)
+	require.Contains(t, logs.String(), "runtime/debug.Stack")
+	require.Contains(t, logs.String(), `"msg":"http request"`, "the access log still records the request")
+}
+
+type lockedWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func TestOnCommit(t *testing.T) {
+	t.Parallel()
+	var commits atomic.Int64
+	e := setup(t, setupOpts{cfg: func(c *server.Config) { c.OnCommit = func() { commits.Add(1) } }})
+	ctx := context.Background()
+	rt, err := e.dev.KubernetesRuntimes().Create(ctx, localRuntime("oc"))
+	require.NoError(t, err)
+	require.EqualValues(t, 1, commits.Load())
+	_, err = e.ctrl.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, 0, client.KubernetesRuntimeStatus{})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, commits.Load())
+	_, err = e.dev.KubernetesRuntimes().Create(ctx, localRuntime("Bad"))
+	require.Error(t, err)
+	require.EqualValues(t, 2, commits.Load(), "failed writes do not wake the relay")
 }
 
 func TestReadyz(t *testing.T) {

@@ -52,14 +52,15 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request) {
 		return st.ObservedGeneration == o.Generation && (st.Phase == client.PhaseReady || st.Phase == client.PhaseFailed)
 	}
 	obj, err := s.waitFor(ctx, ki.Kind, id, done)
-	switch {
-	case err != nil && ctx.Err() != nil && r.Context().Err() == nil && obj != nil:
-		s.respond(w, r, http.StatusOK, obj) // timed out: the current object
-	case err != nil:
-		s.fail(w, r, err)
-	default:
-		s.respond(w, r, http.StatusOK, obj)
+	if err != nil && ctx.Err() != nil && r.Context().Err() == nil {
+		// Timed out: answer with the current object.
+		obj, err = s.cfg.Store.Get(r.Context(), ki.Kind, id)
 	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.respond(w, r, http.StatusOK, obj)
 }
 
 // waitFor re-reads the object whenever this server writes it (and every WaitPollInterval, for writes

@@ -216,6 +216,8 @@ func TestWaitReconciled(t *testing.T) {
 		code, body := e.raw(t, server.RoleViewer, http.MethodGet, "/v1/kubernetes_runtimes/"+rt.ID+"?wait=reconciled&timeout=200ms", "", nil)
 		require.Equal(t, http.StatusOK, code, "the timeout answers with the current object")
 		require.Contains(t, string(body), `"generation":2`)
+		code, body = e.raw(t, server.RoleViewer, http.MethodGet, "/v1/kubernetes_runtimes/"+rt.ID+"?wait=reconciled&timeout=0s", "", nil)
+		require.Equal(t, http.StatusOK, code, string(body))
 	})
 	t.Run("sees writes through another API replica by polling", func(t *testing.T) {
 		t.Parallel()

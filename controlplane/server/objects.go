@@ -115,8 +115,19 @@ func (s *Server) check(ctx context.Context, ki *client.KindInfo, name string, la
 	return &checked{spec: data, refs: refs}, nil
 }
 
-// initialStatus is the status of a new object, before its controller has seen it.
-var initialStatus = json.RawMessage(`{"phase":"Pending","observed_generation":0}`)
+// initialStatus is the status of a new object, before its controller has seen it: the kind's zero status
+// in phase Pending.
+func initialStatus(ki *client.KindInfo) (json.RawMessage, error) {
+	st := ki.NewStatus()
+	if acc, ok := st.(client.StatusAccessor); ok {
+		acc.Common().Phase = client.PhasePending
+	}
+	data, err := json.Marshal(st)
+	if err != nil {
+		return nil, fmt.Errorf("encode initial status: %w", err)
+	}
+	return data, nil
+}
 
 func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	ki := kindFrom(r)
@@ -136,8 +147,13 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	status, err := initialStatus(ki)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	obj, err := s.cfg.Store.Create(r.Context(), &store.CreateParams{
-		Kind: ki.Kind, Name: body.Name, Labels: body.Labels, Spec: c.spec, Status: initialStatus, Refs: c.refs,
+		Kind: ki.Kind, Name: body.Name, Labels: body.Labels, Spec: c.spec, Status: status, Refs: c.refs,
 	})
 	if err != nil {
 		s.fail(w, r, err)
