@@ -5,7 +5,9 @@ package app
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -58,6 +60,9 @@ type Config struct {
 	// is given, a self-signed certificate is made in the data dir (tls.crt). Loopback serves plain HTTP.
 	TLSCertFile string
 	TLSKeyFile  string
+	// SecretKeyFile holds the 32-byte key (base64) that encrypts secrets at rest; API replicas must share
+	// it (default <DataDir>/secret.key, made on first start with mode 0600).
+	SecretKeyFile string
 	// KubesimBinary overrides where local runtimes' kubesim binary is found.
 	KubesimBinary string
 	// Logger receives logs (default slog.Default()).
@@ -188,7 +193,11 @@ func (a *App) startAPI(ctx, runCtx context.Context) error {
 		}
 	}()
 
-	srv, err := server.New(server.Config{Store: st, Logger: a.log, Registry: a.Registry, OnCommit: a.relay.Notify})
+	key, err := a.secretKey()
+	if err != nil {
+		return err
+	}
+	srv, err := server.New(server.Config{Store: st, Logger: a.log, Registry: a.Registry, OnCommit: a.relay.Notify, SecretKey: key})
 	if err != nil {
 		return fmt.Errorf("api server: %w", err)
 	}
@@ -305,4 +314,32 @@ func endpointAddr(addr net.Addr) string {
 		return addr.String()
 	}
 	return net.JoinHostPort("127.0.0.1", fmt.Sprint(tcp.Port))
+}
+
+// secretKey loads the at-rest encryption key, making one on first start.
+func (a *App) secretKey() ([]byte, error) {
+	path := a.cfg.SecretKeyFile
+	if path == "" {
+		path = filepath.Join(a.cfg.DataDir, "secret.key")
+	}
+	data, err := os.ReadFile(path)
+	if os.IsNotExist(err) && a.cfg.SecretKeyFile == "" {
+		key := make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return nil, err
+		}
+		enc := base64.StdEncoding.EncodeToString(key)
+		if err := os.WriteFile(path, []byte(enc+"\n"), 0o600); err != nil {
+			return nil, fmt.Errorf("write %s: %w", path, err)
+		}
+		return key, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("secret key: %w", err)
+	}
+	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(data)))
+	if err != nil || len(key) != 32 {
+		return nil, fmt.Errorf("secret key %s: want 32 bytes in base64", path)
+	}
+	return key, nil
 }

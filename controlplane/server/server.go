@@ -43,6 +43,9 @@ type Config struct {
 	TokenCacheTTL time.Duration
 	// CascadeTimeout bounds how long a cascading delete waits for dependents to go. Default 5m.
 	CascadeTimeout time.Duration
+	// SecretKey, 32 bytes, encrypts write-only spec fields (e.g. kubeconfigs) at rest with AES-256-GCM.
+	// Every API replica must share it. Nil stores them in plain text (tests only).
+	SecretKey []byte
 }
 
 // Defaults for Config.
@@ -91,6 +94,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.CascadeTimeout <= 0 {
 		cfg.CascadeTimeout = DefaultCascadeTimeout
+	}
+	if cfg.SecretKey != nil {
+		sl, err := newSealer(cfg.SecretKey)
+		if err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		cfg.Store = &sealedStore{Store: cfg.Store, s: sl}
 	}
 	m, err := newMetrics(cfg.Registry, cfg.Store)
 	if err != nil {

@@ -42,6 +42,7 @@ func runServer(ctx context.Context, args []string, m mode) error {
 	tlsCert := fs.String("tls-cert", envDefault("tls-cert", ""), "TLS certificate file (default: self-signed in the data dir when not on loopback)")
 	tlsKey := fs.String("tls-key", envDefault("tls-key", ""), "TLS key file")
 	apiCA := fs.String("api-ca-cert", envDefault("api-ca-cert", ""), "CA certificate of a TLS API (controller mode)")
+	secretKey := fs.String("secret-key-file", envDefault("secret-key-file", ""), "file with the base64 key that encrypts secrets at rest; API replicas must share it (default: made in the data dir)")
 	logLevel := fs.String("log-level", envDefault("log-level", "info"), "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
@@ -54,7 +55,7 @@ func runServer(ctx context.Context, args []string, m mode) error {
 	cfg := app.Config{
 		DataDir: *dataDir, Listen: *listen, DatabaseURL: *dbURL, NATSURL: *natsURL,
 		APIEndpoint: *apiEndpoint, ControllerToken: *token, APICACertFile: *apiCA,
-		TLSCertFile: *tlsCert, TLSKeyFile: *tlsKey,
+		TLSCertFile: *tlsCert, TLSKeyFile: *tlsKey, SecretKeyFile: *secretKey,
 		Workers: *workers, ResyncInterval: *resync, DriftInterval: *drift, Logger: logger,
 		API: m != modeController, Controllers: m != modeAPI,
 	}
