@@ -210,6 +210,9 @@ type WorkloadInstanceStatus struct {
 	Status
 	// Namespace is the namespace the instance runs in.
 	Namespace string `json:"namespace,omitempty"`
+	// DefinitionGeneration is the generation of the workload definition that was last applied. With the
+	// phase Ready, it says that the instance has rolled out that generation.
+	DefinitionGeneration int64 `json:"definition_generation,omitempty"`
 	// Replicas is the desired replica count summed over the instance's workloads.
 	Replicas int32 `json:"replicas"`
 	// ReadyReplicas counts ready pods.

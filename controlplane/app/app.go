@@ -21,6 +21,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/klog/v2"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/broker"
@@ -130,6 +131,8 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
 	}
+	// client-go logs through klog; send it to our logger instead of stderr.
+	klog.SetSlogLogger(cfg.Logger.With("component", "client-go"))
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	a := &App{cfg: cfg, log: cfg.Logger, cancel: cancel, Registry: prometheus.NewRegistry()}
 	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/runtime"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/workload"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 )
 
@@ -51,6 +53,7 @@ func (a *App) startControllers(ctx context.Context, endpoint, token string) erro
 		reconcile.New(a.Broker, cl.KubernetesRuntimes(), &runtime.Reconciler{Connector: conn, Local: local}, cfg),
 	}
 	ctrls = append(ctrls, a.workloadControllers(cl, conn, cfg)...)
+	ctrls = append(ctrls, &agents{cl: cl, conn: conn, b: a.Broker, log: a.log, interval: 2 * time.Second, running: map[string]runningAgent{}})
 	for _, c := range ctrls {
 		cctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
@@ -67,5 +70,9 @@ func (a *App) startControllers(ctx context.Context, endpoint, token string) erro
 
 // workloadControllers returns the workload_definition and workload_instance controllers.
 func (a *App) workloadControllers(cl *client.Client, conn *kube.Connector, cfg reconcile.Config) []starter {
-	return nil
+	renderer := &workload.Renderer{}
+	return []starter{
+		reconcile.New(a.Broker, cl.WorkloadDefinitions(), &workload.DefinitionReconciler{Client: cl, Renderer: renderer}, cfg),
+		reconcile.New(a.Broker, cl.WorkloadInstances(), &workload.InstanceReconciler{Client: cl, Connector: conn, Renderer: renderer}, cfg),
+	}
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -246,6 +247,7 @@ func (s *bunStore) UpdateStatus(ctx context.Context, p *UpdateStatusParams) (*Ob
 		if err := checkIfMatch(row, p.IfMatch); err != nil {
 			return err
 		}
+		readinessChanged := readiness(row.Status) != readiness(status)
 		row.ResourceVersion++
 		row.Status = status
 		row.UpdatedAt = now()
@@ -254,8 +256,10 @@ func (s *bunStore) UpdateStatus(ctx context.Context, p *UpdateStatusParams) (*Ob
 			WherePK().Exec(ctx); err != nil {
 			return err
 		}
-		if err := enqueueDependents(ctx, tx, row.ID); err != nil {
-			return err
+		if readinessChanged {
+			if err := enqueueDependents(ctx, tx, row.ID); err != nil {
+				return err
+			}
 		}
 		obj, err = withLabels(ctx, tx, row)
 		return err
@@ -555,4 +559,16 @@ func withLabels(ctx context.Context, tx bun.Tx, row *objectRow) (*Object, error)
 		return nil, err
 	}
 	return row.toObject(labels[row.ID]), nil
+}
+
+// readiness is the part of a status that dependents act on: the phase and the observed generation.
+// Status writes that change only messages or details do not notify dependents, so that a waiting
+// object's ticking message does not make every dependent reconcile again.
+func readiness(status string) string {
+	var st struct {
+		Phase              string `json:"phase"`
+		ObservedGeneration int64  `json:"observed_generation"`
+	}
+	_ = json.Unmarshal([]byte(status), &st)
+	return fmt.Sprintf("%s/%d", st.Phase, st.ObservedGeneration)
 }

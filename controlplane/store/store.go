@@ -147,8 +147,9 @@ type Store interface {
 	// UpdateSpec replaces labels and spec. Generation increases only when the spec bytes change;
 	// resource version always increases. Writes an outbox row for the object.
 	UpdateSpec(ctx context.Context, p *UpdateSpecParams) (*Object, error)
-	// UpdateStatus replaces the status and increases the resource version. It writes outbox rows for the
-	// objects that reference this one, so that they re-check a dependency whose status changed.
+	// UpdateStatus replaces the status and increases the resource version. When the status's phase or
+	// observed_generation changes, it writes outbox rows for the objects that reference this one, so that
+	// they re-check a dependency whose readiness changed.
 	UpdateStatus(ctx context.Context, p *UpdateStatusParams) (*Object, error)
 	// RequestDeletion sets deletion_requested_at (once) and writes an outbox row. It fails with a
 	// *DependentsError when other objects reference this one.

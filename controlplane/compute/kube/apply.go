@@ -43,8 +43,9 @@ type Owner struct {
 	InstanceID string
 	// Namespace is given to namespaced objects that name none.
 	Namespace string
-	// Previous lists what the owner applied last time (e.g. from its status). Apply reports an object
-	// of Previous that has gone missing as drift; Prune and DeleteAll also search its kinds.
+	// Previous lists what the owner applied last time (e.g. from its status). Apply looks for drift in
+	// these objects only (reading each before applying it): one gone missing, or one changed although
+	// its desired state did not. Prune and DeleteAll also search their kinds.
 	Previous []AppliedRef
 }
 
@@ -306,21 +307,28 @@ func applyOne(ctx context.Context, cl *Cluster, owner Owner, o *unstructured.Uns
 	}
 	ref := RefOf(o)
 
-	live, err := ri.Get(ctx, o.GetName(), metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		live, err = nil, nil
-	}
-	if err != nil {
-		return ref, &ApplyError{Ref: ref, Err: fmt.Errorf("read live object: %w", err)}
+	// Drift is only looked for in objects applied before: read them first to compare.
+	var live *unstructured.Unstructured
+	wasApplied := previous[ref.key()]
+	if wasApplied {
+		var err error
+		live, err = ri.Get(ctx, o.GetName(), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			live, err = nil, nil
+		}
+		if err != nil {
+			return ref, &ApplyError{Ref: ref, Err: fmt.Errorf("read live object: %w", err)}
+		}
 	}
 	applied, err := ri.Apply(ctx, o.GetName(), o, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 	if err != nil {
 		return ref, &ApplyError{Ref: ref, Invalid: invalidCause(err), Err: err}
 	}
 	switch {
-	case live == nil && previous[ref.key()]:
+	case !wasApplied:
+	case live == nil:
 		ref.Drift = "recreated (it had been deleted)"
-	case live != nil && live.GetAnnotations()[AnnotationAppliedHash] == o.GetAnnotations()[AnnotationAppliedHash] &&
+	case live.GetAnnotations()[AnnotationAppliedHash] == o.GetAnnotations()[AnnotationAppliedHash] &&
 		live.GetResourceVersion() != applied.GetResourceVersion():
 		if diffs := diffPaths(editable(live.Object), editable(applied.Object), "", nil); len(diffs) > 0 {
 			ref.Drift = "restored " + summarize(diffs)

@@ -611,6 +611,19 @@ func testStatusEnqueuesDependents(t *testing.T, s store.Store) {
 	})
 	require.NoError(t, err)
 	require.Empty(t, outboxKeys(t, s), "nothing references the gateway")
+
+	drain(t, s)
+	_, err = s.UpdateStatus(ctx(t), &store.UpdateStatusParams{
+		Kind: kindRuntime, ID: rt.ID, Status: json.RawMessage(`{"phase":"Ready","message":"only the message changed"}`),
+	})
+	require.NoError(t, err)
+	require.Empty(t, outboxKeys(t, s), "a status change that keeps phase and observed generation does not notify dependents")
+
+	_, err = s.UpdateStatus(ctx(t), &store.UpdateStatusParams{
+		Kind: kindRuntime, ID: rt.ID, Status: json.RawMessage(`{"phase":"Ready","observed_generation":2}`),
+	})
+	require.NoError(t, err)
+	require.Len(t, outboxKeys(t, s), 2, "a new observed generation notifies dependents")
 }
 
 func testOutbox(t *testing.T, s store.Store) {

@@ -1,0 +1,335 @@
+// Package agent watches what QleetOS applied to one runtime's cluster and reports back: when an applied
+// workload's health changes it asks for the owning instance to be reconciled (which writes replicas and
+// pod problems to its status), and it mirrors Kubernetes Warning events about managed objects into
+// QleetOS events on the instance. By default one agent runs inside the control plane per runtime; `qleet
+// agent` runs it in the cluster with a token (see InstallManifests).
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
+)
+
+// Config configures an Agent. Zero values take the documented defaults.
+type Config struct {
+	// Client records mirrored events on instances (controller role). Nil disables mirroring.
+	Client *client.Client
+	// Connector connects to Runtime's cluster. Not needed when Cluster is set.
+	Connector *kube.Connector
+	// Runtime is the runtime to watch. Required.
+	Runtime *client.KubernetesRuntime
+	// Cluster, when set, is used instead of connecting through Connector (e.g. in-cluster config).
+	Cluster *kube.Cluster
+	// OnChange is called with an instance id when the health of an object it applied changes, or when
+	// one of its objects is deleted. Calls for one instance are coalesced over Debounce. May be nil.
+	OnChange func(instanceID string)
+	// Debounce coalesces changes of one instance (default 100ms).
+	Debounce time.Duration
+	// EventInterval is the least time between two mirrored events of the same reason about the same
+	// object, so that a repeating warning does not flood the instance's events (default 1m).
+	EventInterval time.Duration
+	// Logger receives structured logs (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Agent watches one runtime. Create it with New.
+type Agent struct {
+	cfg Config
+	log *slog.Logger
+
+	mu       sync.Mutex
+	pending  map[string]bool      // instances with a coalesced OnChange call scheduled
+	mirrored map[string]time.Time // "<object uid>/<reason>" -> when last mirrored
+	events   chan client.Event
+	synced   chan struct{}
+}
+
+// New checks cfg and applies its defaults.
+func New(cfg Config) (*Agent, error) {
+	if cfg.Runtime == nil {
+		return nil, errors.New("agent: Runtime is required")
+	}
+	if cfg.Cluster == nil && cfg.Connector == nil {
+		return nil, errors.New("agent: Connector or Cluster is required")
+	}
+	if cfg.Debounce <= 0 {
+		cfg.Debounce = 100 * time.Millisecond
+	}
+	if cfg.EventInterval <= 0 {
+		cfg.EventInterval = time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Agent{
+		cfg:      cfg,
+		log:      cfg.Logger.With("runtime", cfg.Runtime.Name),
+		pending:  map[string]bool{},
+		mirrored: map[string]time.Time{},
+		events:   make(chan client.Event, 256),
+		synced:   make(chan struct{}),
+	}, nil
+}
+
+// informerSet holds the label-selected informers whose caches also resolve events' objects.
+type informerSet struct {
+	byKind map[string]cache.SharedIndexInformer
+}
+
+// Run watches the cluster until ctx ends. It returns an error only when it cannot start.
+func (a *Agent) Run(ctx context.Context) error {
+	cl := a.cfg.Cluster
+	if cl == nil {
+		var err error
+		if cl, err = a.cfg.Connector.Connect(ctx, a.cfg.Runtime); err != nil {
+			return fmt.Errorf("agent: %w", err)
+		}
+	}
+	managed := informers.NewSharedInformerFactoryWithOptions(cl.Clientset, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = kube.ManagedSelector }))
+	warnings := informers.NewSharedInformerFactoryWithOptions(cl.Clientset, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "type=" + corev1.EventTypeWarning }))
+	set := informerSet{byKind: map[string]cache.SharedIndexInformer{
+		"Deployment":  managed.Apps().V1().Deployments().Informer(),
+		"StatefulSet": managed.Apps().V1().StatefulSets().Informer(),
+		"DaemonSet":   managed.Apps().V1().DaemonSets().Informer(),
+		"ReplicaSet":  managed.Apps().V1().ReplicaSets().Informer(),
+		"Pod":         managed.Core().V1().Pods().Informer(),
+	}}
+	for kind, inf := range set.byKind {
+		if kind == "ReplicaSet" {
+			continue // only used to resolve events; Deployments report their rollouts
+		}
+		if _, err := inf.AddEventHandler(a.healthHandler()); err != nil {
+			return fmt.Errorf("agent: watch %s: %w", kind, err)
+		}
+	}
+	evInf := warnings.Core().V1().Events().Informer()
+	if _, err := evInf.AddEventHandler(a.eventHandler(ctx, cl, set)); err != nil {
+		return fmt.Errorf("agent: watch events: %w", err)
+	}
+
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); a.recordEvents(ctx) }()
+	managed.Start(ctx.Done())
+	warnings.Start(ctx.Done())
+	managed.WaitForCacheSync(ctx.Done())
+	warnings.WaitForCacheSync(ctx.Done())
+	if ctx.Err() == nil {
+		close(a.synced)
+		a.log.Info("agent watching")
+	}
+	<-ctx.Done()
+	managed.Shutdown()
+	warnings.Shutdown()
+	wg.Wait()
+	return nil
+}
+
+// Synced is closed once the agent's caches are filled: changes and events from then on are reported.
+func (a *Agent) Synced() <-chan struct{} { return a.synced }
+
+// healthHandler calls OnChange when an object's health key changes, and when a managed object other
+// than a pod is deleted (so that a hand-deleted object is put back at once). Objects already present
+// when the agent starts do not trigger.
+func (a *Agent) healthHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerDetailedFuncs{
+		UpdateFunc: func(oldObj, newObj any) {
+			if healthKey(oldObj) != healthKey(newObj) {
+				a.changed(newObj)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if _, isPod := obj.(*corev1.Pod); !isPod {
+				a.changed(obj)
+			}
+		},
+	}
+}
+
+func (a *Agent) changed(obj any) {
+	m, ok := obj.(metav1.Object)
+	if !ok || a.cfg.OnChange == nil {
+		return
+	}
+	id := m.GetLabels()[kube.LabelInstanceID]
+	if id == "" {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.pending[id] {
+		return
+	}
+	a.pending[id] = true
+	time.AfterFunc(a.cfg.Debounce, func() {
+		a.mu.Lock()
+		delete(a.pending, id)
+		a.mu.Unlock()
+		a.cfg.OnChange(id)
+	})
+}
+
+// healthKey summarizes what readiness depends on; a change of key is a change of health.
+func healthKey(obj any) string {
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		s := o.Status
+		return fmt.Sprintf("%d/%d/%d/%d/%d/%d/%d", o.Generation, s.ObservedGeneration, deref(o.Spec.Replicas), s.Replicas, s.UpdatedReplicas, s.ReadyReplicas, s.AvailableReplicas)
+	case *appsv1.StatefulSet:
+		s := o.Status
+		return fmt.Sprintf("%d/%d/%d/%d/%d/%d/%d", o.Generation, s.ObservedGeneration, deref(o.Spec.Replicas), s.Replicas, s.UpdatedReplicas, s.ReadyReplicas, s.AvailableReplicas)
+	case *appsv1.DaemonSet:
+		s := o.Status
+		return fmt.Sprintf("%d/%d/%d/%d/%d/%d", o.Generation, s.ObservedGeneration, s.DesiredNumberScheduled, s.UpdatedNumberScheduled, s.NumberReady, s.NumberAvailable)
+	case *corev1.Pod:
+		var b strings.Builder
+		b.WriteString(string(o.Status.Phase))
+		for _, c := range o.Status.Conditions {
+			if c.Type == corev1.PodScheduled || c.Type == corev1.PodReady {
+				fmt.Fprintf(&b, "/%s=%s:%s", c.Type, c.Status, c.Reason)
+			}
+		}
+		for _, cs := range o.Status.ContainerStatuses {
+			if w := cs.State.Waiting; w != nil {
+				fmt.Fprintf(&b, "/%s:%s", cs.Name, w.Reason)
+			}
+		}
+		return b.String()
+	}
+	return ""
+}
+
+func deref(p *int32) int32 {
+	if p == nil {
+		return 1
+	}
+	return *p
+}
+
+// eventHandler mirrors Warning events about managed objects. Events already present when the agent
+// starts are not mirrored again; an event seen again (its count grew) is mirrored subject to
+// EventInterval.
+func (a *Agent) eventHandler(ctx context.Context, cl *kube.Cluster, set informerSet) cache.ResourceEventHandler {
+	handle := func(ev *corev1.Event) {
+		id := a.instanceOf(ctx, cl, set, ev.InvolvedObject)
+		if id == "" {
+			return
+		}
+		key := string(ev.InvolvedObject.UID) + "/" + ev.Reason
+		now := time.Now()
+		a.mu.Lock()
+		if last, ok := a.mirrored[key]; ok && now.Sub(last) < a.cfg.EventInterval {
+			a.mu.Unlock()
+			return
+		}
+		a.mirrored[key] = now
+		for k, t := range a.mirrored {
+			if now.Sub(t) > 10*a.cfg.EventInterval {
+				delete(a.mirrored, k)
+			}
+		}
+		a.mu.Unlock()
+		e := client.Event{
+			ObjectID: id, Kind: client.KindWorkloadInstance, Type: client.EventWarning, Reason: ev.Reason,
+			Message: fmt.Sprintf("%s %s/%s: %s", ev.InvolvedObject.Kind, ev.InvolvedObject.Namespace, ev.InvolvedObject.Name, strings.TrimSpace(ev.Message)),
+			Source:  "agent/" + a.cfg.Runtime.Name,
+		}
+		select {
+		case a.events <- e:
+		default:
+			a.log.Warn("agent event dropped: queue full", "instance", id, "reason", ev.Reason)
+		}
+	}
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			if ev, ok := obj.(*corev1.Event); ok && !initial {
+				handle(ev)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(*corev1.Event)
+			n, ok2 := newObj.(*corev1.Event)
+			if ok1 && ok2 && eventCount(n) > eventCount(o) {
+				handle(n)
+			}
+		},
+	}
+}
+
+func eventCount(ev *corev1.Event) int32 {
+	if ev.Series != nil {
+		return ev.Series.Count
+	}
+	return ev.Count
+}
+
+// instanceOf returns the instance that owns an event's object: from the informer caches for workloads
+// and pods, otherwise by reading the object's labels.
+func (a *Agent) instanceOf(ctx context.Context, cl *kube.Cluster, set informerSet, ref corev1.ObjectReference) string {
+	key := ref.Name
+	if ref.Namespace != "" {
+		key = ref.Namespace + "/" + ref.Name
+	}
+	if inf, ok := set.byKind[ref.Kind]; ok {
+		obj, exists, err := inf.GetIndexer().GetByKey(key)
+		if err != nil || !exists {
+			return ""
+		}
+		if m, ok := obj.(metav1.Object); ok {
+			return m.GetLabels()[kube.LabelInstanceID]
+		}
+		return ""
+	}
+	gvk := schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind)
+	m, err := cl.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	u, err := cl.Dynamic.Resource(m.Resource).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if err != nil || u.GetLabels()[kube.LabelManagedBy] != kube.ManagedByValue {
+		return ""
+	}
+	return u.GetLabels()[kube.LabelInstanceID]
+}
+
+// recordEvents posts mirrored events until ctx ends.
+func (a *Agent) recordEvents(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e := <-a.events:
+			if a.cfg.Client == nil {
+				continue
+			}
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err := a.cfg.Client.WorkloadInstances().RecordEvent(rctx, e.ObjectID, e)
+			cancel()
+			if err != nil && ctx.Err() == nil && !client.IsNotFound(err) {
+				a.log.Warn("agent event not recorded", "instance", e.ObjectID, "reason", e.Reason, "err", err)
+			}
+		}
+	}
+}

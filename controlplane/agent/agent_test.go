@@ -1,0 +1,179 @@
+package agent_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/agent"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/workload"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
+	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
+)
+
+// changes records OnChange calls.
+type changes struct {
+	mu  sync.Mutex
+	ids map[string]int
+}
+
+func (c *changes) add(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ids[id]++
+}
+
+func (c *changes) count(id string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ids[id]
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		require.True(t, time.Now().Before(deadline), "timed out waiting for %s", what)
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestAgent(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	// A real API server to mirror events into.
+	st, err := store.Open(ctx, store.Config{URL: filepath.Join(t.TempDir(), "qleet.db"), Logger: quiet})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	srv, err := server.New(server.Config{Store: st, Logger: quiet, Registry: prometheus.NewRegistry()})
+	require.NoError(t, err)
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	tok, err := server.NewToken()
+	require.NoError(t, err)
+	require.NoError(t, st.CreateToken(ctx, &store.Token{Hash: server.HashToken(tok), Name: "admin", Role: server.RoleAdmin}))
+	api, err := client.New(hs.URL, client.WithToken(tok))
+	require.NoError(t, err)
+
+	sim := kubesimtest.Start(t)
+	raw, err := os.ReadFile(sim.Kubeconfig)
+	require.NoError(t, err)
+	rt, err := api.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{
+		Meta: client.Meta{Name: "sim"}, Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderKubeconfig, Kubeconfig: string(raw)},
+	})
+	require.NoError(t, err)
+	def, err := api.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{
+		Meta: client.Meta{Name: "web"},
+		Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "app", Image: "nginx:1.27"}}},
+	})
+	require.NoError(t, err)
+	inst, err := api.WorkloadInstances().Create(ctx, &client.WorkloadInstance{
+		Meta: client.Meta{Name: "web-a"}, Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID},
+	})
+	require.NoError(t, err)
+
+	conn := kube.NewConnector(kube.ConnectorConfig{})
+	cl, err := conn.Connect(ctx, rt)
+	require.NoError(t, err)
+	seen := &changes{ids: map[string]int{}}
+	a, err := agent.New(agent.Config{Client: api, Connector: conn, Runtime: rt, OnChange: seen.add, Logger: quiet})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	select {
+	case <-a.Synced():
+	case <-time.After(30 * time.Second):
+		t.Fatal("agent caches did not sync")
+	}
+
+	// Apply what the instance controller would, with a CPU request no node can meet.
+	var u unstructured.Unstructured
+	require.NoError(t, yaml.Unmarshal([]byte(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web-a}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web-a}}
+  template:
+    metadata: {labels: {app: web-a}}
+    spec:
+      containers: [{name: app, image: "nginx:1.27", resources: {requests: {cpu: "1000"}}}]
+`), &u.Object))
+	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "web-a"}}}
+	owner := kube.Owner{InstanceID: inst.ID, Namespace: "web-a"}
+	_, err = kube.Apply(ctx, cl, owner, []*unstructured.Unstructured{ns, &u})
+	require.NoError(t, err)
+
+	t.Run("a health change of an applied workload notifies the instance", func(t *testing.T) {
+		waitFor(t, 30*time.Second, "OnChange", func() bool { return seen.count(inst.ID) > 0 })
+	})
+
+	t.Run("warning events about managed objects are mirrored onto the instance", func(t *testing.T) {
+		var got client.Event
+		waitFor(t, 60*time.Second, "a mirrored FailedScheduling event", func() bool {
+			evs, err := api.WorkloadInstances().Events(ctx, inst.ID)
+			require.NoError(t, err)
+			for _, e := range evs {
+				if e.Reason == "FailedScheduling" {
+					got = e
+					return true
+				}
+			}
+			return false
+		})
+		require.Equal(t, client.EventWarning, got.Type)
+		require.Contains(t, got.Message, "Pod web-a/web-a-")
+		require.Contains(t, got.Message, "Insufficient cpu")
+		require.Equal(t, "agent/sim", got.Source)
+	})
+
+	t.Run("deleting an applied object by hand notifies the instance", func(t *testing.T) {
+		before := seen.count(inst.ID)
+		require.NoError(t, cl.Clientset.AppsV1().Deployments("web-a").Delete(ctx, "web-a", metav1.DeleteOptions{}))
+		waitFor(t, 30*time.Second, "OnChange after delete", func() bool { return seen.count(inst.ID) > before })
+	})
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("agent did not stop")
+	}
+}
+
+func TestInstallManifests(t *testing.T) {
+	t.Parallel()
+	out := agent.InstallManifests("us-east", "https://qleet.example.com", `tok"en`)
+	objs, err := workload.ParseManifests(out)
+	require.NoError(t, err)
+	var kinds []string
+	for _, o := range objs {
+		kinds = append(kinds, o.GetKind())
+	}
+	require.Equal(t, []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Secret", "Deployment"}, kinds)
+	secret, _, _ := unstructured.NestedString(objs[4].Object, "stringData", "token")
+	require.Equal(t, `tok"en`, secret, "the token survives quoting")
+	cs, _, _ := unstructured.NestedSlice(objs[5].Object, "spec", "template", "spec", "containers")
+	args := cs[0].(map[string]any)["args"]
+	require.Equal(t, []any{"agent", "--runtime", "us-east", "--endpoint", "https://qleet.example.com"}, args)
+	require.True(t, strings.HasPrefix(objs[5].GetNamespace(), agent.InstallNamespace))
+}

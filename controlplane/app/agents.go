@@ -1,0 +1,116 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/agent"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/broker"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
+)
+
+// agents runs one in-process agent per Ready runtime, so that instance health changes and Kubernetes
+// warnings reach the API without polling. It follows the runtimes list every interval.
+type agents struct {
+	cl       *client.Client
+	conn     *kube.Connector
+	b        *broker.Broker
+	log      *slog.Logger
+	interval time.Duration
+
+	mu      sync.Mutex
+	running map[string]runningAgent // runtime id -> agent
+}
+
+type runningAgent struct {
+	rv     int64
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Start runs the agents until ctx ends.
+func (s *agents) Start(ctx context.Context) error {
+	s.run(ctx)
+	return nil
+}
+
+func (s *agents) run(ctx context.Context) {
+	t := time.NewTicker(s.interval)
+	defer t.Stop()
+	for {
+		s.sync(ctx)
+		select {
+		case <-ctx.Done():
+			s.stopAll()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// sync starts agents for Ready runtimes and stops those of runtimes that are gone, not Ready, or changed.
+func (s *agents) sync(ctx context.Context) {
+	want := map[string]*client.KubernetesRuntime{}
+	for rt, err := range s.cl.KubernetesRuntimes().All(ctx, client.ListOptions{Limit: 1000}) {
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("agents: list runtimes", "err", err)
+			}
+			return
+		}
+		if client.Reconciled(rt.Generation, &rt.Status.Status) && rt.DeletionRequestedAt == nil {
+			want[rt.ID] = rt
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, ra := range s.running {
+		if rt, ok := want[id]; !ok || rt.Generation != ra.rv {
+			ra.cancel()
+			<-ra.done
+			delete(s.running, id)
+		}
+	}
+	for id, rt := range want {
+		if _, ok := s.running[id]; ok {
+			continue
+		}
+		a, err := agent.New(agent.Config{
+			Client: s.cl, Connector: s.conn, Runtime: rt, Logger: s.log,
+			OnChange: func(instanceID string) {
+				// A unique message id: later changes must not be de-duplicated away.
+				msgID := fmt.Sprintf("agent-%s-%d", instanceID, time.Now().UnixNano())
+				if err := s.b.Publish(ctx, client.KindWorkloadInstance, instanceID, msgID); err != nil && ctx.Err() == nil {
+					s.log.Warn("agent: notify instance", "id", instanceID, "err", err)
+				}
+			},
+		})
+		if err != nil {
+			s.log.Warn("agent: start", "runtime", rt.Name, "err", err)
+			continue
+		}
+		actx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := a.Run(actx); err != nil && actx.Err() == nil {
+				s.log.Warn("agent stopped", "runtime", rt.Name, "err", err)
+			}
+		}()
+		s.running[id] = runningAgent{rv: rt.Generation, cancel: cancel, done: done}
+	}
+}
+
+func (s *agents) stopAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, ra := range s.running {
+		ra.cancel()
+		<-ra.done
+		delete(s.running, id)
+	}
+}

@@ -1,0 +1,194 @@
+package app_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
+	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
+	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
+)
+
+func clientset(t *testing.T, kubeconfig string) kubernetes.Interface {
+	t.Helper()
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	require.NoError(t, err)
+	cs, err := kubernetes.NewForConfig(rc)
+	require.NoError(t, err)
+	return cs
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func deployment(t *testing.T, cs kubernetes.Interface, ns, name string) *appsv1.Deployment {
+	t.Helper()
+	d, err := cs.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	return d
+}
+
+func runningPods(t *testing.T, cs kubernetes.Interface, ns string) int {
+	t.Helper()
+	pods, err := cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=qleet"})
+	require.NoError(t, err)
+	n := 0
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			n++
+		}
+	}
+	return n
+}
+
+func TestOneDefinitionOnTwoRuntimes(t *testing.T) {
+	t.Parallel()
+	us := kubesimtest.Start(t, kubesimtest.WithName("us"), kubesimtest.WithRegion("us-east"))
+	eu := kubesimtest.Start(t, kubesimtest.WithName("eu"), kubesimtest.WithRegion("eu-west"))
+	_, cl := cptest.Start(t, app.Config{DriftInterval: 3 * time.Second, ResyncInterval: time.Second})
+	ctx := context.Background()
+	clusters := map[string]kubernetes.Interface{"us": clientset(t, us.Kubeconfig), "eu": clientset(t, eu.Kubeconfig)}
+
+	var insts []*client.WorkloadInstance
+	def, err := cl.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "web"},
+		Spec: client.WorkloadDefinitionSpec{Replicas: ptr(int32(3)), Containers: []client.Container{{
+			Name: "web", Image: "nginx:1.27", Ports: []client.ContainerPort{{ContainerPort: 80}}}}}})
+	require.NoError(t, err)
+	for name, c := range map[string]*kubesimCluster{"us": {us.Kubeconfig}, "eu": {eu.Kubeconfig}} {
+		rt, err := cl.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: name},
+			Spec: runtimeSpec(cptest.Kubeconfig(t, c.kubeconfig))})
+		require.NoError(t, err)
+		inst, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "web-" + name},
+			Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
+		require.NoError(t, err)
+		insts = append(insts, inst)
+	}
+
+	t.Run("each instance goes Ready with its pods Running", func(t *testing.T) {
+		for _, inst := range insts {
+			got, err := cl.WorkloadInstances().WaitReconciled(cptest.Wait(t, 90*time.Second), inst.ID)
+			require.NoError(t, err)
+			require.Equal(t, int32(3), got.Status.AvailableReplicas)
+			cs := clusters[inst.Name[len("web-"):]]
+			require.Equal(t, int32(3), deployment(t, cs, got.Status.Namespace, "web-"+inst.Name[len("web-"):]).Status.AvailableReplicas)
+			require.Equal(t, 3, runningPods(t, cs, got.Status.Namespace))
+		}
+	})
+
+	t.Run("the CI image hook rolls out to every instance", func(t *testing.T) {
+		var out struct {
+			UpdatedInstances []client.ObjectRef `json:"updated_instances"`
+		}
+		require.NoError(t, cl.Do(ctx, "POST", "/v1/workload_definitions/"+def.ID+"/image", nil, nil,
+			map[string]string{"container": "web", "image": "nginx:1.28"}, &out))
+		require.Len(t, out.UpdatedInstances, 2)
+		// The definition is reconciled only once every instance runs the new image.
+		got, err := cl.WorkloadDefinitions().WaitReconciled(cptest.Wait(t, 90*time.Second), def.ID)
+		require.NoError(t, err)
+		require.Equal(t, int64(2), got.Generation)
+		for _, inst := range insts {
+			cur, err := cl.WorkloadInstances().Get(ctx, inst.ID)
+			require.NoError(t, err)
+			require.Equal(t, client.PhaseReady, cur.Status.Phase)
+			require.Equal(t, int64(2), cur.Status.DefinitionGeneration)
+			region := inst.Name[len("web-"):]
+			d := deployment(t, clusters[region], cur.Status.Namespace, inst.Name)
+			require.Equal(t, "nginx:1.28", d.Spec.Template.Spec.Containers[0].Image)
+			require.Equal(t, int32(3), d.Status.UpdatedReplicas)
+			rs, err := clusters[region].AppsV1().ReplicaSets(cur.Status.Namespace).List(ctx, metav1.ListOptions{})
+			require.NoError(t, err)
+			require.GreaterOrEqual(t, len(rs.Items), 2, "a new ReplicaSet rolled out")
+		}
+	})
+
+	t.Run("a Deployment scaled by hand is put back, with an event", func(t *testing.T) {
+		inst, err := cl.WorkloadInstances().Get(ctx, insts[0].ID)
+		require.NoError(t, err)
+		cs := clusters[inst.Name[len("web-"):]]
+		d := deployment(t, cs, inst.Status.Namespace, inst.Name)
+		d.Spec.Replicas = ptr(int32(1))
+		_, err = cs.AppsV1().Deployments(d.Namespace).Update(ctx, d, metav1.UpdateOptions{FieldManager: "kubectl"})
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			return *deployment(t, cs, inst.Status.Namespace, inst.Name).Spec.Replicas == 3
+		}, 60*time.Second, 200*time.Millisecond)
+		require.Eventually(t, func() bool {
+			evs, err := cl.WorkloadInstances().Events(ctx, inst.ID)
+			require.NoError(t, err)
+			for _, e := range evs {
+				if e.Reason == "DriftCorrected" {
+					return true
+				}
+			}
+			return false
+		}, 30*time.Second, 200*time.Millisecond)
+	})
+
+	t.Run("a definition with instances is protected; cascade deletes the instances and their objects", func(t *testing.T) {
+		err := cl.WorkloadDefinitions().Delete(ctx, def.ID, client.DeleteOptions{})
+		require.True(t, client.IsConflict(err), "got %v", err)
+		require.Contains(t, err.Error(), `workload_instance "web-us"`)
+		require.NoError(t, cl.WorkloadDefinitions().Delete(cptest.Wait(t, 2*time.Minute), def.ID, client.DeleteOptions{Cascade: true, Wait: true}))
+		for region, cs := range clusters {
+			_, err := cs.AppsV1().Deployments("web-"+region).Get(ctx, "web-"+region, metav1.GetOptions{})
+			require.Error(t, err, "the Deployment is gone from %s", region)
+			pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=qleet"})
+			require.NoError(t, err)
+			require.Empty(t, pods.Items)
+		}
+	})
+}
+
+type kubesimCluster struct{ kubeconfig string }
+
+func TestRestartKeepsLocalRuntimesAndInstances(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx := context.Background()
+	start := func() (*app.App, *client.Client) {
+		a, err := app.Start(ctx, app.Config{DataDir: dir, Listen: "127.0.0.1:0", API: true, Controllers: true, Logger: cptest.Logger()})
+		require.NoError(t, err)
+		cl, err := a.Client()
+		require.NoError(t, err)
+		return a, cl
+	}
+	a1, cl := start()
+	rt, err := cl.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "local"},
+		Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderLocal, Nodes: 2}})
+	require.NoError(t, err)
+	def, err := cl.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "api"},
+		Spec: client.WorkloadDefinitionSpec{Replicas: ptr(int32(2)), Containers: []client.Container{{Name: "api", Image: "nginx:1.27"}}}})
+	require.NoError(t, err)
+	inst, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "api"},
+		Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
+	require.NoError(t, err)
+	before, err := cl.WorkloadInstances().WaitReconciled(cptest.Wait(t, 3*time.Minute), inst.ID)
+	require.NoError(t, err)
+	uid := deployment(t, clientset(t, dir+"/runtimes/"+rt.ID+"/kubeconfig"), before.Status.Namespace, "api").UID
+	a1.Close(ctx)
+
+	a2, cl := start()
+	t.Cleanup(func() { a2.Close(context.Background()) })
+	rt2, err := cl.KubernetesRuntimes().WaitReconciled(cptest.Wait(t, 2*time.Minute), rt.ID)
+	require.NoError(t, err, "the local cluster is started again")
+	require.Equal(t, 2, rt2.Status.NodesReady)
+	after, err := cl.WorkloadInstances().WaitReconciled(cptest.Wait(t, 2*time.Minute), inst.ID)
+	require.NoError(t, err)
+	require.Equal(t, before.Generation, after.Generation)
+	require.Equal(t, int32(2), after.Status.AvailableReplicas)
+	// The stored status was Ready before the restart; what matters is the cluster coming back with the
+	// Deployment still in it.
+	cs := clientset(t, dir+"/runtimes/"+rt.ID+"/kubeconfig")
+	require.Eventually(t, func() bool {
+		d, err := cs.AppsV1().Deployments(after.Status.Namespace).Get(ctx, "api", metav1.GetOptions{})
+		return err == nil && d.Status.AvailableReplicas == 2 && d.UID == uid
+	}, 2*time.Minute, 500*time.Millisecond, "the local cluster is back with the same Deployment in it")
+}

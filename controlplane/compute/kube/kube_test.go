@@ -1,0 +1,334 @@
+package kube_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/yaml"
+
+	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
+	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
+)
+
+// connect starts a kubesim cluster for the test and connects to it.
+func connect(t *testing.T) *kube.Cluster {
+	t.Helper()
+	sim := kubesimtest.Start(t)
+	raw, err := os.ReadFile(sim.Kubeconfig)
+	require.NoError(t, err)
+	rc, err := kube.RESTConfigFromKubeconfig(raw, "")
+	require.NoError(t, err)
+	rc.QPS, rc.Burst = 100, 200
+	cl, err := kube.NewCluster(rc)
+	require.NoError(t, err)
+	return cl
+}
+
+func obj(t *testing.T, doc string, args ...any) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	require.NoError(t, yaml.Unmarshal([]byte(fmt.Sprintf(doc, args...)), &u.Object))
+	return u
+}
+
+func namespace(t *testing.T, name string) *unstructured.Unstructured {
+	return obj(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: %s}\n", name)
+}
+
+func deployment(t *testing.T, name string, replicas int, cpu string) *unstructured.Unstructured {
+	return obj(t, `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: %[1]s}
+spec:
+  replicas: %[2]d
+  selector: {matchLabels: {app: %[1]s}}
+  template:
+    metadata: {labels: {app: %[1]s}}
+    spec:
+      containers:
+      - name: app
+        image: nginx:1.27
+        resources: {requests: {cpu: "%[3]s"}}
+`, name, replicas, cpu)
+}
+
+func service(t *testing.T, name string) *unstructured.Unstructured {
+	return obj(t, `apiVersion: v1
+kind: Service
+metadata: {name: %[1]s}
+spec:
+  selector: {app: %[1]s}
+  ports: [{port: 80, targetPort: 8080}]
+`, name)
+}
+
+func configMap(t *testing.T, name string) *unstructured.Unstructured {
+	return obj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s}\ndata: {a: \"1\"}\n", name)
+}
+
+// eventually polls cond until it holds or the timeout passes, then fails with cond's last message.
+func eventually(t *testing.T, timeout time.Duration, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var msg string
+	for {
+		var ok bool
+		if ok, msg = cond(); ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			require.FailNow(t, "condition not met", "after %s: %s", timeout, msg)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func refNames(refs []kube.AppliedRef) []string {
+	out := make([]string, len(refs))
+	for i, r := range refs {
+		out[i] = r.String()
+	}
+	return out
+}
+
+// TestCluster runs every cluster behaviour against one kubesim cluster; each subtest owns a namespace
+// and an instance id.
+func TestCluster(t *testing.T) {
+	cl := connect(t)
+	ctx := context.Background()
+
+	t.Run("a 3-replica deployment is applied and becomes ready", func(t *testing.T) {
+		t.Parallel()
+		owner := kube.Owner{InstanceID: "inst-ready", Namespace: "ready"}
+		refs, err := kube.Apply(ctx, cl, owner, []*unstructured.Unstructured{
+			service(t, "web"), deployment(t, "web", 3, "100m"), namespace(t, "ready"),
+		})
+		require.NoError(t, err)
+		require.Equal(t, []string{"Namespace/ready", "Service/ready/web", "Deployment/ready/web"}, refNames(refs), "namespaces first, services before workloads")
+
+		var rep kube.HealthReport
+		eventually(t, 60*time.Second, func() (bool, string) {
+			rep = kube.Health(ctx, cl, refs)
+			return rep.Ready, fmt.Sprintf("%+v", rep.Objects)
+		})
+		require.EqualValues(t, 3, rep.Replicas)
+		require.EqualValues(t, 3, rep.ReadyReplicas)
+		require.EqualValues(t, 3, rep.AvailableReplicas)
+
+		dep, err := cl.Clientset.AppsV1().Deployments("ready").Get(ctx, "web", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, kube.ManagedByValue, dep.Labels[kube.LabelManagedBy])
+		require.Equal(t, "inst-ready", dep.Labels[kube.LabelInstanceID])
+		require.Equal(t, "inst-ready", dep.Spec.Template.Labels[kube.LabelInstanceID], "pods carry the owner label")
+		managers := map[string]bool{}
+		for _, mf := range dep.ManagedFields {
+			managers[mf.Manager+"/"+string(mf.Operation)] = true
+		}
+		require.True(t, managers["qleet/Apply"], "applied with field manager qleet: %v", managers)
+
+		pods, err := cl.Clientset.CoreV1().Pods("ready").List(ctx, metav1.ListOptions{LabelSelector: owner.InstanceSelector()})
+		require.NoError(t, err)
+		require.Len(t, pods.Items, 3)
+		for _, p := range pods.Items {
+			require.Equal(t, "Running", string(p.Status.Phase))
+		}
+	})
+
+	t.Run("an unschedulable pod reports the scheduler's message", func(t *testing.T) {
+		t.Parallel()
+		owner := kube.Owner{InstanceID: "inst-huge", Namespace: "huge"}
+		refs, err := kube.Apply(ctx, cl, owner, []*unstructured.Unstructured{namespace(t, "huge"), deployment(t, "huge", 1, "1000")})
+		require.NoError(t, err)
+		eventually(t, 60*time.Second, func() (bool, string) {
+			rep := kube.Health(ctx, cl, refs)
+			nr := rep.NotReady()
+			if nr == nil {
+				return false, "ready?"
+			}
+			return strings.Contains(nr.Message, "Unschedulable") && strings.Contains(nr.Message, "Insufficient cpu"), nr.Message
+		})
+		rep := kube.Health(ctx, cl, refs)
+		require.False(t, rep.Ready)
+		require.Equal(t, "Deployment", rep.NotReady().Kind)
+		require.Contains(t, rep.NotReady().Message, "nodes are available")
+	})
+
+	t.Run("prune removes a dropped object and keeps the rest", func(t *testing.T) {
+		t.Parallel()
+		owner := kube.Owner{InstanceID: "inst-prune", Namespace: "prune"}
+		refs, err := kube.Apply(ctx, cl, owner, []*unstructured.Unstructured{namespace(t, "prune"), configMap(t, "keep"), service(t, "drop")})
+		require.NoError(t, err)
+		owner.Previous = refs
+		keep, err := kube.Apply(ctx, cl, owner, []*unstructured.Unstructured{namespace(t, "prune"), configMap(t, "keep")})
+		require.NoError(t, err)
+		deleted, err := kube.Prune(ctx, cl, owner, keep)
+		require.NoError(t, err)
+		require.Equal(t, []string{"Service/prune/drop"}, refNames(deleted))
+		_, err = cl.Clientset.CoreV1().Services("prune").Get(ctx, "drop", metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "service deleted: %v", err)
+		_, err = cl.Clientset.CoreV1().ConfigMaps("prune").Get(ctx, "keep", metav1.GetOptions{})
+		require.NoError(t, err)
+
+		again, err := kube.Prune(ctx, cl, owner, keep)
+		require.NoError(t, err)
+		require.Empty(t, again, "nothing left to prune")
+	})
+
+	t.Run("prune and delete leave other owners' objects and their namespace alone", func(t *testing.T) {
+		t.Parallel()
+		a := kube.Owner{InstanceID: "inst-a", Namespace: "shared"}
+		b := kube.Owner{InstanceID: "inst-b", Namespace: "shared"}
+		_, err := kube.Apply(ctx, cl, a, []*unstructured.Unstructured{namespace(t, "shared"), configMap(t, "a")})
+		require.NoError(t, err)
+		bRefs, err := kube.Apply(ctx, cl, b, []*unstructured.Unstructured{configMap(t, "b"), configMap(t, "b2")})
+		require.NoError(t, err)
+		deleted, err := kube.Prune(ctx, cl, b, bRefs[1:])
+		require.NoError(t, err)
+		require.Equal(t, []string{"ConfigMap/shared/b"}, refNames(deleted))
+		_, err = cl.Clientset.CoreV1().ConfigMaps("shared").Get(ctx, "a", metav1.GetOptions{})
+		require.NoError(t, err)
+
+		require.NoError(t, kube.DeleteAll(ctx, cl, a))
+		_, err = cl.Clientset.CoreV1().ConfigMaps("shared").Get(ctx, "a", metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "a's object is deleted: %v", err)
+		_, err = cl.Clientset.CoreV1().ConfigMaps("shared").Get(ctx, "b2", metav1.GetOptions{})
+		require.NoError(t, err, "b's object survives")
+		ns, err := cl.Clientset.CoreV1().Namespaces().Get(ctx, "shared", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Nil(t, ns.DeletionTimestamp, "the namespace b still uses is not deleted")
+	})
+
+	t.Run("DeleteAll leaves nothing behind", func(t *testing.T) {
+		t.Parallel()
+		owner := kube.Owner{InstanceID: "inst-gone", Namespace: "gone"}
+		refs, err := kube.Apply(ctx, cl, owner, []*unstructured.Unstructured{namespace(t, "gone"), deployment(t, "gone", 2, "10m"), service(t, "gone")})
+		require.NoError(t, err)
+		eventually(t, 60*time.Second, func() (bool, string) {
+			rep := kube.Health(ctx, cl, refs)
+			return rep.Ready, fmt.Sprintf("%+v", rep.Objects)
+		})
+		owned, err := kube.Owned(ctx, cl, owner)
+		require.NoError(t, err)
+		require.Len(t, owned, 1+1+1+1+2, "namespace, deployment, service, replicaset, 2 pods: %v", refNames(owned))
+
+		require.NoError(t, kube.DeleteAll(ctx, cl, owner))
+		owned, err = kube.Owned(ctx, cl, owner)
+		require.NoError(t, err)
+		require.Empty(t, owned)
+		_, err = cl.Clientset.CoreV1().Namespaces().Get(ctx, "gone", metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "namespace gone: %v", err)
+	})
+
+	t.Run("an unknown kind is an invalid apply naming the object", func(t *testing.T) {
+		t.Parallel()
+		owner := kube.Owner{InstanceID: "inst-widget", Namespace: "widget"}
+		refs, err := kube.Apply(ctx, cl, owner, []*unstructured.Unstructured{
+			namespace(t, "widget"),
+			obj(t, "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: foo}\n"),
+		})
+		require.Error(t, err)
+		require.True(t, kube.IsInvalid(err))
+		require.Contains(t, err.Error(), `Widget/foo: no matches for kind "Widget"`)
+		require.Equal(t, []string{"Namespace/widget"}, refNames(refs), "what was applied before the error is returned")
+	})
+
+	t.Run("an object the API server rejects is invalid", func(t *testing.T) {
+		t.Parallel()
+		owner := kube.Owner{InstanceID: "inst-bad", Namespace: "bad"}
+		bad := deployment(t, "bad", 1, "10m")
+		require.NoError(t, unstructured.SetNestedStringMap(bad.Object, map[string]string{"app": "other"}, "spec", "selector", "matchLabels"))
+		_, err := kube.Apply(ctx, cl, owner, []*unstructured.Unstructured{namespace(t, "bad"), bad})
+		require.Error(t, err)
+		require.True(t, kube.IsInvalid(err), "%v", err)
+		require.Contains(t, err.Error(), "Deployment/bad:")
+	})
+
+	t.Run("a CRD and its custom resources apply together", func(t *testing.T) {
+		t.Parallel()
+		owner := kube.Owner{InstanceID: "inst-crd", Namespace: "crd"}
+		crd := obj(t, `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gadgets.example.com}
+spec:
+  group: example.com
+  names: {kind: Gadget, plural: gadgets, singular: gadget}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+`)
+		gadget := obj(t, "apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: g1}\nspec: {size: 3}\n")
+		refs, err := kube.Apply(ctx, cl, owner, []*unstructured.Unstructured{gadget, crd, namespace(t, "crd")})
+		require.NoError(t, err)
+		require.Equal(t, []string{"Namespace/crd", "CustomResourceDefinition/gadgets.example.com", "Gadget/crd/g1"}, refNames(refs))
+		rep := kube.Health(ctx, cl, refs)
+		require.True(t, rep.Ready, "%+v", rep.Objects)
+		require.NoError(t, kube.DeleteAll(ctx, cl, kube.Owner{InstanceID: "inst-crd", Previous: refs}))
+	})
+
+	t.Run("re-applying corrects drift and says what it corrected", func(t *testing.T) {
+		t.Parallel()
+		owner := kube.Owner{InstanceID: "inst-drift", Namespace: "drift"}
+		desired := func() []*unstructured.Unstructured {
+			return []*unstructured.Unstructured{namespace(t, "drift"), deployment(t, "web", 2, "10m"), service(t, "web")}
+		}
+		refs, err := kube.Apply(ctx, cl, owner, desired())
+		require.NoError(t, err)
+		for _, r := range refs {
+			require.Empty(t, r.Drift, "a first apply corrects nothing")
+		}
+		owner.Previous = refs
+
+		again, err := kube.Apply(ctx, cl, owner, desired())
+		require.NoError(t, err)
+		for _, r := range again {
+			require.Empty(t, r.Drift, "an unchanged cluster has no drift: %s", r)
+		}
+
+		// Scale by hand (as kubectl scale does) and delete the Service.
+		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			scale, err := cl.Clientset.AppsV1().Deployments("drift").GetScale(ctx, "web", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			scale.Spec.Replicas = 5
+			_, err = cl.Clientset.AppsV1().Deployments("drift").UpdateScale(ctx, "web", scale, metav1.UpdateOptions{})
+			return err
+		})
+		require.NoError(t, err)
+		require.NoError(t, cl.Clientset.CoreV1().Services("drift").Delete(ctx, "web", metav1.DeleteOptions{}))
+
+		fixed, err := kube.Apply(ctx, cl, owner, desired())
+		require.NoError(t, err)
+		drift := map[string]string{}
+		for _, r := range fixed {
+			drift[r.Kind] = r.Drift
+		}
+		require.Equal(t, "restored spec.replicas (5 -> 2)", drift["Deployment"])
+		require.Equal(t, "recreated (it had been deleted)", drift["Service"])
+		require.Empty(t, drift["Namespace"])
+		dep, err := cl.Clientset.AppsV1().Deployments("drift").Get(ctx, "web", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.EqualValues(t, 2, *dep.Spec.Replicas)
+
+		// A change of the desired objects is a rollout, not drift.
+		changed := desired()
+		require.NoError(t, unstructured.SetNestedField(changed[1].Object, int64(3), "spec", "replicas"))
+		rolled, err := kube.Apply(ctx, cl, owner, changed)
+		require.NoError(t, err)
+		for _, r := range rolled {
+			require.Empty(t, r.Drift, "%s", r)
+		}
+	})
+}

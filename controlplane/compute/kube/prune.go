@@ -1,0 +1,268 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// How owned objects are found.
+//
+// Listing every resource type the cluster serves would cost one request per type (dozens) per
+// reconcile, so Prune and DeleteAll search a fixed set of kinds, SearchKinds (the kinds workloads,
+// manifests and charts commonly create), plus every kind the owner applied now or before (the kinds of
+// keep and of Owner.Previous, which the controller keeps in status). An object of some other kind that
+// was applied and then dropped from both before its owner's status recorded it would be missed; that
+// takes a crash between the apply and the status write, followed by a change of definition.
+//
+// Objects that have a controlling owner reference (ReplicaSets of a Deployment, Pods of a ReplicaSet,
+// which inherit the pod template's labels) are left to the garbage collector.
+
+// SearchKinds are the kinds Prune and DeleteAll always search for owned objects.
+var SearchKinds = []schema.GroupVersionKind{
+	{Version: "v1", Kind: "Namespace"},
+	{Version: "v1", Kind: "ConfigMap"},
+	{Version: "v1", Kind: "Secret"},
+	{Version: "v1", Kind: "Service"},
+	{Version: "v1", Kind: "ServiceAccount"},
+	{Version: "v1", Kind: "PersistentVolumeClaim"},
+	{Group: "apps", Version: "v1", Kind: "Deployment"},
+	{Group: "apps", Version: "v1", Kind: "StatefulSet"},
+	{Group: "apps", Version: "v1", Kind: "DaemonSet"},
+	{Group: "batch", Version: "v1", Kind: "Job"},
+	{Group: "batch", Version: "v1", Kind: "CronJob"},
+	{Group: "autoscaling", Version: "v2", Kind: "HorizontalPodAutoscaler"},
+	{Group: "networking.k8s.io", Version: "v1", Kind: "Ingress"},
+	{Group: "networking.k8s.io", Version: "v1", Kind: "NetworkPolicy"},
+	{Group: "policy", Version: "v1", Kind: "PodDisruptionBudget"},
+	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "Role"},
+	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "RoleBinding"},
+	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"},
+	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRoleBinding"},
+	{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"},
+}
+
+// childKinds are searched too when waiting for everything to be gone: objects the garbage collector
+// removes after their owners.
+var childKinds = []schema.GroupVersionKind{
+	{Group: "apps", Version: "v1", Kind: "ReplicaSet"},
+	{Version: "v1", Kind: "Pod"},
+}
+
+// ErrStillPresent is returned (wrapped) by DeleteAll when owned objects remain after its wait.
+var ErrStillPresent = errors.New("owned objects still present")
+
+// DeleteTimeout bounds how long DeleteAll waits for owned objects to be gone.
+const DeleteTimeout = 60 * time.Second
+
+// Prune deletes the objects labelled for owner that are not in keep, and returns what it deleted. It
+// searches SearchKinds and the kinds of keep and owner.Previous (see above). Objects already being
+// deleted, and objects with a controlling owner, are left alone.
+func Prune(ctx context.Context, cl *Cluster, owner Owner, keep []AppliedRef) ([]AppliedRef, error) {
+	if owner.InstanceID == "" {
+		return nil, errors.New("prune: owner has no instance id")
+	}
+	kept := make(map[string]bool, len(keep))
+	for _, r := range keep {
+		kept[r.key()] = true
+	}
+	owned, err := listOwned(ctx, cl, owner, searchKinds(SearchKinds, keep, owner.Previous))
+	if err != nil {
+		return nil, err
+	}
+	var deleted []AppliedRef
+	for _, o := range owned {
+		ref := RefOf(o)
+		if kept[ref.key()] || o.GetDeletionTimestamp() != nil || metav1.GetControllerOf(o) != nil {
+			continue
+		}
+		if shared, err := namespaceShared(ctx, cl, o, owner); err != nil || shared {
+			if err != nil {
+				return deleted, err
+			}
+			continue
+		}
+		if err := deleteObject(ctx, cl, o); err != nil {
+			return deleted, err
+		}
+		deleted = append(deleted, ref)
+	}
+	return deleted, nil
+}
+
+// Owned lists the objects labelled for owner, including those the garbage collector will remove
+// (ReplicaSets and Pods), searching SearchKinds and the kinds of owner.Previous.
+func Owned(ctx context.Context, cl *Cluster, owner Owner) ([]AppliedRef, error) {
+	objs, err := listOwned(ctx, cl, owner, searchKinds(append(append([]schema.GroupVersionKind{}, SearchKinds...), childKinds...), owner.Previous))
+	if err != nil {
+		return nil, err
+	}
+	refs := make([]AppliedRef, len(objs))
+	for i, o := range objs {
+		refs[i] = RefOf(o)
+	}
+	return refs, nil
+}
+
+// DeleteAll deletes every object labelled for owner and waits until they, and the objects the garbage
+// collector removes after them, are gone: at most DeleteTimeout (or until ctx ends). When objects
+// remain it returns an error wrapping ErrStillPresent that names some of them.
+func DeleteAll(ctx context.Context, cl *Cluster, owner Owner) error {
+	if owner.InstanceID == "" {
+		return errors.New("delete: owner has no instance id")
+	}
+	ctx, cancel := context.WithTimeout(ctx, DeleteTimeout)
+	defer cancel()
+	kinds := searchKinds(append(append([]schema.GroupVersionKind{}, SearchKinds...), childKinds...), owner.Previous)
+	delay := 100 * time.Millisecond
+	for {
+		owned, err := listOwned(ctx, cl, owner, kinds)
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("delete owned objects: %w: %w", ErrStillPresent, err)
+			}
+			return err
+		}
+		remaining := owned[:0]
+		for _, o := range owned {
+			if o.GetDeletionTimestamp() == nil && metav1.GetControllerOf(o) == nil {
+				shared, err := namespaceShared(ctx, cl, o, owner)
+				if err != nil {
+					return err
+				}
+				if shared {
+					continue // another instance's objects live there: leave the namespace to it
+				}
+				if err := deleteObject(ctx, cl, o); err != nil {
+					return err
+				}
+			}
+			remaining = append(remaining, o)
+		}
+		owned = remaining
+		if len(owned) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			names := make([]string, 0, 3)
+			for i, o := range owned {
+				if i == 3 {
+					names = append(names, fmt.Sprintf("and %d more", len(owned)-3))
+					break
+				}
+				names = append(names, RefOf(o).String())
+			}
+			return fmt.Errorf("%w: %s", ErrStillPresent, strings.Join(names, ", "))
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, time.Second)
+	}
+}
+
+// namespaceShared reports whether o is a Namespace that holds objects QleetOS applied for another
+// owner (two instances given the same spec.namespace). Deleting it would delete their objects too, so
+// Prune and DeleteAll leave such a namespace alone.
+func namespaceShared(ctx context.Context, cl *Cluster, o *unstructured.Unstructured, owner Owner) (bool, error) {
+	if o.GetKind() != "Namespace" || o.GroupVersionKind().Group != "" {
+		return false, nil
+	}
+	sel := ManagedSelector + "," + LabelInstanceID + "!=" + owner.InstanceID
+	for _, gvk := range append(append([]schema.GroupVersionKind{}, SearchKinds...), childKinds...) {
+		m, err := mapping(cl, gvk)
+		if meta.IsNoMatchError(err) {
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("map %s: %w", gvk.Kind, err)
+		}
+		if m.Scope.Name() != meta.RESTScopeNameNamespace {
+			continue
+		}
+		list, err := cl.Dynamic.Resource(m.Resource).Namespace(o.GetName()).List(ctx, metav1.ListOptions{LabelSelector: sel, Limit: 1})
+		if apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) {
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("list %s in namespace %s: %w", gvk.Kind, o.GetName(), err)
+		}
+		if len(list.Items) > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// searchKinds merges base with the kinds of the given refs, one entry per group and kind.
+func searchKinds(base []schema.GroupVersionKind, refLists ...[]AppliedRef) []schema.GroupVersionKind {
+	seen := map[schema.GroupKind]bool{}
+	var out []schema.GroupVersionKind
+	add := func(gvk schema.GroupVersionKind) {
+		if gvk.Kind == "" || seen[gvk.GroupKind()] {
+			return
+		}
+		seen[gvk.GroupKind()] = true
+		out = append(out, gvk)
+	}
+	for _, gvk := range base {
+		add(gvk)
+	}
+	for _, refs := range refLists {
+		for _, r := range refs {
+			add(schema.FromAPIVersionAndKind(r.APIVersion, r.Kind))
+		}
+	}
+	return out
+}
+
+// listOwned lists the objects of the given kinds, in every namespace, that carry owner's labels. Kinds
+// the cluster does not serve are skipped.
+func listOwned(ctx context.Context, cl *Cluster, owner Owner, kinds []schema.GroupVersionKind) ([]*unstructured.Unstructured, error) {
+	sel := owner.InstanceSelector()
+	var out []*unstructured.Unstructured
+	for _, gvk := range kinds {
+		m, err := mapping(cl, gvk)
+		if meta.IsNoMatchError(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("map %s: %w", gvk.Kind, err)
+		}
+		list, err := cl.Dynamic.Resource(m.Resource).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", gvk.Kind, err)
+		}
+		for i := range list.Items {
+			o := &list.Items[i]
+			if o.GetKind() == "" {
+				o.SetGroupVersionKind(gvk)
+			}
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+func deleteObject(ctx context.Context, cl *Cluster, o *unstructured.Unstructured) error {
+	ri, _, err := resourceFor(cl, o.GroupVersionKind(), o.GetNamespace())
+	if err != nil {
+		return fmt.Errorf("delete %s: %w", RefOf(o), err)
+	}
+	bg := metav1.DeletePropagationBackground
+	err = ri.Delete(ctx, o.GetName(), metav1.DeleteOptions{PropagationPolicy: &bg})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete %s: %w", RefOf(o), err)
+	}
+	return nil
+}

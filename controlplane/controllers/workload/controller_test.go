@@ -1,0 +1,424 @@
+package workload_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/workload"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
+	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
+)
+
+// env is a real API server on SQLite, one kubesim cluster registered as a Ready kubeconfig runtime, and
+// the reconcilers under test (called directly; the runtime wiring is tested elsewhere).
+type env struct {
+	admin, ctrl *client.Client
+	rt          *client.KubernetesRuntime
+	cl          *kube.Cluster
+	inst        *workload.InstanceReconciler
+	def         *workload.DefinitionReconciler
+}
+
+func setup(t testing.TB) *env {
+	t.Helper()
+	ctx := context.Background()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := store.Open(ctx, store.Config{URL: filepath.Join(t.TempDir(), "qleet.db"), Logger: quiet})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	srv, err := server.New(server.Config{Store: st, Logger: quiet, Registry: prometheus.NewRegistry()})
+	require.NoError(t, err)
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	mk := func(role string) *client.Client {
+		tok, err := server.NewToken()
+		require.NoError(t, err)
+		require.NoError(t, st.CreateToken(ctx, &store.Token{Hash: server.HashToken(tok), Name: role, Role: role}))
+		c, err := client.New(hs.URL, client.WithToken(tok))
+		require.NoError(t, err)
+		return c
+	}
+	e := &env{admin: mk(server.RoleAdmin), ctrl: mk(server.RoleController)}
+
+	sim := kubesimtest.Start(t)
+	raw, err := os.ReadFile(sim.Kubeconfig)
+	require.NoError(t, err)
+	rt, err := e.admin.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{
+		Meta: client.Meta{Name: "sim"},
+		Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderKubeconfig, Kubeconfig: string(raw)},
+	})
+	require.NoError(t, err)
+	e.rt, err = e.ctrl.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, rt.ResourceVersion, client.KubernetesRuntimeStatus{
+		Status: client.Status{Phase: client.PhaseReady, ObservedGeneration: rt.Generation}, Version: "v1.31.4",
+	})
+	require.NoError(t, err)
+
+	conn := kube.NewConnector(kube.ConnectorConfig{})
+	e.inst = &workload.InstanceReconciler{Client: e.ctrl, Connector: conn, Renderer: &workload.Renderer{HelmCacheDir: t.TempDir()}, PollInterval: 200 * time.Millisecond}
+	e.def = &workload.DefinitionReconciler{Client: e.ctrl}
+	full, err := e.ctrl.KubernetesRuntimes().Get(ctx, rt.ID)
+	require.NoError(t, err)
+	e.cl, err = conn.Connect(ctx, full)
+	require.NoError(t, err)
+	return e
+}
+
+func (e *env) definition(t *testing.T, name string, spec client.WorkloadDefinitionSpec) *client.WorkloadDefinition {
+	t.Helper()
+	d, err := e.admin.WorkloadDefinitions().Create(context.Background(), &client.WorkloadDefinition{Meta: client.Meta{Name: name}, Spec: spec})
+	require.NoError(t, err)
+	return d
+}
+
+func (e *env) instance(t *testing.T, name string, def *client.WorkloadDefinition, mod func(*client.WorkloadInstanceSpec)) *client.WorkloadInstance {
+	t.Helper()
+	spec := client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: e.rt.ID}
+	if mod != nil {
+		mod(&spec)
+	}
+	i, err := e.admin.WorkloadInstances().Create(context.Background(), &client.WorkloadInstance{Meta: client.Meta{Name: name}, Spec: spec})
+	require.NoError(t, err)
+	got, err := e.ctrl.WorkloadInstances().Get(context.Background(), i.ID)
+	require.NoError(t, err)
+	return got
+}
+
+// reconcileReady reconciles inst, as the runtime would, until it is done (Ready) or the deadline passes.
+func (e *env) reconcileReady(t *testing.T, inst *client.WorkloadInstance) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		res, err := e.inst.Reconcile(context.Background(), inst)
+		require.NoError(t, err)
+		if res.RequeueAfter == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			require.FailNow(t, "instance not ready", "%s: %s", inst.Name, inst.Status.Message)
+		}
+		time.Sleep(res.RequeueAfter)
+	}
+}
+
+func webSpec() client.WorkloadDefinitionSpec {
+	three := int32(3)
+	return client.WorkloadDefinitionSpec{
+		Replicas: &three,
+		Containers: []client.Container{{
+			Name: "app", Image: "nginx:1.27",
+			Ports:     []client.ContainerPort{{ContainerPort: 8080}},
+			Resources: &client.Resources{Requests: client.ResourceList{CPU: "50m", Memory: "32Mi"}},
+		}},
+	}
+}
+
+func TestInstanceReconciler(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+
+	t.Run("containers deploy and become ready with pods running", func(t *testing.T) {
+		t.Parallel()
+		def := e.definition(t, "web", webSpec())
+		inst := e.instance(t, "web-a", def, nil)
+		e.reconcileReady(t, inst)
+
+		require.Equal(t, "web-a", inst.Status.Namespace)
+		require.EqualValues(t, 3, inst.Status.Replicas)
+		require.EqualValues(t, 3, inst.Status.ReadyReplicas)
+		require.EqualValues(t, 3, inst.Status.AvailableReplicas)
+		var kinds []string
+		for _, o := range inst.Status.Objects {
+			require.True(t, o.Ready, "%+v", o)
+			kinds = append(kinds, o.Kind+"/"+o.Name)
+		}
+		require.Equal(t, []string{"Namespace/web-a", "Service/web-a", "Deployment/web-a"}, kinds)
+		pods, err := e.cl.Clientset.CoreV1().Pods("web-a").List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		require.Len(t, pods.Items, 3)
+		for _, p := range pods.Items {
+			require.Equal(t, "Running", string(p.Status.Phase))
+		}
+	})
+
+	t.Run("a replica override is applied", func(t *testing.T) {
+		t.Parallel()
+		def := e.definition(t, "web-override", webSpec())
+		two := int32(2)
+		inst := e.instance(t, "web-two", def, func(s *client.WorkloadInstanceSpec) { s.Replicas = &two })
+		e.reconcileReady(t, inst)
+		dep, err := e.cl.Clientset.AppsV1().Deployments("web-two").Get(ctx, "web-two", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.EqualValues(t, 2, *dep.Spec.Replicas)
+		require.EqualValues(t, 2, inst.Status.AvailableReplicas)
+	})
+
+	t.Run("autoscaling creates the HPA with the right bounds", func(t *testing.T) {
+		t.Parallel()
+		spec := webSpec()
+		spec.Autoscaling = &client.Autoscaling{MinReplicas: 2, MaxReplicas: 5, TargetCPUPercent: 70}
+		def := e.definition(t, "web-hpa", spec)
+		inst := e.instance(t, "web-hpa", def, nil)
+		e.reconcileReady(t, inst)
+		hpa, err := e.cl.Clientset.AutoscalingV2().HorizontalPodAutoscalers("web-hpa").Get(ctx, "web-hpa", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.EqualValues(t, 2, *hpa.Spec.MinReplicas)
+		require.EqualValues(t, 5, hpa.Spec.MaxReplicas)
+		require.EqualValues(t, 70, *hpa.Spec.Metrics[0].Resource.Target.AverageUtilization)
+	})
+
+	t.Run("manifests deploy and become ready", func(t *testing.T) {
+		t.Parallel()
+		def := e.definition(t, "raw", client.WorkloadDefinitionSpec{Manifests: `apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings}
+data: {mode: prod}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: api}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: api}}
+  template:
+    metadata: {labels: {app: api}}
+    spec:
+      containers: [{name: api, image: "nginx:1.27"}]
+`})
+		inst := e.instance(t, "raw-a", def, nil)
+		e.reconcileReady(t, inst)
+		require.EqualValues(t, 2, inst.Status.AvailableReplicas)
+		_, err := e.cl.Clientset.CoreV1().ConfigMaps("raw-a").Get(ctx, "settings", metav1.GetOptions{})
+		require.NoError(t, err)
+	})
+
+	t.Run("a local helm chart deploys and becomes ready", func(t *testing.T) {
+		t.Parallel()
+		dir := filepath.Join(t.TempDir(), "demo")
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, "templates"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "Chart.yaml"), []byte("apiVersion: v2\nname: demo\nversion: 0.1.0\n"), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "values.yaml"), []byte("replicas: 1\n"), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "templates", "deploy.yaml"), []byte(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: "{{ .Release.Name }}-demo"}
+spec:
+  replicas: {{ .Values.replicas }}
+  selector: {matchLabels: {app: demo}}
+  template:
+    metadata: {labels: {app: demo}}
+    spec:
+      containers: [{name: demo, image: "nginx:1.27"}]
+`), 0o644))
+		def := e.definition(t, "chart", client.WorkloadDefinitionSpec{Helm: &client.HelmSource{Chart: dir, Values: "replicas: 2\n"}})
+		res, err := e.def.Reconcile(ctx, def)
+		require.NoError(t, err, "the chart renders")
+		require.Zero(t, res)
+		inst := e.instance(t, "chart-a", def, nil)
+		e.reconcileReady(t, inst)
+		dep, err := e.cl.Clientset.AppsV1().Deployments("chart-a").Get(ctx, "chart-a-demo", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.EqualValues(t, 2, dep.Status.AvailableReplicas)
+	})
+
+	t.Run("an unknown kind fails terminally with the cluster's error", func(t *testing.T) {
+		t.Parallel()
+		def := e.definition(t, "widget", client.WorkloadDefinitionSpec{Manifests: "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: foo}\n"})
+		inst := e.instance(t, "widget-a", def, nil)
+		_, err := e.inst.Reconcile(ctx, inst)
+		require.Error(t, err)
+		require.True(t, reconcile.IsTerminal(err), "%v", err)
+		require.Contains(t, err.Error(), `Widget/foo: no matches for kind "Widget"`)
+		require.Len(t, inst.Status.Objects, 1, "the namespace that was applied is recorded: %+v", inst.Status.Objects)
+	})
+
+	t.Run("an unschedulable instance says why", func(t *testing.T) {
+		t.Parallel()
+		spec := webSpec()
+		spec.Containers[0].Resources = &client.Resources{Requests: client.ResourceList{CPU: "1000"}}
+		def := e.definition(t, "huge", spec)
+		inst := e.instance(t, "huge-a", def, nil)
+		deadline := time.Now().Add(60 * time.Second)
+		for !strings.Contains(inst.Status.Message, "Insufficient cpu") {
+			res, err := e.inst.Reconcile(ctx, inst)
+			require.NoError(t, err)
+			require.NotZero(t, res.RequeueAfter, "not ready means requeue")
+			require.True(t, time.Now().Before(deadline), "message: %s", inst.Status.Message)
+			time.Sleep(res.RequeueAfter)
+		}
+		require.Contains(t, inst.Status.Message, `Deployment "huge-a" is not ready`)
+		require.Contains(t, inst.Status.Message, "Unschedulable: 0/")
+	})
+
+	t.Run("drift is corrected and recorded", func(t *testing.T) {
+		t.Parallel()
+		def := e.definition(t, "drifty", webSpec())
+		inst := e.instance(t, "drifty-a", def, nil)
+		e.reconcileReady(t, inst)
+
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			scale, err := e.cl.Clientset.AppsV1().Deployments("drifty-a").GetScale(ctx, "drifty-a", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			scale.Spec.Replicas = 1
+			_, err = e.cl.Clientset.AppsV1().Deployments("drifty-a").UpdateScale(ctx, "drifty-a", scale, metav1.UpdateOptions{})
+			return err
+		})
+		require.NoError(t, err)
+		require.NoError(t, e.cl.Clientset.CoreV1().Services("drifty-a").Delete(ctx, "drifty-a", metav1.DeleteOptions{}))
+
+		e.reconcileReady(t, inst)
+		dep, err := e.cl.Clientset.AppsV1().Deployments("drifty-a").Get(ctx, "drifty-a", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.EqualValues(t, 3, *dep.Spec.Replicas)
+		_, err = e.cl.Clientset.CoreV1().Services("drifty-a").Get(ctx, "drifty-a", metav1.GetOptions{})
+		require.NoError(t, err)
+		var cond *client.Condition
+		for i := range inst.Status.Conditions {
+			if inst.Status.Conditions[i].Type == workload.ConditionDriftCorrected {
+				cond = &inst.Status.Conditions[i]
+			}
+		}
+		require.NotNil(t, cond)
+		require.Contains(t, cond.Message, `Deployment "drifty-a": restored spec.replicas (1 -> 3)`)
+		require.Contains(t, cond.Message, `Service "drifty-a": recreated`)
+	})
+
+	t.Run("a definition update rolls out and prunes what it dropped", func(t *testing.T) {
+		t.Parallel()
+		def := e.definition(t, "evolving", webSpec())
+		inst := e.instance(t, "evolving-a", def, nil)
+		e.reconcileReady(t, inst)
+
+		spec := webSpec()
+		spec.Containers[0].Ports = nil
+		spec.Containers[0].Image = "nginx:1.28"
+		def.Spec = spec
+		_, err := e.admin.WorkloadDefinitions().Update(ctx, def)
+		require.NoError(t, err)
+		e.reconcileReady(t, inst)
+
+		dep, err := e.cl.Clientset.AppsV1().Deployments("evolving-a").Get(ctx, "evolving-a", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, "nginx:1.28", dep.Spec.Template.Spec.Containers[0].Image)
+		_, err = e.cl.Clientset.CoreV1().Services("evolving-a").Get(ctx, "evolving-a", metav1.GetOptions{})
+		require.Error(t, err, "the service was pruned")
+		for _, o := range inst.Status.Objects {
+			require.NotEqual(t, "Service", o.Kind)
+		}
+	})
+
+	t.Run("finalize deletes everything the instance applied", func(t *testing.T) {
+		t.Parallel()
+		def := e.definition(t, "doomed", webSpec())
+		inst := e.instance(t, "doomed-a", def, nil)
+		e.reconcileReady(t, inst)
+		res, err := e.inst.Finalize(ctx, inst)
+		require.NoError(t, err)
+		require.Zero(t, res)
+		owned, err := kube.Owned(ctx, e.cl, kube.Owner{InstanceID: inst.ID})
+		require.NoError(t, err)
+		require.Empty(t, owned)
+		_, err = e.cl.Clientset.CoreV1().Namespaces().Get(ctx, "doomed-a", metav1.GetOptions{})
+		require.Error(t, err, "the namespace is gone")
+	})
+}
+
+func TestInstanceWaitsForRuntime(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := &env{}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := store.Open(ctx, store.Config{URL: filepath.Join(t.TempDir(), "qleet.db"), Logger: quiet})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	srv, err := server.New(server.Config{Store: st, Logger: quiet, Registry: prometheus.NewRegistry()})
+	require.NoError(t, err)
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	tok, err := server.NewToken()
+	require.NoError(t, err)
+	require.NoError(t, st.CreateToken(ctx, &store.Token{Hash: server.HashToken(tok), Name: "admin", Role: server.RoleAdmin}))
+	e.admin, err = client.New(hs.URL, client.WithToken(tok))
+	require.NoError(t, err)
+	e.ctrl = e.admin
+	e.rt, err = e.admin.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "us-east"}, Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderLocal}})
+	require.NoError(t, err)
+	e.inst = &workload.InstanceReconciler{Client: e.admin, Connector: kube.NewConnector(kube.ConnectorConfig{})}
+
+	def := e.definition(t, "web", webSpec())
+	inst := e.instance(t, "web-a", def, nil)
+	_, err = e.inst.Reconcile(ctx, inst)
+	var we *reconcile.WaitError
+	require.True(t, errors.As(err, &we), "%v", err)
+	require.Equal(t, `kubernetes_runtime "us-east"`, we.On)
+	require.Equal(t, "RuntimeNotReady", we.Reason)
+	require.Equal(t, string(client.PhasePending), we.State)
+}
+
+func TestDefinitionReconciler(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := store.Open(ctx, store.Config{URL: filepath.Join(t.TempDir(), "qleet.db"), Logger: quiet})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	srv, err := server.New(server.Config{Store: st, Logger: quiet, Registry: prometheus.NewRegistry()})
+	require.NoError(t, err)
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	tok, err := server.NewToken()
+	require.NoError(t, err)
+	require.NoError(t, st.CreateToken(ctx, &store.Token{Hash: server.HashToken(tok), Name: "admin", Role: server.RoleAdmin}))
+	admin, err := client.New(hs.URL, client.WithToken(tok))
+	require.NoError(t, err)
+	rec := &workload.DefinitionReconciler{Client: admin}
+	rt, err := admin.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "rt"}, Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderLocal}})
+	require.NoError(t, err)
+
+	t.Run("counts the definition's instances", func(t *testing.T) {
+		def, err := admin.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "counted"}, Spec: webSpec()})
+		require.NoError(t, err)
+		other, err := admin.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "other"}, Spec: webSpec()})
+		require.NoError(t, err)
+		for i, d := range []*client.WorkloadDefinition{def, def, other} {
+			_, err := admin.WorkloadInstances().Create(ctx, &client.WorkloadInstance{
+				Meta: client.Meta{Name: "counted-" + string(rune('a'+i))},
+				Spec: client.WorkloadInstanceSpec{DefinitionID: d.ID, RuntimeID: rt.ID},
+			})
+			require.NoError(t, err)
+		}
+		res, err := rec.Reconcile(ctx, def)
+		require.NoError(t, err)
+		require.Zero(t, res)
+		require.Equal(t, 2, def.Status.Instances)
+	})
+
+	t.Run("a chart that fails to render fails terminally", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "broken")
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, "templates"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "Chart.yaml"), []byte("apiVersion: v2\nname: broken\nversion: 0.1.0\n"), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "templates", "x.yaml"), []byte("kind: {{ .Values.nope.deeper }}\n"), 0o644))
+		def, err := admin.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "broken"}, Spec: client.WorkloadDefinitionSpec{Helm: &client.HelmSource{Chart: dir}}})
+		require.NoError(t, err)
+		_, err = rec.Reconcile(ctx, def)
+		require.True(t, reconcile.IsTerminal(err), "%v", err)
+		require.Contains(t, err.Error(), "x.yaml")
+	})
+}

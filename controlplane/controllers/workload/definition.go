@@ -1,0 +1,88 @@
+// Package workload holds the workload controllers: rendering workload definitions into Kubernetes
+// objects, and reconciling workload instances onto their runtime's cluster (apply, prune, health and
+// drift correction). The reconcile runtime (controlplane/reconcile) drives them.
+package workload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
+)
+
+// DefinitionReconciler reconciles workload_definitions: it checks what can only be checked by rendering
+// (a chart that will not render, manifests that do not parse, quantities) and counts the definition's
+// instances. Its status writes notify the instances, which then re-render: that is how a definition
+// update rolls out to every instance.
+type DefinitionReconciler struct {
+	// Client reads instances.
+	Client *client.Client
+	// Renderer renders the definition (default: a zero Renderer).
+	Renderer *Renderer
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *DefinitionReconciler) Reconcile(ctx context.Context, def *client.WorkloadDefinition) (reconcile.Result, error) {
+	// Render against a stand-in instance: the definition's name, its own namespace, no overrides.
+	probe := &client.WorkloadInstance{Meta: client.Meta{Name: def.Name}}
+	if _, err := r.renderer().Render(ctx, def, probe, ""); err != nil {
+		var fe *FetchError
+		if errors.As(err, &fe) {
+			return reconcile.Result{}, err
+		}
+		return reconcile.Result{}, reconcile.Terminal(fmt.Errorf("render: %w", err))
+	}
+	insts, err := instancesOf(ctx, r.Client, def.ID)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	def.Status.Instances = len(insts)
+	// A definition is reconciled once every instance has rolled out its current generation, so that
+	// `terraform apply` of an image change returns when the new image runs everywhere. Its status write
+	// (observed generation) is what notifies the instances to re-render.
+	for _, inst := range insts {
+		st := &inst.Status
+		rolledOut := st.DefinitionGeneration == def.Generation
+		switch {
+		case rolledOut && client.Reconciled(inst.Generation, &st.Status):
+			continue
+		case rolledOut && st.Phase == client.PhaseFailed && st.ObservedGeneration == inst.Generation:
+			return reconcile.Result{}, reconcile.Terminal(fmt.Errorf("workload_instance %q failed to roll out generation %d: %s", inst.Name, def.Generation, st.Message))
+		default:
+			state := fmt.Sprintf("rolling out generation %d", def.Generation)
+			if st.Message != "" {
+				state += ": " + st.Message
+			}
+			return reconcile.Result{}, reconcile.Wait(fmt.Sprintf("workload_instance %q", inst.Name), state, "RollingOut", 2*time.Second)
+		}
+	}
+	return reconcile.Result{}, nil
+}
+
+func (r *DefinitionReconciler) renderer() *Renderer {
+	if r.Renderer == nil {
+		return defaultRenderer
+	}
+	return r.Renderer
+}
+
+// defaultRenderer serves reconcilers configured without a Renderer.
+var defaultRenderer = &Renderer{}
+
+// instancesOf lists the live instances of a definition. It lists every instance and filters on
+// spec.definition_id, which is fine until the API can filter by reference.
+func instancesOf(ctx context.Context, c *client.Client, defID string) ([]*client.WorkloadInstance, error) {
+	var out []*client.WorkloadInstance
+	for inst, err := range c.WorkloadInstances().All(ctx, client.ListOptions{Limit: 1000}) {
+		if err != nil {
+			return nil, fmt.Errorf("list workload_instances: %w", err)
+		}
+		if inst.Spec.DefinitionID == defID && inst.DeletionRequestedAt == nil {
+			out = append(out, inst)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,317 @@
+package workload
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
+)
+
+// Condition types and event reasons the instance controller writes.
+const (
+	// ConditionDriftCorrected records the last correction of hand-made changes in the cluster.
+	ConditionDriftCorrected = "DriftCorrected"
+	// ReasonPruned is the event reason for objects deleted because the definition dropped them.
+	ReasonPruned = "Pruned"
+)
+
+// InstanceReconciler reconciles workload_instances onto their runtime's cluster: render, server-side
+// apply, prune what the definition dropped, and report health. Re-applying on every reconcile (the
+// runtime re-checks Ready objects periodically) puts back objects edited, scaled or deleted by hand;
+// each correction is recorded as a DriftCorrected event and condition.
+type InstanceReconciler struct {
+	// Client reads definitions and runtimes. It needs a controller token (runtimes' kubeconfigs are
+	// write-only fields).
+	Client *client.Client
+	// Connector connects to runtimes' clusters.
+	Connector *kube.Connector
+	// Renderer renders definitions (default: a shared zero Renderer).
+	Renderer *Renderer
+	// PollInterval is how soon an instance whose objects are not ready yet is looked at again (default
+	// 2s). The agent requeues it sooner when the objects' health changes.
+	PollInterval time.Duration
+	// ReapplyInterval is how long, while an instance is not ready yet, unchanged desired objects are not
+	// applied again: reconciles triggered by rollout progress then only read health (default 30s). An
+	// object found missing, a change of the desired objects, and every reconcile of a Ready instance
+	// (the drift check) apply again.
+	ReapplyInterval time.Duration
+
+	mu     sync.Mutex
+	recent map[string]recentApply // instance id -> what was last applied while not ready
+}
+
+// recentApply remembers an apply whose objects are not ready yet.
+type recentApply struct {
+	hash string
+	at   time.Time
+	refs []kube.AppliedRef
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *InstanceReconciler) Reconcile(ctx context.Context, inst *client.WorkloadInstance) (reconcile.Result, error) {
+	def, err := r.Client.WorkloadDefinitions().Get(ctx, inst.Spec.DefinitionID)
+	if client.IsNotFound(err) {
+		return reconcile.Result{}, reconcile.Wait(fmt.Sprintf("workload_definition %q", inst.Spec.DefinitionID), "NotFound", "DefinitionNotFound", 5*time.Second)
+	}
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("get workload_definition: %w", err)
+	}
+	rt, cl, err := r.connect(ctx, inst)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	renderer := r.Renderer
+	if renderer == nil {
+		renderer = defaultRenderer
+	}
+	objs, err := renderer.Render(ctx, def, inst, rt.Status.Version)
+	if err != nil {
+		var fe *FetchError
+		if errors.As(err, &fe) {
+			return reconcile.Result{}, err
+		}
+		return reconcile.Result{}, reconcile.Terminal(fmt.Errorf("render workload_definition %q: %w", def.Name, err))
+	}
+
+	ns := Namespace(inst)
+	previous := refsOf(inst.Status.Objects)
+	owner := kube.Owner{InstanceID: inst.ID, Namespace: ns, Previous: previous}
+	inst.Status.Namespace = ns
+	hash := desiredHash(rt.ID, objs)
+	applied, fresh := r.recentlyApplied(inst.ID, hash)
+	if !fresh {
+		if applied, err = r.apply(ctx, cl, inst, owner, objs); err != nil {
+			r.forget(inst.ID)
+			return reconcile.Result{}, err
+		}
+	}
+
+	inst.Status.DefinitionGeneration = def.Generation
+	// Everything was applied just now or moments ago (fresh): existence needs no second look.
+	rep := kube.HealthWith(ctx, cl, applied, kube.HealthOptions{AssumeExist: true})
+	inst.Status.Objects = rep.Objects
+	inst.Status.Replicas = rep.Replicas
+	inst.Status.ReadyReplicas = rep.ReadyReplicas
+	inst.Status.AvailableReplicas = rep.AvailableReplicas
+	if !rep.Ready {
+		nr := rep.NotReady()
+		inst.Status.Message = fmt.Sprintf("%s %q is not ready: %s", nr.Kind, nr.Name, nr.Message)
+		if missing(rep) {
+			r.forget(inst.ID)
+		} else if !fresh {
+			r.remember(inst.ID, hash, applied)
+		}
+		return reconcile.Result{RequeueAfter: r.pollInterval()}, nil
+	}
+	r.forget(inst.ID)
+	return reconcile.Result{}, nil
+}
+
+// apply applies the rendered objects, records drift, and prunes what is no longer rendered.
+func (r *InstanceReconciler) apply(ctx context.Context, cl *kube.Cluster, inst *client.WorkloadInstance, owner kube.Owner, objs []*unstructured.Unstructured) ([]kube.AppliedRef, error) {
+	applied, err := kube.Apply(ctx, cl, owner, objs)
+	if err != nil {
+		// Record what is in the cluster now (what this apply reached, plus what was there before), so
+		// that status tells the truth and a later prune or delete finds everything.
+		inst.Status.Objects = unknownHealth(mergeRefs(applied, owner.Previous))
+		if kube.IsInvalid(err) {
+			return nil, reconcile.Terminal(fmt.Errorf("apply: %w", err))
+		}
+		return nil, fmt.Errorf("apply: %w", err)
+	}
+	recordDrift(ctx, inst, applied)
+	if len(owner.Previous) > 0 && !sameRefs(applied, owner.Previous) {
+		pruned, err := kube.Prune(ctx, cl, owner, applied)
+		for _, p := range pruned {
+			reconcile.Eventf(ctx, client.EventNormal, ReasonPruned, "deleted %s (no longer rendered)", p)
+		}
+		if err != nil {
+			inst.Status.Objects = unknownHealth(mergeRefs(applied, owner.Previous))
+			return nil, fmt.Errorf("prune: %w", err)
+		}
+	}
+	return applied, nil
+}
+
+func (r *InstanceReconciler) recentlyApplied(id, hash string) ([]kube.AppliedRef, bool) {
+	interval := r.ReapplyInterval
+	if interval <= 0 {
+		interval = 30 * time.Second
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.recent[id]
+	if !ok || e.hash != hash || time.Since(e.at) > interval {
+		return nil, false
+	}
+	return e.refs, true
+}
+
+func (r *InstanceReconciler) remember(id, hash string, refs []kube.AppliedRef) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.recent == nil {
+		r.recent = map[string]recentApply{}
+	}
+	r.recent[id] = recentApply{hash: hash, at: time.Now(), refs: refs}
+}
+
+func (r *InstanceReconciler) forget(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.recent, id)
+}
+
+// desiredHash identifies a set of desired objects on a runtime.
+func desiredHash(runtimeID string, objs []*unstructured.Unstructured) string {
+	h := sha256.New()
+	h.Write([]byte(runtimeID))
+	for _, o := range objs {
+		data, _ := json.Marshal(o.Object)
+		h.Write(data)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// missing reports whether some applied object was not found.
+func missing(rep kube.HealthReport) bool {
+	for _, o := range rep.Objects {
+		if !o.Ready && o.Message == "not found" {
+			return true
+		}
+	}
+	return false
+}
+
+// Finalize implements reconcile.Finalizer: it deletes everything the instance applied and waits until it
+// is gone. An instance whose runtime no longer exists has nothing left to clean up.
+func (r *InstanceReconciler) Finalize(ctx context.Context, inst *client.WorkloadInstance) (reconcile.Result, error) {
+	_, cl, err := r.connect(ctx, inst)
+	if client.IsNotFound(err) {
+		return reconcile.Result{}, nil
+	}
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	owner := kube.Owner{InstanceID: inst.ID, Namespace: Namespace(inst), Previous: refsOf(inst.Status.Objects)}
+	err = kube.DeleteAll(ctx, cl, owner)
+	if errors.Is(err, kube.ErrStillPresent) {
+		inst.Status.Message = err.Error()
+		return reconcile.Result{RequeueAfter: r.pollInterval()}, nil
+	}
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("delete applied objects: %w", err)
+	}
+	return reconcile.Result{}, nil
+}
+
+func (r *InstanceReconciler) pollInterval() time.Duration {
+	if r.PollInterval > 0 {
+		return r.PollInterval
+	}
+	return 2 * time.Second
+}
+
+// connect fetches the instance's runtime and connects to its cluster. A runtime that is not Ready gives
+// a WaitError; a runtime that does not exist gives the client's not-found error.
+func (r *InstanceReconciler) connect(ctx context.Context, inst *client.WorkloadInstance) (*client.KubernetesRuntime, *kube.Cluster, error) {
+	rt, err := r.Client.KubernetesRuntimes().Get(ctx, inst.Spec.RuntimeID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("get kubernetes_runtime: %w", err)
+	}
+	if rt.Status.Phase != client.PhaseReady {
+		state := string(rt.Status.Phase)
+		if state == "" {
+			state = string(client.PhasePending)
+		}
+		return nil, nil, reconcile.Wait(fmt.Sprintf("kubernetes_runtime %q", rt.Name), state, "RuntimeNotReady", 5*time.Second)
+	}
+	cl, err := r.Connector.Connect(ctx, rt)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rt, cl, nil
+}
+
+// recordDrift emits a DriftCorrected event per corrected object and records the last correction as a
+// condition.
+func recordDrift(ctx context.Context, inst *client.WorkloadInstance, applied []kube.AppliedRef) {
+	var msgs []string
+	for _, a := range applied {
+		if a.Drift == "" {
+			continue
+		}
+		msg := fmt.Sprintf("%s %q: %s", a.Kind, a.Name, a.Drift)
+		reconcile.Eventf(ctx, client.EventNormal, ConditionDriftCorrected, "%s", msg)
+		msgs = append(msgs, msg)
+	}
+	if len(msgs) == 0 {
+		return
+	}
+	inst.Status.SetCondition(client.Condition{
+		Type: ConditionDriftCorrected, Status: client.ConditionTrue, Reason: ConditionDriftCorrected,
+		Message: strings.Join(msgs, "; "), LastTransitionTime: time.Now().UTC(),
+	})
+}
+
+func refsOf(objs []client.AppliedObject) []kube.AppliedRef {
+	out := make([]kube.AppliedRef, len(objs))
+	for i, o := range objs {
+		out[i] = kube.AppliedRef{APIVersion: o.APIVersion, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name}
+	}
+	return out
+}
+
+func refKey(r kube.AppliedRef) string {
+	return r.GroupKind().String() + "/" + r.Namespace + "/" + r.Name
+}
+
+func sameRefs(a, b []kube.AppliedRef) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	set := make(map[string]bool, len(a))
+	for _, r := range a {
+		set[refKey(r)] = true
+	}
+	for _, r := range b {
+		if !set[refKey(r)] {
+			return false
+		}
+	}
+	return true
+}
+
+// mergeRefs returns a followed by the refs of b not in a.
+func mergeRefs(a, b []kube.AppliedRef) []kube.AppliedRef {
+	out := append([]kube.AppliedRef{}, a...)
+	seen := make(map[string]bool, len(a))
+	for _, r := range a {
+		seen[refKey(r)] = true
+	}
+	for _, r := range b {
+		if !seen[refKey(r)] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func unknownHealth(refs []kube.AppliedRef) []client.AppliedObject {
+	out := make([]client.AppliedObject, len(refs))
+	for i, r := range refs {
+		out[i] = client.AppliedObject{APIVersion: r.APIVersion, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, Message: "not checked: the last apply failed"}
+	}
+	return out
+}
