@@ -404,9 +404,12 @@ func TestDefinitionReconciler(t *testing.T) {
 			})
 			require.NoError(t, err)
 		}
-		res, err := rec.Reconcile(ctx, def)
-		require.NoError(t, err)
-		require.Zero(t, res)
+		// The instances have not rolled the definition out yet: it is counted, and it waits on them.
+		_, err = rec.Reconcile(ctx, def)
+		var we *reconcile.WaitError
+		require.ErrorAs(t, err, &we)
+		require.Equal(t, `workload_instance "counted-a"`, we.On)
+		require.Contains(t, we.State, "rolling out generation 1")
 		require.Equal(t, 2, def.Status.Instances)
 	})
 
