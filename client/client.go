@@ -341,6 +341,11 @@ func (r *Resource[S, T]) Finalize(ctx context.Context, id string) error {
 	return r.c.Do(ctx, http.MethodPost, r.path(id, "finalize"), nil, nil, nil, nil)
 }
 
+// RequestReconcile asks the object's controller to reconcile it now, without changing it.
+func (r *Resource[S, T]) RequestReconcile(ctx context.Context, id string) error {
+	return r.c.Do(ctx, http.MethodPost, r.path(id, "reconcile"), nil, nil, nil, nil)
+}
+
 // Events lists the object's events, newest last.
 func (r *Resource[S, T]) Events(ctx context.Context, id string) ([]Event, error) {
 	var out struct {

@@ -237,13 +237,14 @@ func TestAuthRoles(t *testing.T) {
 		{"status", http.MethodPut, "/v1/workload_definitions/" + def.ID + "/status", `{"phase":"Bogus"}`},
 		{"finalize", http.MethodPost, "/v1/workload_definitions/does-not-exist/finalize", ""},
 		{"record event", http.MethodPost, "/v1/workload_definitions/" + def.ID + "/events", `{"type":"Bogus"}`},
+		{"reconcile", http.MethodPost, "/v1/workload_definitions/does-not-exist/reconcile", ""},
 	}
 	// allowed: the call passes auth (and then fails validation or lookup, so nothing is written).
 	allowed := map[string][]string{
-		server.RoleAdmin:      {"list", "get", "events", "create", "update", "delete", "status", "finalize", "record event"},
-		server.RoleDeveloper:  {"list", "get", "events", "create", "update", "delete"},
+		server.RoleAdmin:      {"list", "get", "events", "create", "update", "delete", "status", "finalize", "record event", "reconcile"},
+		server.RoleDeveloper:  {"list", "get", "events", "create", "update", "delete", "reconcile"},
 		server.RoleViewer:     {"list", "get", "events"},
-		server.RoleController: {"list", "get", "events", "status", "finalize", "record event"},
+		server.RoleController: {"list", "get", "events", "status", "finalize", "record event", "reconcile"},
 	}
 	for role, ok := range allowed {
 		for _, c := range calls {

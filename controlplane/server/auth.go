@@ -148,15 +148,18 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 }
 
 // require answers 403 unless the caller's role holds the permission.
-func (s *Server) require(p permission) func(http.Handler) http.Handler {
+// require lets a request through when its role has any of the permissions.
+func (s *Server) require(ps ...permission) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			pr := principalFrom(r.Context())
-			if !roleCan(pr.role, p) {
-				s.fail(w, r, client.Errorf(client.CodeForbidden, "role %q may not %s", pr.role, permVerb[p]))
-				return
+			for _, p := range ps {
+				if roleCan(pr.role, p) {
+					next.ServeHTTP(w, r)
+					return
+				}
 			}
-			next.ServeHTTP(w, r)
+			s.fail(w, r, client.Errorf(client.CodeForbidden, "role %q may not %s", pr.role, permVerb[ps[0]]))
 		})
 	}
 }

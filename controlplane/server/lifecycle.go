@@ -250,6 +250,18 @@ func (s *Server) finalize(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// requestReconcile asks the object's controller to reconcile it now (an outbox row), without changing
+// it: for agents that see the cluster change, and for users who want a drift check at once.
+func (s *Server) requestReconcile(w http.ResponseWriter, r *http.Request) {
+	ki, id := kindFrom(r), chi.URLParam(r, "id")
+	if err := s.cfg.Store.Enqueue(r.Context(), ki.Kind, id); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.committed(id)
+	w.WriteHeader(http.StatusAccepted)
+}
+
 func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
 	ki, id := kindFrom(r), chi.URLParam(r, "id")
 	if _, err := s.cfg.Store.Get(r.Context(), ki.Kind, id); err != nil {

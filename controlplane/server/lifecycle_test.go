@@ -246,3 +246,22 @@ func TestWaitReconciled(t *testing.T) {
 		}
 	})
 }
+
+func TestRequestReconcileWritesAnOutboxRowAndChangesNothing(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	def, err := e.admin.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "poke"},
+		Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "web", Image: "nginx:1.27"}}}})
+	require.NoError(t, err)
+	before, _, err := e.store.OutboxStats(ctx)
+	require.NoError(t, err)
+	require.NoError(t, e.admin.WorkloadDefinitions().RequestReconcile(ctx, def.ID))
+	after, _, err := e.store.OutboxStats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, before+1, after)
+	got, err := e.admin.WorkloadDefinitions().Get(ctx, def.ID)
+	require.NoError(t, err)
+	require.Equal(t, def.ResourceVersion, got.ResourceVersion, "nothing was written to the object")
+	require.True(t, client.IsNotFound(e.admin.WorkloadDefinitions().RequestReconcile(ctx, "nope")))
+}

@@ -154,6 +154,7 @@ func (s *Server) routes() chi.Router {
 			r.With(read).Get("/events", s.listEvents)
 			r.With(status).Post("/events", s.recordEvent)
 			r.With(write).Post("/image", s.setImage)
+			r.With(s.require(permWrite, permStatus)).Post("/reconcile", s.requestReconcile)
 		})
 	})
 	return r

@@ -291,3 +291,26 @@ func runImage(ctx context.Context, args []string) error {
 	}
 	return nil
 }
+
+func runReconcile(ctx context.Context, args []string) error {
+	if len(args) != 2 {
+		return usageError{"usage: qleet reconcile <kind> <name>"}
+	}
+	kind, err := resolveKind(args[0])
+	if err != nil {
+		return err
+	}
+	cl, err := newClient()
+	if err != nil {
+		return err
+	}
+	obj, err := cl.Raw(kind).GetByName(ctx, args[1])
+	if err != nil {
+		return err
+	}
+	if err := cl.Raw(kind).RequestReconcile(ctx, obj.ID); err != nil {
+		return err
+	}
+	fmt.Printf("%s %q: reconcile requested\n", kind, args[1])
+	return nil
+}

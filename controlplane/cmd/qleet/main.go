@@ -28,6 +28,9 @@ Usage:
   qleet events     <kind> <name>
   qleet image set  <definition> <container> <image>
   qleet pods       <instance>                                    pods of an instance in its cluster
+  qleet reconcile  <kind> <name>                                 ask the controller to reconcile now
+  qleet agent      --runtime NAME [--endpoint URL] [--kubeconfig PATH]   run the status agent (QLEET_TOKEN)
+  qleet agent install --runtime NAME [--endpoint URL]            print the manifests that run the agent in-cluster
 
 Kinds: kubernetes_runtime(s), workload_definition(s), workload_instance(s) (short: runtime, definition, instance).
 CLI verbs read QLEET_ENDPOINT (default http://127.0.0.1:8080) and QLEET_TOKEN (default: the admin token in
@@ -40,7 +43,7 @@ func main() {
 	if err := run(ctx, os.Args[1:]); err != nil {
 		var ue usageError
 		if errors.As(err, &ue) {
-			fmt.Fprintf(os.Stderr, "qleet: %v\n\n%s", err, usage)
+			fmt.Fprintf(os.Stderr, "qleet: %v (run 'qleet help' for usage)\n", err)
 			os.Exit(2)
 		}
 		fmt.Fprintf(os.Stderr, "qleet: %v\n", err)
@@ -71,6 +74,10 @@ func run(ctx context.Context, args []string) error {
 		return runImage(ctx, rest)
 	case "pods":
 		return runPods(ctx, rest)
+	case "agent":
+		return runAgent(ctx, rest)
+	case "reconcile":
+		return runReconcile(ctx, rest)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return nil
