@@ -1,0 +1,13 @@
+# Look a workload definition up by name...
+data "qleet_workload_definition" "by_name" {
+  name = "web"
+}
+
+# ...or by ID.
+data "qleet_workload_definition" "by_id" {
+  id = "0190a3f2-4b7e-7c1a-9d2e-1f2a3b4c5d6e"
+}
+
+output "phase" {
+  value = data.qleet_workload_definition.by_name.status.phase
+}

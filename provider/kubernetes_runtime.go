@@ -1,0 +1,178 @@
+package provider
+
+import (
+	"context"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	rschema "github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+)
+
+// kubernetesRuntimeModel is qleet_kubernetes_runtime.
+type kubernetesRuntimeModel struct {
+	objectMeta
+	Provider   types.String `tfsdk:"provider_type"`
+	Region     types.String `tfsdk:"region"`
+	Zones      types.List   `tfsdk:"zones"`
+	Nodes      types.Int64  `tfsdk:"nodes"`
+	MinNodes   types.Int64  `tfsdk:"min_nodes"`
+	MaxNodes   types.Int64  `tfsdk:"max_nodes"`
+	Kubeconfig types.String `tfsdk:"kubeconfig"`
+	Context    types.String `tfsdk:"context"`
+}
+
+var kubernetesRuntimeKind = &kind[client.KubernetesRuntimeSpec, client.KubernetesRuntimeStatus, kubernetesRuntimeModel]{
+	name:  client.KindKubernetesRuntime,
+	title: "Kubernetes runtime",
+	description: "A Kubernetes cluster in the compute space that workloads run on: a `local` cluster (kubesim, run by " +
+		"`qleet server`), a cluster you bring by `kubeconfig`, or an `eks` cluster. Create returns once the control " +
+		"plane has connected to the cluster and found Ready nodes.",
+	api: (*client.Client).KubernetesRuntimes,
+	attributes: map[string]rschema.Attribute{
+		"provider_type": rschema.StringAttribute{
+			Description: "Where the cluster comes from (the API's spec.provider; `provider` is reserved in Terraform): `local` (a kubesim cluster owned by the control plane), `kubeconfig` " +
+				"(an existing cluster reached with `kubeconfig`) or `eks`. Changing it replaces the runtime.",
+			Required:      true,
+			Validators:    []validator.String{stringvalidator.OneOf(client.ProviderLocal, client.ProviderKubeconfig, client.ProviderEKS)},
+			PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+		},
+		"region": rschema.StringAttribute{
+			Description: "The region the cluster lives in, e.g. `us-east-1` (required for eks). Local clusters label their nodes with it.",
+			Optional:    true,
+		},
+		"zones": rschema.ListAttribute{
+			Description: "Availability zones of a local cluster's nodes (or of an eks cluster, within region).",
+			ElementType: types.StringType,
+			Optional:    true,
+			Validators:  []validator.List{listvalidator.UniqueValues()},
+		},
+		"nodes": rschema.Int64Attribute{
+			Description: "The node count of a local cluster, 0-100 (the API defaults it to 3). Only valid for local runtimes.",
+			Optional:    true,
+			Computed:    true,
+			Validators:  []validator.Int64{int64validator.Between(0, 100)},
+		},
+		"min_nodes": rschema.Int64Attribute{
+			Description: "The lower node bound for autoscaling, where the provider supports it.",
+			Optional:    true,
+			Validators:  []validator.Int64{int64validator.AtLeast(0)},
+		},
+		"max_nodes": rschema.Int64Attribute{
+			Description: "The upper node bound for autoscaling, at least min_nodes.",
+			Optional:    true,
+			Validators:  []validator.Int64{int64validator.AtLeast(0)},
+		},
+		"kubeconfig": rschema.StringAttribute{
+			Description: "The kubeconfig document of a kubeconfig runtime, e.g. `file(\"~/.kube/config\")`, with certificates and " +
+				"tokens embedded (no file paths, no exec plugins). Write-only in the API: it is kept from the configuration, " +
+				"and drift in it is only seen with an admin token.",
+			Optional:  true,
+			Sensitive: true,
+		},
+		"context": rschema.StringAttribute{
+			Description: "The kubeconfig context to use; the kubeconfig's current context when unset.",
+			Optional:    true,
+		},
+	},
+	statusAttributes: map[string]rschema.Attribute{
+		"endpoint":    rschema.StringAttribute{Description: "The cluster's API server address.", Computed: true},
+		"version":     rschema.StringAttribute{Description: "The Kubernetes server version, e.g. v1.31.4.", Computed: true},
+		"nodes_ready": rschema.Int64Attribute{Description: "Nodes whose Ready condition is True.", Computed: true},
+		"nodes_total": rschema.Int64Attribute{Description: "All nodes.", Computed: true},
+		"region":      rschema.StringAttribute{Description: "The region the nodes report in their topology labels.", Computed: true},
+	},
+	writeOnly:  []string{"kubeconfig"},
+	renames:    map[string]string{"provider": "provider_type"},
+	validators: []resource.ConfigValidator{kubernetesRuntimeRules},
+	toSpec: func(ctx context.Context, m *kubernetesRuntimeModel) (client.KubernetesRuntimeSpec, diag.Diagnostics) {
+		zones, diags := stringsOf(ctx, m.Zones)
+		return client.KubernetesRuntimeSpec{
+			Provider:   m.Provider.ValueString(),
+			Region:     m.Region.ValueString(),
+			Zones:      zones,
+			Nodes:      int(m.Nodes.ValueInt64()),
+			MinNodes:   int(m.MinNodes.ValueInt64()),
+			MaxNodes:   int(m.MaxNodes.ValueInt64()),
+			Kubeconfig: m.Kubeconfig.ValueString(),
+			Context:    m.Context.ValueString(),
+		}, diags
+	},
+	fromSpec: func(_ context.Context, s *client.KubernetesRuntimeSpec, m *kubernetesRuntimeModel) diag.Diagnostics {
+		m.Provider = types.StringValue(s.Provider)
+		m.Region = stringValue(m.Region, s.Region)
+		m.Zones = stringListValue(m.Zones, s.Zones)
+		m.Nodes = int64Value(m.Nodes, int64(s.Nodes))
+		m.MinNodes = int64Value(m.MinNodes, int64(s.MinNodes))
+		m.MaxNodes = int64Value(m.MaxNodes, int64(s.MaxNodes))
+		if s.Kubeconfig != "" { // only controller and admin tokens see it; otherwise keep the configured value
+			m.Kubeconfig = types.StringValue(s.Kubeconfig)
+		} else if m.Kubeconfig.IsUnknown() {
+			m.Kubeconfig = types.StringNull()
+		}
+		m.Context = stringValue(m.Context, s.Context)
+		return nil
+	},
+	statusValues: func(t *client.KubernetesRuntimeStatus) attrValues {
+		return attrValues{
+			"endpoint":    types.StringValue(t.Endpoint),
+			"version":     types.StringValue(t.Version),
+			"nodes_ready": types.Int64Value(int64(t.NodesReady)),
+			"nodes_total": types.Int64Value(int64(t.NodesTotal)),
+			"region":      types.StringValue(t.Region),
+		}
+	},
+	createTimeout: 20 * time.Minute,
+	updateTimeout: 20 * time.Minute,
+	deleteTimeout: 10 * time.Minute,
+}
+
+// kubernetesRuntimeRules are the cross-attribute rules of a runtime the API enforces.
+var kubernetesRuntimeRules = configRule{
+	desc: "kubeconfig and context only (and kubeconfig always) with provider_type kubeconfig; nodes only with provider_type local; region with eks; min_nodes <= max_nodes",
+	check: func(ctx context.Context, cfg tfsdk.Config) diag.Diagnostics {
+		var m kubernetesRuntimeModel
+		var diags diag.Diagnostics
+		for name, target := range map[string]any{
+			"provider_type": &m.Provider, "kubeconfig": &m.Kubeconfig, "context": &m.Context, "region": &m.Region,
+			"nodes": &m.Nodes, "min_nodes": &m.MinNodes, "max_nodes": &m.MaxNodes,
+		} {
+			diags.Append(cfg.GetAttribute(ctx, path.Root(name), target)...)
+		}
+		if diags.HasError() || !known(m.Provider) {
+			return diags
+		}
+		p := m.Provider.ValueString()
+		onlyFor := func(attr string, v interface{ IsNull() bool }, provider string) {
+			if !v.IsNull() && p != provider {
+				diags.AddAttributeError(path.Root(attr), "Invalid attribute for this provider",
+					attr+" is only valid for "+provider+" runtimes, not "+p)
+			}
+		}
+		onlyFor("kubeconfig", m.Kubeconfig, client.ProviderKubeconfig)
+		onlyFor("context", m.Context, client.ProviderKubeconfig)
+		onlyFor("nodes", m.Nodes, client.ProviderLocal)
+		if p == client.ProviderKubeconfig && m.Kubeconfig.IsNull() {
+			diags.AddAttributeError(path.Root("kubeconfig"), "Missing kubeconfig", "kubeconfig is required for kubeconfig runtimes")
+		}
+		if p == client.ProviderEKS && m.Region.IsNull() {
+			diags.AddAttributeError(path.Root("region"), "Missing region", "region is required for eks runtimes")
+		}
+		if known(m.MinNodes) && known(m.MaxNodes) && m.MaxNodes.ValueInt64() > 0 && m.MinNodes.ValueInt64() > m.MaxNodes.ValueInt64() {
+			diags.AddAttributeError(path.Root("min_nodes"), "Invalid node bounds",
+				"min_nodes must not exceed max_nodes")
+		}
+		return diags
+	},
+}

@@ -1,0 +1,196 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// instanceConfig is a runtime on the kubesim cluster, a definition and an instance of it.
+func instanceConfig(name, kubeconfig, image, instanceExtra string) string {
+	return fmt.Sprintf(`
+resource "qleet_kubernetes_runtime" "rt" {
+  name          = "%[1]s-rt"
+  provider_type = "kubeconfig"
+  kubeconfig    = file(%[2]s)
+  labels        = { suite = %[1]q }
+}
+
+resource "qleet_workload_definition" "web" {
+  name   = "%[1]s-def"
+  labels = { suite = %[1]q }
+  containers = [{
+    name  = "web"
+    image = %[3]q
+    ports = [{ container_port = 80 }]
+  }]
+  replicas = 2
+}
+
+resource "qleet_workload_instance" "web" {
+  name          = %[1]q
+  labels        = { suite = %[1]q }
+  definition_id = qleet_workload_definition.web.id
+  runtime_id    = qleet_kubernetes_runtime.rt.id
+  env           = { MODE = "test" }
+  %[4]s
+}
+`, name, hclString(kubeconfig), image, instanceExtra)
+}
+
+// dataSourcesConfig looks the objects of instanceConfig up by id, by name and by label.
+func dataSourcesConfig(name string) string {
+	return fmt.Sprintf(`
+data "qleet_kubernetes_runtime" "by_name" {
+  name = qleet_kubernetes_runtime.rt.name
+}
+data "qleet_workload_definition" "by_id" {
+  id = qleet_workload_definition.web.id
+}
+data "qleet_workload_instance" "by_name" {
+  name = qleet_workload_instance.web.name
+}
+data "qleet_workload_instances" "suite" {
+  label_selector = "suite=%[1]s"
+  depends_on     = [qleet_workload_instance.web]
+}
+data "qleet_kubernetes_runtimes" "suite" {
+  label_selector = "suite=%[1]s"
+  depends_on     = [qleet_kubernetes_runtime.rt]
+}
+`, name)
+}
+
+func TestAccWorkloadInstance(t *testing.T) {
+	env := testAccEnv(t)
+	name := randomName("acc-wi")
+	addr := "qleet_workload_instance.web"
+	ctx := context.Background()
+
+	// deployment checks the Deployment the instance runs as, in the cluster, until it matches or a minute passes.
+	deployment := func(image string, replicas int32) resource.TestCheckFunc {
+		return func(*terraform.State) error {
+			return eventually(ctx, time.Minute, func(ctx context.Context) error {
+				d, err := env.kube.AppsV1().Deployments(name).Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				if got := d.Spec.Template.Spec.Containers[0].Image; got != image {
+					return fmt.Errorf("deployment image = %q, want %q", got, image)
+				}
+				if d.Spec.Replicas == nil || *d.Spec.Replicas != replicas {
+					return fmt.Errorf("deployment replicas = %v, want %d", d.Spec.Replicas, replicas)
+				}
+				return nil
+			})
+		}
+	}
+	instanceID := func() string {
+		inst, err := env.api.WorkloadInstances().GetByName(ctx, name)
+		if err != nil {
+			t.Fatalf("get instance: %v", err)
+		}
+		return inst.ID
+	}
+
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviders,
+		CheckDestroy: resource.ComposeTestCheckFunc(
+			env.checkDestroyed,
+			func(*terraform.State) error {
+				// The instance's objects are gone from the cluster.
+				return eventually(ctx, time.Minute, func(ctx context.Context) error {
+					_, err := env.kube.AppsV1().Deployments(name).Get(ctx, name, metav1.GetOptions{})
+					if apierrors.IsNotFound(err) {
+						return nil
+					}
+					if err != nil {
+						return err
+					}
+					return fmt.Errorf("deployment %s/%s still exists", name, name)
+				})
+			},
+		),
+		Steps: []resource.TestStep{
+			{
+				Config: instanceConfig(name, env.kubeconfig, "nginx:1.27", ""),
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckResourceAttr(addr, "status.phase", "Ready"),
+					resource.TestCheckResourceAttr(addr, "status.namespace", name),
+					resource.TestCheckResourceAttr(addr, "status.ready_replicas", "2"),
+					resource.TestCheckNoResourceAttr(addr, "namespace"),
+					resource.TestCheckNoResourceAttr(addr, "replicas"),
+					resource.TestCheckResourceAttrPair(addr, "definition_id", "qleet_workload_definition.web", "id"),
+					deployment("nginx:1.27", 2),
+				),
+				ConfigPlanChecks: emptyPlanAfterApply,
+			},
+			{
+				// An image change in the instance's overrides rolls out before apply returns.
+				Config: instanceConfig(name, env.kubeconfig, "nginx:1.27", `images = { web = "nginx:1.28" }`),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate)},
+					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+				},
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckResourceAttr(addr, "images.web", "nginx:1.28"),
+					resource.TestCheckResourceAttr(addr, "status.phase", "Ready"),
+					deployment("nginx:1.28", 2),
+				),
+			},
+			{
+				// An image change in the definition reaches the cluster too.
+				Config: instanceConfig(name, env.kubeconfig, "nginx:1.29", ""),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+				},
+				Check: deployment("nginx:1.29", 2),
+			},
+			{
+				// Data sources by id, by name and by label.
+				Config: instanceConfig(name, env.kubeconfig, "nginx:1.29", "") + dataSourcesConfig(name),
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckResourceAttrPair("data.qleet_kubernetes_runtime.by_name", "id", "qleet_kubernetes_runtime.rt", "id"),
+					resource.TestCheckResourceAttr("data.qleet_kubernetes_runtime.by_name", "status.phase", "Ready"),
+					resource.TestCheckNoResourceAttr("data.qleet_kubernetes_runtime.by_name", "kubeconfig"),
+					resource.TestCheckResourceAttr("data.qleet_workload_definition.by_id", "containers.0.image", "nginx:1.29"),
+					resource.TestCheckResourceAttrPair("data.qleet_workload_instance.by_name", "id", addr, "id"),
+					resource.TestCheckResourceAttr("data.qleet_workload_instances.suite", "items.#", "1"),
+					resource.TestCheckResourceAttr("data.qleet_workload_instances.suite", "items.0.name", name),
+					resource.TestCheckResourceAttr("data.qleet_kubernetes_runtimes.suite", "items.#", "1"),
+				),
+			},
+			{ResourceName: addr, ImportState: true, ImportStateVerify: true},
+			{ResourceName: addr, ImportState: true, ImportStateVerify: true, ImportStateId: name},
+			{
+				// Drift: replicas set through the API outside Terraform show as a diff, and apply puts them back.
+				PreConfig: func() {
+					if _, err := env.api.WorkloadInstances().Patch(ctx, instanceID(), map[string]any{"spec": map[string]any{"replicas": 3}}); err != nil {
+						t.Fatalf("patch instance: %v", err)
+					}
+					if err := eventually(ctx, time.Minute, func(ctx context.Context) error {
+						return deployment("nginx:1.29", 3)(nil)
+					}); err != nil {
+						t.Fatalf("drift did not reach the cluster: %v", err)
+					}
+				},
+				Config: instanceConfig(name, env.kubeconfig, "nginx:1.29", ""),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply:             []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate)},
+					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+				},
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckNoResourceAttr(addr, "replicas"),
+					deployment("nginx:1.29", 2),
+				),
+			},
+		},
+	})
+}
