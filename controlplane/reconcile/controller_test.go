@@ -175,7 +175,6 @@ func TestWaitingConditionIsVisibleInStatus(t *testing.T) {
 // finalizing is a reconciler that records finalize calls.
 type finalizing struct {
 	finalized atomic.Int32
-	block     chan struct{}
 }
 
 func (f *finalizing) Reconcile(ctx context.Context, obj *defObj) (reconcile.Result, error) {

@@ -69,7 +69,7 @@ func TestCRUD(t *testing.T) {
 		cur.Name = "renamed"
 		_, err = rts.Update(ctx, cur)
 		require.True(t, client.IsInvalid(err), "%v", err)
-		require.Equal(t, "name", err.(*client.Error).Field)
+		require.Equal(t, "name", asAPIErr(t, err).Field)
 	})
 	t.Run("unknown ids and collections are not found", func(t *testing.T) {
 		_, err := rts.Get(ctx, "nope")
@@ -185,7 +185,7 @@ func TestMergePatch(t *testing.T) {
 		require.NoError(t, err)
 		_, err = defs.Patch(ctx, def.ID, map[string]any{"spec": map[string]any{"replicas": -1}})
 		require.True(t, client.IsInvalid(err), "%v", err)
-		require.Equal(t, "spec.replicas", err.(*client.Error).Field)
+		require.Equal(t, "spec.replicas", asAPIErr(t, err).Field)
 		after, err := defs.Get(ctx, def.ID)
 		require.NoError(t, err)
 		require.Equal(t, before.ResourceVersion, after.ResourceVersion)
@@ -193,7 +193,7 @@ func TestMergePatch(t *testing.T) {
 	t.Run("only labels and spec may be patched", func(t *testing.T) {
 		_, err := defs.Patch(ctx, def.ID, map[string]any{"name": "other"})
 		require.True(t, client.IsInvalid(err), "%v", err)
-		require.Equal(t, "name", err.(*client.Error).Field)
+		require.Equal(t, "name", asAPIErr(t, err).Field)
 	})
 	t.Run("the content type must be merge-patch", func(t *testing.T) {
 		code, body := e.raw(t, server.RoleDeveloper, http.MethodPatch, "/v1/workload_definitions/"+def.ID, `{"labels":{}}`, nil)
@@ -430,9 +430,9 @@ func TestEvents(t *testing.T) {
 	t.Run("a bad event names the field", func(t *testing.T) {
 		err := e.ctrl.KubernetesRuntimes().RecordEvent(ctx, rt.ID, client.Event{Type: "Loud", Reason: "X"})
 		require.True(t, client.IsInvalid(err), "%v", err)
-		require.Equal(t, "type", err.(*client.Error).Field)
+		require.Equal(t, "type", asAPIErr(t, err).Field)
 		err = e.ctrl.KubernetesRuntimes().RecordEvent(ctx, rt.ID, client.Event{Type: "Normal"})
-		require.Equal(t, "reason", err.(*client.Error).Field)
+		require.Equal(t, "reason", asAPIErr(t, err).Field)
 	})
 	t.Run("events of an unknown object are not found", func(t *testing.T) {
 		_, err := e.viewer.KubernetesRuntimes().Events(ctx, "nope")
@@ -496,4 +496,12 @@ func TestOversizedBody(t *testing.T) {
 	require.Equal(t, client.CodeTooLarge, apiErr(t, body).Code)
 	_, err := e.dev.KubernetesRuntimes().GetByName(context.Background(), "big")
 	require.True(t, client.IsNotFound(err))
+}
+
+// asAPIErr returns the *client.Error in err's chain.
+func asAPIErr(t *testing.T, err error) *client.Error {
+	t.Helper()
+	var e *client.Error
+	require.ErrorAs(t, err, &e)
+	return e
 }

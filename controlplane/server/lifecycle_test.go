@@ -49,7 +49,7 @@ func TestDelete(t *testing.T) {
 		rt, _, inst := e.world(t, "p")
 		err := e.dev.KubernetesRuntimes().Delete(ctx, rt.ID, client.DeleteOptions{})
 		require.True(t, client.IsConflict(err), "%v", err)
-		require.Equal(t, []client.ObjectRef{{Kind: client.KindWorkloadInstance, ID: inst.ID, Name: inst.Name}}, err.(*client.Error).Dependents)
+		require.Equal(t, []client.ObjectRef{{Kind: client.KindWorkloadInstance, ID: inst.ID, Name: inst.Name}}, asAPIErr(t, err).Dependents)
 		got, err := e.dev.KubernetesRuntimes().Get(ctx, rt.ID)
 		require.NoError(t, err)
 		require.Nil(t, got.DeletionRequestedAt, "nothing written")
@@ -141,7 +141,7 @@ func TestStatusWrites(t *testing.T) {
 	t.Run("observed_generation may not exceed generation", func(t *testing.T) {
 		_, err := ctrl.UpdateStatus(ctx, rt.ID, 0, client.KubernetesRuntimeStatus{Status: client.Status{Phase: client.PhaseReady, ObservedGeneration: 7}})
 		require.True(t, client.IsInvalid(err), "%v", err)
-		require.Equal(t, "status.observed_generation", err.(*client.Error).Field)
+		require.Equal(t, "status.observed_generation", asAPIErr(t, err).Field)
 	})
 	for _, tc := range []struct{ name, body, field string }{
 		{"unknown status field", `{"phase":"Ready","observed_generation":1,"nodes":3}`, "status.nodes"},

@@ -36,9 +36,8 @@ type env struct {
 }
 
 type setupOpts struct {
-	storeURL string
-	cfg      func(*server.Config)
-	st       store.Store // share a store between two servers (API replicas)
+	cfg func(*server.Config)
+	st  store.Store // share a store between two servers (API replicas)
 }
 
 func openSQLite(t testing.TB) store.Store {

@@ -427,7 +427,7 @@ func (s *bunStore) checkRefs(ctx context.Context, tx bun.Tx, selfID string, refs
 	sort.Strings(ids) // lock in a stable order
 	var rows []objectRow
 	q := tx.NewSelect().Model(&rows).Column("id", "kind", "deletion_requested_at").
-		Where("id IN (?)", bun.In(ids)).Order("id")
+		Where("id IN (?)", bun.List(ids)).Order("id")
 	if s.dialect == dialectPostgres {
 		q = q.For(lockKeyShare)
 	}
@@ -527,7 +527,7 @@ func dependents(ctx context.Context, tx bun.Tx, id string) ([]Ref, error) {
 	}
 	deps := make([]Ref, len(rows))
 	for i, r := range rows {
-		deps[i] = Ref{Kind: r.Kind, ID: r.ID, Name: r.Name}
+		deps[i] = Ref(r)
 	}
 	return deps, nil
 }
@@ -539,7 +539,7 @@ func loadLabels(ctx context.Context, tx bun.Tx, ids []string) (map[string]map[st
 		return out, nil
 	}
 	var rows []labelRow
-	if err := tx.NewSelect().Model(&rows).Where("object_id IN (?)", bun.In(ids)).Scan(ctx); err != nil {
+	if err := tx.NewSelect().Model(&rows).Where("object_id IN (?)", bun.List(ids)).Scan(ctx); err != nil {
 		return nil, fmt.Errorf("load labels: %w", err)
 	}
 	for _, r := range rows {

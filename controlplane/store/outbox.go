@@ -38,7 +38,7 @@ func (s *bunStore) DeleteOutbox(ctx context.Context, ids []int64) error {
 		return nil
 	}
 	err := s.write(ctx, func(ctx context.Context, tx bun.Tx) error {
-		_, err := tx.NewDelete().Model((*outboxRow)(nil)).Where("id IN (?)", bun.In(ids)).Exec(ctx)
+		_, err := tx.NewDelete().Model((*outboxRow)(nil)).Where("id IN (?)", bun.List(ids)).Exec(ctx)
 		return err
 	})
 	if err != nil {
@@ -58,7 +58,7 @@ func (s *bunStore) OutboxStats(ctx context.Context) (int64, time.Duration, error
 		if err != nil {
 			return err
 		}
-		pending = int64(n)
+		pending = n
 		if n == 0 {
 			return nil
 		}

@@ -42,7 +42,7 @@ func newClient() (*client.Client, error) {
 		path := filepath.Join(envDefault("data-dir", ".qleet"), "admin.token")
 		data, err := os.ReadFile(path)
 		if err != nil {
-			return nil, fmt.Errorf("no token: set QLEET_TOKEN, or run where %s exists (%v)", path, err)
+			return nil, fmt.Errorf("no token: set QLEET_TOKEN, or run where %s exists (%w)", path, err)
 		}
 		token = strings.TrimSpace(string(data))
 	}

@@ -124,7 +124,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		c.Name, c.Endpoint, c.Kubeconfig = line.Name, line.Endpoint, line.Kubeconfig
 		return c, nil
 	case <-c.done:
-		return nil, fmt.Errorf("kubesim: exited before ready (%v): %s", c.err, c.tail.String())
+		return nil, fmt.Errorf("kubesim: exited before ready (%w): %s", c.err, c.tail.String())
 	case <-ctx.Done():
 		stopCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
