@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -175,8 +176,10 @@ func (t *tailBuffer) cause() string {
 	}
 	for i := len(lines) - 1; i >= 0; i-- {
 		l := lines[i]
-		if strings.HasPrefix(l, "E") || strings.HasPrefix(l, "F") || strings.HasPrefix(l, "panic:") ||
-			strings.Contains(l, `"level":"fatal"`) || strings.Contains(l, `"level":"error"`) {
+		if strings.Contains(l, `"level":"fatal"`) || strings.Contains(l, `"level":"error"`) {
+			return zapMessage(l)
+		}
+		if strings.HasPrefix(l, "E") || strings.HasPrefix(l, "F") || strings.HasPrefix(l, "panic:") {
 			return strings.TrimSpace(l)
 		}
 	}
@@ -186,4 +189,19 @@ func (t *tailBuffer) cause() string {
 		}
 	}
 	return ""
+}
+
+// zapMessage shortens one of etcd's JSON log lines to "msg: error".
+func zapMessage(line string) string {
+	var entry struct {
+		Msg   string `json:"msg"`
+		Error string `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(line), &entry); err != nil || entry.Msg == "" {
+		return strings.TrimSpace(line)
+	}
+	if entry.Error == "" {
+		return entry.Msg
+	}
+	return entry.Msg + ": " + entry.Error
 }

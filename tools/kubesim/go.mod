@@ -3,8 +3,16 @@ module github.com/qleetos/terraform-provider-qleet/tools/kubesim
 go 1.23
 
 require (
+	github.com/spf13/cobra v1.8.1
+	github.com/spf13/pflag v1.0.5
+	go.etcd.io/etcd/client/pkg/v3 v3.5.14
 	go.etcd.io/etcd/server/v3 v3.5.14
+	k8s.io/api v0.31.4
+	k8s.io/apimachinery v0.31.4
+	k8s.io/client-go v0.31.4
+	k8s.io/component-base v0.31.4
 	k8s.io/kubernetes v1.31.4
+	k8s.io/utils v0.0.0-20240711033017-18e509b52bc8
 	sigs.k8s.io/kwok v0.6.1
 )
 
@@ -106,8 +114,6 @@ require (
 	github.com/sirupsen/logrus v1.9.3 // indirect
 	github.com/soheilhy/cmux v0.1.5 // indirect
 	github.com/spf13/cast v1.6.0 // indirect
-	github.com/spf13/cobra v1.8.1 // indirect
-	github.com/spf13/pflag v1.0.5 // indirect
 	github.com/stoewer/go-strcase v1.3.0 // indirect
 	github.com/syndtr/gocapability v0.0.0-20200815063812-42c35b437635 // indirect
 	github.com/tmc/grpc-websocket-proxy v0.0.0-20220101234140-673ab2c3ae75 // indirect
@@ -115,7 +121,9 @@ require (
 	github.com/vishvananda/netns v0.0.4 // indirect
 	github.com/wzshiming/cmux v0.3.3 // indirect
 	github.com/wzshiming/ctc v1.2.3 // indirect
-	github.com/wzshiming/easycel v0.5.0 // indirect
+	// Pinned above kwok v0.6.1's v0.5.0, which does not build against the
+	// cel-go v0.20.1 that Kubernetes 1.31 needs.
+	github.com/wzshiming/easycel v0.6.0 // indirect
 	github.com/wzshiming/httpseek v0.0.0-20240122110938-0533c4b2d7c5 // indirect
 	github.com/wzshiming/trie v0.1.1 // indirect
 	github.com/wzshiming/winseq v0.0.0-20200720163736-7fa652d2b50e // indirect
@@ -123,7 +131,6 @@ require (
 	github.com/xiang90/probing v0.0.0-20190116061207-43a291ad63a2 // indirect
 	go.etcd.io/bbolt v1.3.10 // indirect
 	go.etcd.io/etcd/api/v3 v3.5.14 // indirect
-	go.etcd.io/etcd/client/pkg/v3 v3.5.14 // indirect
 	go.etcd.io/etcd/client/v2 v2.305.14 // indirect
 	go.etcd.io/etcd/client/v3 v3.5.14 // indirect
 	go.etcd.io/etcd/pkg/v3 v3.5.14 // indirect
@@ -161,14 +168,10 @@ require (
 	gopkg.in/square/go-jose.v2 v2.6.0 // indirect
 	gopkg.in/yaml.v2 v2.4.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
-	k8s.io/api v0.31.4 // indirect
 	k8s.io/apiextensions-apiserver v0.30.1 // indirect
-	k8s.io/apimachinery v0.31.4 // indirect
 	k8s.io/apiserver v0.31.4 // indirect
-	k8s.io/client-go v0.31.4 // indirect
 	k8s.io/cloud-provider v0.31.4 // indirect
 	k8s.io/cluster-bootstrap v0.0.0 // indirect
-	k8s.io/component-base v0.31.4 // indirect
 	k8s.io/component-helpers v0.31.4 // indirect
 	k8s.io/controller-manager v0.31.4 // indirect
 	k8s.io/cri-api v0.31.4 // indirect
@@ -187,7 +190,6 @@ require (
 	k8s.io/metrics v0.31.4 // indirect
 	k8s.io/mount-utils v0.0.0 // indirect
 	k8s.io/pod-security-admission v0.0.0 // indirect
-	k8s.io/utils v0.0.0-20240711033017-18e509b52bc8 // indirect
 	sigs.k8s.io/apiserver-network-proxy/konnectivity-client v0.30.3 // indirect
 	sigs.k8s.io/controller-runtime v0.18.4 // indirect
 	sigs.k8s.io/json v0.0.0-20221116044647-bc3834ca7abd // indirect

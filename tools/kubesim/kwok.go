@@ -29,6 +29,9 @@ func kwokMain(args []string) error {
 		return fmt.Errorf("kwok config: %w", err)
 	}
 	cmd := kwokcmd.NewCommand(ctx)
+	// The Kubernetes packages linked into this binary already define a
+	// non-bool global "version" flag; cobra's own would clash with it.
+	cmd.Version = ""
 	cmd.PersistentFlags().AddFlagSet(global)
 	cmd.SetArgs(args)
 	return cmd.ExecuteContext(ctx)

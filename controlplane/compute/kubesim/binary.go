@@ -74,8 +74,14 @@ func Build(ctx context.Context, repoRoot string) (string, error) {
 	}
 	target := filepath.Join(binDir, "kubesim")
 	tmp := filepath.Join(binDir, ".kubesim-build-"+strconv.Itoa(os.Getpid()))
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", tmp, ".")
-	cmd.Dir = filepath.Join(repoRoot, "tools", "kubesim")
+	dir := filepath.Join(repoRoot, "tools", "kubesim")
+	// The same version stamp as `make kubesim`, so the API server reports its real version.
+	ldflags, err := exec.CommandContext(ctx, filepath.Join(dir, "version-ldflags.sh")).Output()
+	if err != nil {
+		return "", fmt.Errorf("kubesim: version-ldflags.sh: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-ldflags", string(ldflags), "-o", tmp, ".")
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOWORK=off")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
