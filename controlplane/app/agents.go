@@ -81,6 +81,8 @@ func (s *agents) sync(ctx context.Context) {
 		}
 		a, err := agent.New(agent.Config{
 			Client: s.cl, Connector: s.conn, Runtime: rt, Logger: s.log,
+			// Short: the agent's notification sits on the apply-to-ready path of every rollout.
+			Debounce: 20 * time.Millisecond,
 			OnChange: func(instanceID string) {
 				// A unique message id: later changes must not be de-duplicated away.
 				msgID := fmt.Sprintf("agent-%s-%d", instanceID, time.Now().UnixNano())
