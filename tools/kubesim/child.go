@@ -24,14 +24,17 @@ const childErrorPrefix = "kubesim-child-error: "
 // if its parent is already gone (closing the race with Pdeathsig).
 const parentPIDEnv = "KUBESIM_PARENT_PID"
 
-// child is one part of the cluster running as a re-executed kubesim.
+// child is one running part of the cluster: either a re-executed kubesim
+// (cmd is set) or a goroutine of the supervisor itself (cancel is set).
 type child struct {
-	part string
-	cmd  *exec.Cmd
-	log  *os.File
-	tail *tailBuffer
-	done chan struct{}
-	err  error // valid once done is closed
+	part    string
+	cmd     *exec.Cmd          // a child process; nil for an in-process part
+	cancel  context.CancelFunc // stops an in-process part; nil for a process
+	started *os.File           // write end of the child's fd 3; see startedUp
+	log     *os.File
+	tail    *tailBuffer
+	done    chan struct{}
+	err     error // valid once done is closed
 }
 
 // startChild runs `kubesim <part> args...` with its output in logPath.
@@ -53,16 +56,79 @@ func startChild(part, logPath string, args, env []string) (*child, error) {
 	out := io.MultiWriter(logFile, c.tail)
 	c.cmd.Stdout, c.cmd.Stderr = out, out
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := c.cmd.Start(); err != nil {
+	// fd 3 of the child: the supervisor writes one byte when the cluster is
+	// ready (see awaitSteadyGC).
+	startedR, startedW, err := os.Pipe()
+	if err != nil {
 		logFile.Close()
+		return nil, fmt.Errorf("%s: pipe: %w", part, err)
+	}
+	c.started = startedW
+	c.cmd.ExtraFiles = []*os.File{startedR}
+	err = c.cmd.Start()
+	startedR.Close()
+	if err != nil {
+		logFile.Close()
+		startedW.Close()
 		return nil, fmt.Errorf("%s: start: %w", part, err)
 	}
 	go func() {
 		c.err = c.cmd.Wait()
 		logFile.Close()
+		startedW.Close()
 		close(c.done)
 	}()
 	return c, nil
+}
+
+// startedUp tells a child process that the cluster has started, so that it
+// switches to its steady-state GC setting. Closing without writing (when the
+// child ends) tells it nothing.
+func (c *child) startedUp() {
+	if c.started != nil {
+		_, _ = c.started.Write([]byte{1})
+	}
+}
+
+// partFailure is the panic value with which an in-process part reports a
+// fatal error that its library would otherwise exit the process for.
+type partFailure string
+
+func (f partFailure) Error() string { return string(f) }
+
+// startInProcess runs a part as a goroutine of the supervisor, with its
+// output in logPath (truncated). The part must return when ctx ends; an
+// error it returns, or a panic in run itself, is the part's cause.
+func startInProcess(part, logPath string, run func(ctx context.Context, log io.Writer) error) (*child, error) {
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("%s: open log: %w", part, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &child{part: part, cancel: cancel, log: logFile, tail: newTailBuffer(40), done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		defer cancel()
+		defer func() {
+			if r := recover(); r != nil {
+				if f, ok := r.(partFailure); ok {
+					c.err = f
+				} else {
+					c.err = fmt.Errorf("panic: %v", r)
+				}
+			}
+		}()
+		c.err = run(ctx, io.MultiWriter(logFile, c.tail))
+	}()
+	return c, nil
+}
+
+// pid is the child's process ID, or 0 for an in-process part.
+func (c *child) pid() int {
+	if c.cmd == nil {
+		return 0
+	}
+	return c.cmd.Process.Pid
 }
 
 // exited reports whether the child has ended.
@@ -77,6 +143,13 @@ func (c *child) exited() bool {
 
 // cause is a one-line reason for the child's failure, taken from its output.
 func (c *child) cause() string {
+	if c.cmd == nil {
+		// An in-process part returns its cause as an error.
+		if c.err != nil {
+			return oneLine(c.err.Error())
+		}
+		return "stopped without an error"
+	}
 	line := c.tail.cause()
 	if line == "" && c.err != nil {
 		return c.err.Error()
@@ -88,8 +161,18 @@ func (c *child) cause() string {
 }
 
 // stop sends SIGTERM to the child's process group and waits; after grace it
-// sends SIGKILL. It returns once the child has been reaped.
+// sends SIGKILL. It returns once the child has been reaped. An in-process
+// part is cancelled and waited for, at most grace; its log is closed after.
 func (c *child) stop(grace time.Duration) {
+	if c.cmd == nil {
+		c.cancel()
+		select {
+		case <-c.done:
+			_ = c.log.Close()
+		case <-time.After(grace):
+		}
+		return
+	}
 	if c.exited() {
 		return
 	}

@@ -224,8 +224,8 @@ func TestCluster(t *testing.T) {
 
 	// Stop: every process below kubesim must be gone.
 	kids := descendants(p.cmd.Process.Pid)
-	if len(kids) != 5 {
-		t.Errorf("kubesim has %d child processes, want 5 (etcd, apiserver, controller manager, scheduler, kwok)", len(kids))
+	if len(kids) != 3 {
+		t.Errorf("kubesim has %d child processes, want 3 (apiserver, controller manager, scheduler; etcd and kwok run inside kubesim)", len(kids))
 	}
 	p.stop(t)
 	for _, pid := range kids {

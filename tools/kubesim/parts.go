@@ -25,15 +25,14 @@ const (
 	partKwok              = "kwok"
 )
 
-// partMains are the hidden subcommands. Each runs one part in its own
-// process, so that the process-global state of the upstream components
-// (flags, klog, Prometheus registries, signal handlers) never collides.
+// partMains are the hidden subcommands. Each runs one upstream Kubernetes
+// component in its own process, so that their process-global state (flags,
+// klog, Prometheus registries, signal handlers, feature gates) never
+// collides. etcd and kwok keep no such state and run inside the supervisor.
 var partMains = map[string]func(args []string) error{
-	partEtcd:              etcdMain,
 	partAPIServer:         func(args []string) error { return runCobra(apiserverapp.NewAPIServerCommand(), args) },
 	partControllerManager: func(args []string) error { return runCobra(controllermanagerapp.NewControllerManagerCommand(), args) },
 	partScheduler:         func(args []string) error { return runCobra(schedulerapp.NewSchedulerCommand(), args) },
-	partKwok:              kwokMain,
 }
 
 // runPart is the entry point of a child process.
@@ -44,6 +43,7 @@ func runPart(part string, args []string) int {
 			return 1
 		}
 	}
+	awaitSteadyGC()
 	if err := partMains[part](args); err != nil {
 		fmt.Fprintln(os.Stderr, childErrorPrefix+oneLine(err.Error()))
 		return 1

@@ -106,6 +106,7 @@ func runCluster(ctx context.Context, opts runOptions, stdout io.Writer, log *slo
 		return err
 	}
 	log.Info("cluster ready", "name", st.Name, "endpoint", l.endpoint(), "took", time.Since(begin).Round(time.Millisecond))
+	s.startedUp()
 	line, _ := json.Marshal(readyLine{Ready: true, Name: st.Name, Endpoint: l.endpoint(), Kubeconfig: d.path("kubeconfig")})
 	if _, err := fmt.Fprintf(stdout, "%s\n", line); err != nil {
 		return fmt.Errorf("write ready line: %w", err)
@@ -155,7 +156,8 @@ func resolveState(d dataDir, opts runOptions) (state, error) {
 // controller manager, scheduler and kwok together; then it registers nodes.
 func (s *supervisor) start(ctx context.Context) (kubernetes.Interface, []nodeSpec, error) {
 	l := s.layout
-	etcd, err := s.spawn(partEtcd, l.etcdArgs(), nil)
+	etcdLog := l.dir.path("logs", partEtcd+".log")
+	etcd, err := s.startInProcess(partEtcd, etcdLog, runEtcd(l.etcdConfig(etcdLog)))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -168,7 +170,7 @@ func (s *supervisor) start(ctx context.Context) (kubernetes.Interface, []nodeSpe
 	}
 	s.log.Info("part ready", "part", partEtcd)
 
-	api, err := s.spawn(partAPIServer, l.apiServerArgs(), nil)
+	api, err := s.spawn(partAPIServer, l.apiServerArgs(), gcEnv(apiServerSteadyGCPercent))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -184,13 +186,16 @@ func (s *supervisor) start(ctx context.Context) (kubernetes.Interface, []nodeSpe
 	}
 	s.log.Info("part ready", "part", partAPIServer)
 
-	if _, err := s.spawn(partControllerManager, l.controllerManagerArgs(), nil); err != nil {
+	if _, err := s.spawn(partControllerManager, l.controllerManagerArgs(), gcEnv(steadyGCPercent)); err != nil {
 		return nil, nil, err
 	}
-	if _, err := s.spawn(partScheduler, l.schedulerArgs(), nil); err != nil {
+	if _, err := s.spawn(partScheduler, l.schedulerArgs(), gcEnv(steadyGCPercent)); err != nil {
 		return nil, nil, err
 	}
-	if _, err := s.spawn(partKwok, l.kwokArgs(), []string{"HOME=" + l.dir.path("kwok")}); err != nil {
+	if err := os.MkdirAll(l.dir.path("kwok"), 0o700); err != nil {
+		return nil, nil, fmt.Errorf("data dir: %w", err)
+	}
+	if _, err := s.startInProcess(partKwok, l.dir.path("logs", partKwok+".log"), runKwok(l.dir.path("kwok"), l.kwokArgs())); err != nil {
 		return nil, nil, err
 	}
 
@@ -212,20 +217,47 @@ func (s *supervisor) start(ctx context.Context) (kubernetes.Interface, []nodeSpe
 	return cs, plan, nil
 }
 
-// spawn starts a part and records it for stopAll.
+// spawn starts a part as a child process and records it for stopAll.
 func (s *supervisor) spawn(part string, args, env []string) (*child, error) {
-	if err := os.MkdirAll(s.layout.dir.path("kwok"), 0o700); err != nil {
-		return nil, fmt.Errorf("data dir: %w", err)
-	}
 	c, err := startChild(part, s.layout.dir.path("logs", part+".log"), args, env)
 	if err != nil {
 		return nil, err
 	}
-	s.log.Info("part started", "part", part, "pid", c.cmd.Process.Pid)
+	s.log.Info("part started", "part", part, "pid", c.pid())
+	s.record(c)
+	return c, nil
+}
+
+// startInProcess starts a part inside the supervisor and records it for
+// stopAll.
+func (s *supervisor) startInProcess(part, logPath string, run func(context.Context, io.Writer) error) (*child, error) {
+	c, err := startInProcess(part, logPath, run)
+	if err != nil {
+		return nil, err
+	}
+	s.log.Info("part started", "part", part, "in_process", true)
+	s.record(c)
+	return c, nil
+}
+
+func (s *supervisor) record(c *child) {
 	s.mu.Lock()
 	s.children = append(s.children, c)
 	s.mu.Unlock()
-	return c, nil
+}
+
+// startedUp switches every part to its steady-state GC setting: the child
+// processes through their fd 3, this process (etcd and kwok) directly.
+func (s *supervisor) startedUp() {
+	if os.Getenv("GOGC") != "" {
+		return
+	}
+	s.mu.Lock()
+	for _, c := range s.children {
+		c.startedUp()
+	}
+	s.mu.Unlock()
+	steadyGC(steadyGCPercent)
 }
 
 // anyExited returns an error naming the first part that has died.
