@@ -16,6 +16,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
@@ -101,9 +102,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 	}
 	managed := informers.NewSharedInformerFactoryWithOptions(cl.Clientset, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = kube.ManagedSelector }))
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = kube.ManagedSelector }),
+		informers.WithTransform(dropManagedFields))
 	warnings := informers.NewSharedInformerFactoryWithOptions(cl.Clientset, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "type=" + corev1.EventTypeWarning }))
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "type=" + corev1.EventTypeWarning }),
+		informers.WithTransform(dropManagedFields))
 	set := informerSet{byKind: map[string]cache.SharedIndexInformer{
 		"Deployment":  managed.Apps().V1().Deployments().Informer(),
 		"StatefulSet": managed.Apps().V1().StatefulSets().Informer(),
@@ -332,4 +335,13 @@ func (a *Agent) recordEvents(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// dropManagedFields removes server-side-apply bookkeeping from cached objects: the agent never reads it,
+// and at 10,000 instances it was an eighth of the control plane's heap (make bench, scale section).
+func dropManagedFields(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
 }

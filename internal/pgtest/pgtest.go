@@ -352,3 +352,30 @@ func randomHex(n int) string {
 	}
 	return hex.EncodeToString(b)
 }
+
+// StartServer starts a throwaway PostgreSQL server for use outside tests (benchmarks, demos), with the same
+// settings as the test server, and returns the URL of a fresh empty database on it and a function that
+// stops the server and removes its data. It does not consult $QLEET_TEST_DATABASE_URL and does not share
+// the server that URL starts.
+func StartServer(ctx context.Context) (dbURL string, stop func(), err error) {
+	s, err := startServer()
+	if err != nil {
+		return "", nil, err
+	}
+	u := &url.URL{
+		Scheme:   "postgres",
+		User:     url.User("postgres"),
+		Host:     net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)),
+		Path:     "/postgres",
+		RawQuery: "sslmode=disable",
+	}
+	db := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(u.String())))
+	defer db.Close()
+	name := "bench_" + randomHex(8)
+	if _, err := db.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		s.stop()
+		return "", nil, fmt.Errorf("create database %s: %w", name, err)
+	}
+	u.Path = "/" + name
+	return u.String(), s.stop, nil
+}

@@ -1,0 +1,216 @@
+// Command qleet-bench measures QleetOS side by side with talking to Kubernetes directly, in one run on
+// the same kubesim clusters, and writes bench/results/<timestamp>.json, bench/results/latest.md and PNG
+// charts. `make bench` runs it with the full set; flags select sections and sizes for a quick run:
+//
+//	go run ./bench/cmd/qleet-bench --only apply,throughput --n 10 --scale 500
+//
+// See docs/benchmarks.md for what each figure means.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/qleetos/terraform-provider-qleet/bench/report"
+	"github.com/qleetos/terraform-provider-qleet/bench/suite"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kubesim"
+)
+
+func main() {
+	// client-go's klog would print request errors of deliberately cancelled contexts (warm-ups).
+	klog.SetOutput(io.Discard)
+	klog.LogToStderr(false)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:])
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "qleet-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("qleet-bench", flag.ContinueOnError)
+	only := fs.String("only", strings.Join(suite.AllSections, ","), "sections to run: "+strings.Join(suite.AllSections, ","))
+	n := fs.Int("n", 100, "large apply batch (the small one is 1)")
+	roundsSmall := fs.Int("rounds-small", 8, "rounds per method at N=1")
+	roundsLarge := fs.Int("rounds-large", 2, "rounds per method at the large N")
+	applyConc := fs.Int("apply-concurrency", 32, "workloads in flight per method in the apply section")
+	replicas := fs.Int("replicas", 3, "replicas per workload in the apply and terraform sections")
+	conc := fs.String("concurrency", "1,8,64", "throughput concurrency levels")
+	dur := fs.Duration("duration", 5*time.Second, "throughput: time per target and level")
+	tfN := fs.String("tf-n", "20,100", "terraform sizes")
+	scale := fs.Int("scale", 10000, "scale: workload instances")
+	scaleRuntimes := fs.Int("scale-runtimes", 10, "scale: runtimes")
+	scaleClusters := fs.Int("scale-clusters", 2, "scale: kubesim clusters the runtimes point into")
+	scaleReplicas := fs.Int("scale-replicas", 1, "scale: replicas per instance (0 = Deployments without pods)")
+	scaleTimeout := fs.Duration("scale-timeout", 12*time.Minute, "scale: how long creation may take")
+	steady := fs.Duration("steady-window", 65*time.Second, "scale: steady-state sampling window")
+	churnRate := fs.Float64("churn-rate", 20, "scale: updates per second during churn")
+	churnDur := fs.Duration("churn-duration", 60*time.Second, "scale: churn window")
+	coldStarts := fs.Int("cold-starts", 5, "cold start: starts per case")
+	out := fs.String("out", "", "results directory (default <repo>/bench/results)")
+	workDir := fs.String("work-dir", "", "where clusters and data dirs go (default: a temporary directory, removed)")
+	verbose := fs.Bool("v", false, "log the control planes' own output too")
+	render := fs.String("render", "", "re-render latest.md, the goals and the charts from a results JSON file, and exit")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	root, err := kubesim.RepoRoot()
+	if err != nil {
+		return err
+	}
+	if *out == "" {
+		*out = filepath.Join(root, "bench", "results")
+	}
+	if *render != "" {
+		return rerender(*out, *render)
+	}
+	concs, err := ints(*conc)
+	if err != nil {
+		return fmt.Errorf("--concurrency: %w", err)
+	}
+	tfs, err := ints(*tfN)
+	if err != nil {
+		return fmt.Errorf("--tf-n: %w", err)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+
+	res := &report.Results{
+		StartedAt: time.Now().UTC(),
+		Command:   strings.Join(append([]string{"qleet-bench"}, args...), " "),
+		Machine:   machine(ctx, root),
+	}
+	stamp := res.StartedAt.Format("20060102T150405Z")
+	outDir := filepath.Join(*out, stamp)
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return err
+	}
+	cfg := suite.Config{
+		Only: strings.Split(*only, ","), N: *n, RoundsSmall: *roundsSmall, RoundsLarge: *roundsLarge,
+		ApplyConcurrency: *applyConc, Replicas: *replicas, Concurrency: concs, ThroughputDuration: *dur,
+		TerraformN: tfs, Scale: *scale, ScaleRuntimes: *scaleRuntimes, ScaleClusters: *scaleClusters,
+		ScaleReplicas: scaleReplicas, ScaleTimeout: *scaleTimeout, SteadyWindow: *steady,
+		ChurnRate: *churnRate, ChurnDuration: *churnDur, ColdStarts: *coldStarts,
+		RepoRoot: root, WorkDir: *workDir, OutDir: outDir, Logger: logger, Verbose: *verbose,
+	}
+	for _, s := range cfg.Only {
+		if !contains(suite.AllSections, s) {
+			return fmt.Errorf("--only: unknown section %q (have %s)", s, strings.Join(suite.AllSections, ","))
+		}
+	}
+	runErr := suite.Run(ctx, cfg, res)
+	res.FinishedAt = time.Now().UTC()
+	res.Machine.LoadAfter = loadAvg()
+	report.SummarizeProfiles(context.WithoutCancel(ctx), outDir, res)
+	files, err := report.Write(*out, res)
+	if err != nil {
+		return errors.Join(runErr, err)
+	}
+	fmt.Printf("results: %s\ntable:   %s\n", files.JSON, files.Markdown)
+	for _, c := range files.Charts {
+		fmt.Printf("chart:   %s\n", c)
+	}
+	return runErr
+}
+
+// rerender rewrites latest.md, the goals and the charts of an earlier run from its JSON file.
+func rerender(out, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	res := &report.Results{}
+	if err := json.Unmarshal(data, res); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	suite.EvaluateGoals(res)
+	files, err := report.Write(out, res)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("results: %s\ntable:   %s\n", files.JSON, files.Markdown)
+	return nil
+}
+
+func ints(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// machine describes this machine.
+func machine(ctx context.Context, root string) report.Machine {
+	m := report.Machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), LoadBefore: loadAvg()}
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+		f.Close()
+	}
+	if f, err := os.Open("/proc/meminfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if rest, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
+				kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+				m.MemoryGB = float64(int(kb/1024/1024*10)) / 10
+			}
+		}
+		f.Close()
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	if out, err := exec.CommandContext(ctx, "git", "-C", root, "rev-parse", "--short", "HEAD").Output(); err == nil {
+		m.GitCommit = strings.TrimSpace(string(out))
+	}
+	return m
+}
+
+func loadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f, _ := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
+	return f
+}

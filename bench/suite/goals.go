@@ -1,0 +1,113 @@
+package suite
+
+import (
+	"fmt"
+
+	"github.com/qleetos/terraform-provider-qleet/bench/report"
+)
+
+// Goal statuses.
+const (
+	goalMet         = "met"
+	goalMissed      = "missed"
+	goalNotMeasured = "not measured"
+)
+
+func status(ok bool) string {
+	if ok {
+		return goalMet
+	}
+	return goalMissed
+}
+
+// EvaluateGoals compares the run with the targets.
+func EvaluateGoals(res *report.Results) {
+	var goals []report.Goal
+
+	// Apply-to-ready overhead: c/a at most 1.10 at p50 and 1.25 at p99, at every N measured.
+	for _, row := range res.Apply {
+		if row.Method != report.MethodAPI {
+			continue
+		}
+		g := report.Goal{Name: fmt.Sprintf("apply-to-ready overhead, N=%d", row.N), Target: "c/a ≤ 1.10 at p50 and ≤ 1.25 at p99"}
+		if row.Skipped != "" || row.Latency.N == 0 {
+			g.Status, g.Note = goalNotMeasured, row.Skipped
+		} else {
+			g.Value = fmt.Sprintf("p50 %.2f, p99 %.2f", row.RatioP50, row.RatioP99)
+			g.Status = status(row.RatioP50 <= 1.10 && row.RatioP99 <= 1.25)
+		}
+		goals = append(goals, g)
+	}
+
+	// Create throughput at concurrency 8.
+	for _, t := range []struct {
+		target string
+		want   float64
+	}{{report.TargetQleetSQLite, 1.5}, {report.TargetQleetPostgres, 1.0}} {
+		g := report.Goal{Name: "API create throughput, " + t.target + ", concurrency 8", Target: fmt.Sprintf("≥ %.1f× kube-apiserver", t.want), Status: goalNotMeasured}
+		for _, row := range res.Throughput {
+			if row.Target == t.target && row.Concurrency == 8 {
+				if row.Skipped != "" {
+					g.Note = row.Skipped
+					break
+				}
+				g.Value = fmt.Sprintf("%.2f× (%.0f/s)", row.RatioVsKube, row.OpsPerSec)
+				g.Status = status(row.RatioVsKube >= t.want)
+			}
+		}
+		goals = append(goals, g)
+	}
+
+	if s := res.Scale; s != nil {
+		size := ""
+		if s.Instances < 10000 {
+			size = fmt.Sprintf("measured at %d instances, not 10,000", s.Instances)
+		}
+		if s.Reconciled < s.Instances {
+			size += fmt.Sprintf(" %d instances created, %d of them reconciled at the end of creation (see the scale notes)", s.Instances, s.Reconciled)
+		}
+		if s.SteadyWindowS > 0 {
+			goals = append(goals, report.Goal{
+				Name: "steady-state RSS", Target: "≤ 512 MB at 10,000 instances",
+				Value:  fmt.Sprintf("%.0f MB (baseline of the harness %.0f MB)", s.SteadyRSSMB, s.BaselineRSSMB),
+				Status: status(s.SteadyRSSMB <= 512), Note: size,
+			})
+		}
+		if s.ResyncS > 0 {
+			goals = append(goals, report.Goal{
+				Name: "full resync", Target: "≤ 10 s", Value: fmt.Sprintf("%.1f s", s.ResyncS),
+				Status: status(s.ResyncS <= 10), Note: size,
+			})
+		}
+		if s.ChurnWindowS > 0 && s.CreateToReconciled.N == 0 {
+			goals = append(goals, report.Goal{
+				Name: "create-to-reconciled p99 under churn", Target: "≤ 1 s",
+				Value:  "no instance created during the churn was reconciled within 3 min",
+				Status: goalMissed, Note: size,
+			})
+		}
+		if s.CreateToReconciled.N > 0 {
+			goals = append(goals, report.Goal{
+				Name: "create-to-reconciled p99 under churn", Target: "≤ 1 s",
+				Value: fmt.Sprintf("%.0f ms (direct client-go apply-to-Available p99 %.0f ms in the same window)",
+					s.CreateToReconciled.P99MS, s.DirectCreateToAvailable.P99MS),
+				Status: status(s.CreateToReconciled.P99MS <= 1000), Note: size,
+			})
+		}
+	}
+
+	for _, row := range res.ColdStart {
+		if row.Case != "cold (empty data dir)" {
+			continue
+		}
+		g := report.Goal{Name: "qleet server cold start to ready", Target: "≤ 1 s"}
+		if row.Skipped != "" {
+			g.Status, g.Note = goalNotMeasured, row.Skipped
+		} else {
+			g.Value = fmt.Sprintf("p50 %.0f ms, max %.0f ms", row.Latency.P50MS, row.Latency.MaxMS)
+			g.Status = status(row.Latency.MaxMS <= 1000)
+		}
+		goals = append(goals, g)
+	}
+	res.Goals = goals
+}

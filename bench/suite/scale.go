@@ -1,0 +1,392 @@
+package suite
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/qleetos/terraform-provider-qleet/bench/report"
+	"github.com/qleetos/terraform-provider-qleet/bench/stats"
+	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/workload"
+)
+
+// directLabel marks the Deployments of the direct baseline in the churn window.
+const directDef = "scale-direct"
+
+func (r *Runner) runScale(ctx context.Context) error {
+	res := &report.ScaleResult{
+		Instances: r.cfg.Scale, Runtimes: r.cfg.ScaleRuntimes, Clusters: r.cfg.ScaleClusters,
+		Replicas: *r.cfg.ScaleReplicas, ChurnRate: r.cfg.ChurnRate,
+	}
+	r.res.Scale = res
+	section := time.Now()
+
+	// The clusters: kwok nodes take 1000 pods each.
+	perCluster := (r.cfg.Scale*max(*r.cfg.ScaleReplicas, 1))/r.cfg.ScaleClusters + 1000
+	nodes := max(3, perCluster/900+1)
+	clusters := make([]*benchCluster, r.cfg.ScaleClusters)
+	defer func() {
+		for _, c := range clusters {
+			if c != nil {
+				c.stop()
+			}
+		}
+	}()
+	for i := range clusters {
+		c, err := r.startCluster(ctx, fmt.Sprintf("scale%d", i), nodes)
+		if err != nil {
+			return err
+		}
+		clusters[i] = c
+	}
+
+	// Baseline: this process before the control plane exists.
+	runtime.GC()
+	debug.FreeOSMemory()
+	res.BaselineRSSMB = round1(readProcStat().rssMB)
+
+	// RSS once a second through the section.
+	var seriesMu sync.Mutex
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	defer stopSampling()
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-sampleCtx.Done():
+				return
+			case <-t.C:
+				seriesMu.Lock()
+				res.RSSSeries = append(res.RSSSeries, report.Point{T: round1(time.Since(section).Seconds()), V: round1(readProcStat().rssMB)})
+				seriesMu.Unlock()
+			}
+		}
+	}()
+
+	cpCfg := app.Config{DataDir: filepath.Join(r.cfg.WorkDir, "cp-scale"), API: true, Controllers: true}
+	cp, err := r.startControlPlane(ctx, cpCfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cp != nil {
+			cp.close()
+		}
+	}()
+	cl := cp.client
+	runtimes := make([]*client.KubernetesRuntime, r.cfg.ScaleRuntimes)
+	for i := range runtimes {
+		if runtimes[i], err = registerRuntime(ctx, cl, fmt.Sprintf("scale-rt%d", i), clusters[i%len(clusters)]); err != nil {
+			return err
+		}
+	}
+	def, err := cl.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "scale-web"}, Spec: definitionSpec(*r.cfg.ScaleReplicas)})
+	if err != nil {
+		return err
+	}
+	// Each runtime stands for a team's slice of a cluster: its instances share one namespace.
+	specFor := func(i int) client.WorkloadInstanceSpec {
+		rt := i % len(runtimes)
+		return client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: runtimes[rt].ID, Namespace: fmt.Sprintf("scale-rt%d", rt)}
+	}
+
+	// Create every instance through the API, 16 at a time.
+	r.log.Info("scale: creating instances", "n", r.cfg.Scale)
+	insts := cl.WorkloadInstances()
+	createStart := time.Now()
+	var createErrs atomic.Int64
+	var wg sync.WaitGroup
+	next := atomic.Int64{}
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= r.cfg.Scale || ctx.Err() != nil {
+					return
+				}
+				_, err := insts.Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "s" + strconv.Itoa(i)}, Spec: specFor(i)})
+				if err != nil && createErrs.Add(1) == 1 {
+					r.log.Warn("scale: create failed", "err", err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	res.CreateAPIS = seconds(time.Since(createStart))
+	res.Errors += int(createErrs.Load())
+
+	// Wait until every instance is reconciled, counting once every 5 s.
+	deadline := createStart.Add(r.cfg.ScaleTimeout)
+	var ids []string
+	for {
+		n, all, err := countReconciled(ctx, insts)
+		if err != nil {
+			return err
+		}
+		ids = all
+		res.Reconciled = n
+		res.ReconciledSeries = append(res.ReconciledSeries, report.Point{T: round1(time.Since(createStart).Seconds()), V: float64(n)})
+		r.log.Info("scale: reconciled", "n", n, "of", r.cfg.Scale, "elapsed", time.Since(createStart).Round(time.Second))
+		if n >= r.cfg.Scale || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Second):
+		}
+	}
+	res.CreateS = seconds(time.Since(createStart))
+	if res.Reconciled < r.cfg.Scale {
+		res.Notes = append(res.Notes, fmt.Sprintf("only %d of %d instances were reconciled within %s; later figures are at that size", res.Reconciled, r.cfg.Scale, r.cfg.ScaleTimeout))
+	}
+
+	// Steady state: let the queue settle, then sample over a window that spans a drift pass.
+	r.log.Info("scale: steady state", "window", r.cfg.SteadyWindow)
+	time.Sleep(10 * time.Second)
+	stopProf := r.profileCPU("scale-steady")
+	before := readProcStat()
+	t0 := time.Now()
+	var rss []float64
+	for time.Since(t0) < r.cfg.SteadyWindow {
+		time.Sleep(time.Second)
+		rss = append(rss, readProcStat().rssMB)
+	}
+	after := readProcStat()
+	stopProf()
+	window := time.Since(t0)
+	res.SteadyWindowS = seconds(window)
+	res.SteadyCPUCores = round3((after.cpu - before.cpu).Seconds() / window.Seconds())
+	res.SteadyRSSMB, res.SteadyRSSMaxMB = round1(mean(rss)), round1(maxOf(rss))
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	res.SteadyHeapMB = round1(float64(ms.HeapInuse) / (1 << 20))
+	r.profileHeap("scale-steady")
+
+	// Full resync: restart the control plane on the same data; its first pass re-reconciles everything.
+	r.log.Info("scale: full resync (restart)")
+	cp.close()
+	cp = nil
+	stopProf = r.profileCPU("scale-resync")
+	resyncStart := time.Now()
+	cp, err = r.startControlPlane(ctx, cpCfg)
+	if err != nil {
+		stopProf()
+		return err
+	}
+	target := len(ids)
+	for {
+		done := reconcileCount(cp.app, client.KindWorkloadInstance)
+		if done >= target {
+			res.ResyncS = seconds(time.Since(resyncStart))
+			res.ResyncDeliveries = done
+			break
+		}
+		if limit := min(r.cfg.ScaleTimeout, 5*time.Minute); time.Since(resyncStart) > limit {
+			res.Notes = append(res.Notes, fmt.Sprintf("full resync did not finish in %s (%d of %d reconciled)", limit, done, target))
+			res.ResyncS = seconds(time.Since(resyncStart))
+			res.ResyncDeliveries = done
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	stopProf()
+	insts = cp.client.WorkloadInstances()
+
+	// Churn: updates at ChurnRate, new instances at a tenth of it, and the direct baseline at the same
+	// rate as the creates.
+	if err := r.churn(ctx, res, cp, clusters, specFor, ids, def); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (r *Runner) churn(ctx context.Context, res *report.ScaleResult, cp *controlPlane, clusters []*benchCluster,
+	specFor func(int) client.WorkloadInstanceSpec, ids []string, def *client.WorkloadDefinition) error {
+	if len(ids) == 0 {
+		return fmt.Errorf("no instances to churn")
+	}
+	watchers := make([]*deployWatcher, len(clusters))
+	defer func() {
+		for _, w := range watchers {
+			if w != nil {
+				w.close()
+			}
+		}
+	}()
+	for i, c := range clusters {
+		w, err := startDeployWatcher(ctx, c.kube, workload.LabelName+"="+directDef)
+		if err != nil {
+			return err
+		}
+		watchers[i] = w
+	}
+	directDefObj := *def
+	directDefObj.Name = directDef
+
+	insts := cp.client.WorkloadInstances()
+	var mu sync.Mutex
+	var created, updated, direct []time.Duration
+	var errs atomic.Int64
+	var wg sync.WaitGroup
+	fail := func(what string, err error) {
+		if errs.Add(1) <= 3 {
+			r.log.Warn("scale churn: "+what+" failed", "err", err)
+		}
+	}
+	record := func(into *[]time.Duration, d time.Duration) {
+		mu.Lock()
+		*into = append(*into, d)
+		mu.Unlock()
+	}
+	wait := func(id string) error {
+		wctx, cancel := context.WithTimeout(ctx, min(3*time.Minute, r.cfg.ScaleTimeout))
+		defer cancel()
+		_, err := insts.WaitReconciled(wctx, id)
+		return err
+	}
+
+	createEvery := time.Duration(float64(time.Second) * 10 / r.cfg.ChurnRate)
+	updateEvery := time.Duration(float64(time.Second) / r.cfg.ChurnRate)
+	r.log.Info("scale: churn", "updates_per_s", r.cfg.ChurnRate, "for", r.cfg.ChurnDuration)
+	stopProf := r.profileCPU("scale-churn")
+	start := time.Now()
+	end := start.Add(r.cfg.ChurnDuration)
+	upd := time.NewTicker(updateEvery)
+	crt := time.NewTicker(createEvery)
+	n := 0
+	for time.Now().Before(end) && ctx.Err() == nil {
+		select {
+		case <-upd.C:
+			n++
+			id := ids[rand.IntN(len(ids))]
+			wg.Add(1)
+			go func(n int) {
+				defer wg.Done()
+				t0 := time.Now()
+				patch := map[string]any{"spec": map[string]any{"env": []client.EnvVar{{Name: "CHURN", Value: strconv.Itoa(n)}}}}
+				if _, err := insts.Patch(ctx, id, patch); err != nil {
+					fail("update", err)
+					return
+				}
+				if err := wait(id); err != nil {
+					fail("update wait", err)
+					return
+				}
+				record(&updated, time.Since(t0))
+			}(n)
+		case <-crt.C:
+			n++
+			wg.Add(2)
+			go func(n int) {
+				defer wg.Done()
+				t0 := time.Now()
+				obj, err := insts.Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "churn" + strconv.Itoa(n)}, Spec: specFor(n)})
+				if err != nil {
+					fail("create", err)
+					return
+				}
+				if err := wait(obj.ID); err != nil {
+					fail("create wait", err)
+					return
+				}
+				record(&created, time.Since(t0))
+			}(n)
+			go func(n int) {
+				defer wg.Done()
+				ci := n % len(clusters)
+				name := "direct" + strconv.Itoa(n)
+				objs, err := renderDirect(ctx, &directDefObj, name, "scale-direct")
+				if err != nil {
+					fail("direct render", err)
+					return
+				}
+				wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+				defer cancel()
+				t0 := time.Now()
+				if err := ssa(wctx, clusters[ci].kube, objs); err != nil {
+					fail("direct apply", err)
+					return
+				}
+				if _, err := watchers[ci].wait(wctx, "scale-direct", name); err != nil {
+					fail("direct wait", err)
+					return
+				}
+				record(&direct, time.Since(t0))
+			}(n)
+		}
+	}
+	upd.Stop()
+	crt.Stop()
+	res.ChurnWindowS = seconds(time.Since(start))
+	wg.Wait()
+	stopProf()
+	res.CreateToReconciled = stats.Summarize(created)
+	res.UpdateToReconciled = stats.Summarize(updated)
+	res.DirectCreateToAvailable = stats.Summarize(direct)
+	res.ChurnSamplesMS = stats.MS(created)
+	res.DirectSamplesMS = stats.MS(direct)
+	res.Errors += int(errs.Load())
+	return nil
+}
+
+// countReconciled lists every instance and counts the reconciled ones; it also returns every id.
+func countReconciled(ctx context.Context, insts *client.Resource[client.WorkloadInstanceSpec, client.WorkloadInstanceStatus]) (int, []string, error) {
+	n := 0
+	var ids []string
+	for obj, err := range insts.All(ctx, client.ListOptions{Limit: 1000}) {
+		if err != nil {
+			return 0, nil, err
+		}
+		ids = append(ids, obj.ID)
+		if client.Reconciled(obj.Generation, &obj.Status.Status) {
+			n++
+		}
+	}
+	return n, ids, nil
+}
+
+// reconcileCount is how many reconciles of kind have finished in this control plane, from its metrics.
+func reconcileCount(a *app.App, kind string) int {
+	mfs, err := a.Registry.Gather()
+	if err != nil {
+		return 0
+	}
+	total := 0
+	for _, mf := range mfs {
+		if mf.GetName() != "qleet_reconcile_duration_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "kind" && l.GetValue() == kind {
+					total += int(m.GetHistogram().GetSampleCount())
+				}
+			}
+		}
+	}
+	return total
+}
+
+func round1(x float64) float64 { return float64(int(x*10+0.5)) / 10 }
+func round3(x float64) float64 { return float64(int(x*1000+0.5)) / 1000 }
+
+func maxOf(xs []float64) float64 {
+	m := 0.0
+	for _, x := range xs {
+		m = max(m, x)
+	}
+	return m
+}

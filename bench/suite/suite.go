@@ -1,0 +1,256 @@
+// Package suite runs the QleetOS benchmark sections side by side with direct Kubernetes: apply-to-ready,
+// API write throughput, Terraform, scale and cold start. Each section fills in a report.Results.
+package suite
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/qleetos/terraform-provider-qleet/bench/report"
+)
+
+// Section names, for Config.Only.
+const (
+	SectionApply      = "apply"
+	SectionThroughput = "throughput"
+	SectionTerraform  = "terraform"
+	SectionScale      = "scale"
+	SectionColdStart  = "coldstart"
+)
+
+// AllSections lists every section in the order they run.
+var AllSections = []string{SectionApply, SectionThroughput, SectionTerraform, SectionScale, SectionColdStart}
+
+// Config sizes a run. Zero values take the defaults noted on each field.
+type Config struct {
+	// Only selects sections (default: all).
+	Only []string
+	// N is the large apply batch (default 100); the small one is always 1.
+	N int
+	// RoundsSmall and RoundsLarge are the rounds per method at N=1 and at N (defaults 8 and 2). The method
+	// order rotates every round.
+	RoundsSmall, RoundsLarge int
+	// ApplyConcurrency bounds workloads in flight per method (default 32).
+	ApplyConcurrency int
+	// Replicas per workload in the apply and Terraform sections (default 3).
+	Replicas int
+	// Concurrency levels of the throughput section (default 1, 8, 64).
+	Concurrency []int
+	// ThroughputDuration is how long each target runs at each level (default 5s).
+	ThroughputDuration time.Duration
+	// TerraformN are the Terraform sizes (default 20, 100).
+	TerraformN []int
+	// Scale is the number of instances of the scale section (default 10000).
+	Scale int
+	// ScaleRuntimes and ScaleClusters: runtimes, and kubesim clusters they point into (defaults 10 and 2).
+	ScaleRuntimes, ScaleClusters int
+	// ScaleReplicas per instance (default 1; 0 is allowed and means Deployments with no pods).
+	ScaleReplicas *int
+	// ScaleTimeout bounds the creation of the scale section's instances (default 12m).
+	ScaleTimeout time.Duration
+	// SteadyWindow is how long steady state is sampled (default 65s, just over one drift pass).
+	SteadyWindow time.Duration
+	// ChurnRate is updates per second in the churn window (default 20); ChurnDuration its length (default 60s).
+	ChurnRate     float64
+	ChurnDuration time.Duration
+	// ColdStarts is how many times `qleet server` is started per case (default 5).
+	ColdStarts int
+
+	// RepoRoot is the repository root (binaries are found under RepoRoot/bin).
+	RepoRoot string
+	// KubesimBinary, QleetBinary, Terraform and Kubectl locate the tools (defaults under RepoRoot/bin;
+	// kubectl from PATH).
+	KubesimBinary, QleetBinary, Terraform, Kubectl string
+	// ProviderDir holds terraform-provider-qleet (default RepoRoot/bin).
+	ProviderDir string
+	// WorkDir holds clusters and data dirs (default: a new temporary directory, removed afterwards).
+	WorkDir string
+	// OutDir receives profiles (default: WorkDir).
+	OutDir string
+	// Logger receives progress (default: slog.Default()).
+	Logger *slog.Logger
+	// Verbose sends the control planes' own logs to Logger too (default: discarded).
+	Verbose bool
+}
+
+func (c *Config) applyDefaults() {
+	if len(c.Only) == 0 {
+		c.Only = AllSections
+	}
+	def := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	def(&c.N, 100)
+	def(&c.RoundsSmall, 8)
+	def(&c.RoundsLarge, 2)
+	def(&c.ApplyConcurrency, 32)
+	def(&c.Replicas, 3)
+	def(&c.Scale, 10000)
+	def(&c.ScaleRuntimes, 10)
+	def(&c.ScaleClusters, 2)
+	def(&c.ColdStarts, 5)
+	if c.ScaleReplicas == nil {
+		one := 1
+		c.ScaleReplicas = &one
+	}
+	if len(c.Concurrency) == 0 {
+		c.Concurrency = []int{1, 8, 64}
+	}
+	if len(c.TerraformN) == 0 {
+		c.TerraformN = []int{20, 100}
+	}
+	if c.ThroughputDuration == 0 {
+		c.ThroughputDuration = 5 * time.Second
+	}
+	if c.ScaleTimeout == 0 {
+		c.ScaleTimeout = 12 * time.Minute
+	}
+	if c.SteadyWindow == 0 {
+		c.SteadyWindow = 65 * time.Second
+	}
+	if c.ChurnRate == 0 {
+		c.ChurnRate = 20
+	}
+	if c.ChurnDuration == 0 {
+		c.ChurnDuration = 60 * time.Second
+	}
+	bin := filepath.Join(c.RepoRoot, "bin")
+	if c.KubesimBinary == "" {
+		c.KubesimBinary = filepath.Join(bin, "kubesim")
+	}
+	if c.QleetBinary == "" {
+		c.QleetBinary = filepath.Join(bin, "qleet")
+	}
+	if c.Terraform == "" {
+		c.Terraform = filepath.Join(bin, "terraform")
+	}
+	if c.ProviderDir == "" {
+		c.ProviderDir = bin
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Runner runs the selected sections.
+type Runner struct {
+	cfg    Config
+	log    *slog.Logger
+	res    *report.Results
+	shared *kubeRig // the apply and Terraform sections' cluster and control plane
+}
+
+// Run runs the selected sections in order and records their results in res. A section that fails is
+// recorded as a note and the run goes on. It returns an error only when the run cannot start at all.
+func Run(ctx context.Context, cfg Config, res *report.Results) error {
+	cfg.applyDefaults()
+	if cfg.WorkDir == "" {
+		dir, err := os.MkdirTemp("", "qleet-bench-")
+		if err != nil {
+			return fmt.Errorf("work dir: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		cfg.WorkDir = dir
+	}
+	if cfg.OutDir == "" {
+		cfg.OutDir = cfg.WorkDir
+	}
+	r := &Runner{cfg: cfg, log: cfg.Logger, res: res}
+	want := map[string]bool{}
+	for _, s := range cfg.Only {
+		want[s] = true
+	}
+	sections := []struct {
+		name string
+		run  func(context.Context) error
+	}{
+		{SectionApply, r.runApply},
+		{SectionThroughput, r.runThroughput},
+		{SectionTerraform, r.runTerraform},
+		{SectionScale, r.runScale},
+		{SectionColdStart, r.runColdStart},
+	}
+	defer func() {
+		if r.shared != nil {
+			r.shared.close()
+		}
+	}()
+	for _, s := range sections {
+		if !want[s.name] {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if s.name == SectionScale && r.shared != nil {
+			// The scale section measures this process's memory and CPU: stop what earlier sections left.
+			r.shared.close()
+			r.shared = nil
+		}
+		res.Sections = append(res.Sections, s.name)
+		r.log.Info("section started", "section", s.name)
+		start := time.Now()
+		if err := s.run(ctx); err != nil {
+			r.log.Error("section failed", "section", s.name, "err", err)
+			r.note("section %s failed: %v", s.name, err)
+		}
+		r.log.Info("section finished", "section", s.name, "took", time.Since(start).Round(time.Second))
+	}
+	EvaluateGoals(res)
+	return nil
+}
+
+func (r *Runner) note(format string, args ...any) {
+	r.res.Notes = append(r.res.Notes, fmt.Sprintf(format, args...))
+}
+
+// profileCPU starts a CPU profile of this process (which runs the control plane in-process) for a
+// section; the returned function stops it and records it.
+func (r *Runner) profileCPU(section string) func() {
+	name := "cpu-" + section + ".pprof"
+	f, err := os.Create(filepath.Join(r.cfg.OutDir, name))
+	if err != nil {
+		r.log.Warn("cpu profile not taken", "err", err)
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		r.log.Warn("cpu profile not taken", "err", err)
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+		r.res.Profiles = append(r.res.Profiles, report.Profile{Section: section, Kind: "cpu", File: name})
+	}
+}
+
+// profileHeap writes a heap profile.
+func (r *Runner) profileHeap(section string) {
+	name := "heap-" + section + ".pprof"
+	f, err := os.Create(filepath.Join(r.cfg.OutDir, name))
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err == nil {
+		r.res.Profiles = append(r.res.Profiles, report.Profile{Section: section, Kind: "heap", File: name})
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// discard is a logger for parts whose logs would drown the progress output.
+var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
