@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/qleetos/terraform-provider-qleet/controlplane/broker"
@@ -192,8 +193,21 @@ func TestCoalescing(t *testing.T) {
 		require.NoError(t, b.Embedded().Start(ctx))
 		eventually(t, 10*time.Second, b.Conn().IsConnected, "client reconnected")
 
-		m := fetchOne(t, c, 2*time.Second)
-		require.NotNil(t, m)
+		// JetStream recovers the stream from disk after the restart; on a loaded machine that can take a
+		// few seconds, so keep fetching until a deadline.
+		var m jetstream.Msg
+		deadline := time.Now().Add(20 * time.Second)
+		for m == nil && time.Now().Before(deadline) {
+			batch, err := c.Fetch(1, jetstream.FetchMaxWait(time.Second))
+			if err != nil {
+				time.Sleep(100 * time.Millisecond) // the stream is not back yet
+				continue
+			}
+			for msg := range batch.Messages() {
+				m = msg
+			}
+		}
+		require.NotNil(t, m, "the pending message is delivered after the restart")
 		require.Equal(t, uint64(2), seqOf(t, m))
 		require.NoError(t, m.DoubleAck(ctx))
 		require.Nil(t, fetchOne(t, c, 200*time.Millisecond))
