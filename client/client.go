@@ -223,6 +223,8 @@ func (r *Resource[S, T]) GetByName(ctx context.Context, name string) (*Object[S,
 type ListOptions struct {
 	// LabelSelector is "k=v,k2=v2"; only objects carrying every pair are listed.
 	LabelSelector string
+	// References is an object id; only objects that reference it are listed (e.g. a definition's instances).
+	References string
 	// Limit is the page size (server default 100, maximum 1000).
 	Limit int
 	// Continue is the token from the previous page.
@@ -233,6 +235,9 @@ func (o ListOptions) query() url.Values {
 	q := url.Values{}
 	if o.LabelSelector != "" {
 		q.Set("label_selector", o.LabelSelector)
+	}
+	if o.References != "" {
+		q.Set("references", o.References)
 	}
 	if o.Limit > 0 {
 		q.Set("limit", strconv.Itoa(o.Limit))

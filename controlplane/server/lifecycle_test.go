@@ -265,3 +265,27 @@ func TestRequestReconcileWritesAnOutboxRowAndChangesNothing(t *testing.T) {
 	require.Equal(t, def.ResourceVersion, got.ResourceVersion, "nothing was written to the object")
 	require.True(t, client.IsNotFound(e.admin.WorkloadDefinitions().RequestReconcile(ctx, "nope")))
 }
+
+func TestListByReferenceFindsADefinitionsInstances(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	spec := client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "web", Image: "nginx:1.27"}}}
+	web, err := e.admin.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "web"}, Spec: spec})
+	require.NoError(t, err)
+	api, err := e.admin.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "api"}, Spec: spec})
+	require.NoError(t, err)
+	rt, err := e.admin.KubernetesRuntimes().Create(ctx, localRuntime("rt"))
+	require.NoError(t, err)
+	for name, def := range map[string]string{"web-1": web.ID, "web-2": web.ID, "api-1": api.ID} {
+		_, err := e.admin.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: name},
+			Spec: client.WorkloadInstanceSpec{DefinitionID: def, RuntimeID: rt.ID}})
+		require.NoError(t, err)
+	}
+	var names []string
+	for inst, err := range e.admin.WorkloadInstances().All(ctx, client.ListOptions{References: web.ID, Limit: 1}) {
+		require.NoError(t, err)
+		names = append(names, inst.Name)
+	}
+	require.ElementsMatch(t, []string{"web-1", "web-2"}, names, "paged one at a time")
+}

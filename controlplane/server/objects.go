@@ -216,6 +216,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.Labels = labels
+	p.References = q.Get("references")
 	res, err := s.cfg.Store.List(r.Context(), p)
 	if err != nil {
 		s.fail(w, r, err)

@@ -160,6 +160,7 @@ var fieldDocs = map[string]string{
 	"ListOptions.Continue":                        "Continue is the token from the previous page.",
 	"ListOptions.LabelSelector":                   "LabelSelector is \"k=v,k2=v2\"; only objects carrying every pair are listed.",
 	"ListOptions.Limit":                           "Limit is the page size (server default 100, maximum 1000).",
+	"ListOptions.References":                      "References is an object id; only objects that reference it are listed (e.g. a definition's instances).",
 	"Meta.CreatedAt":                              "CreatedAt is when the object was created.",
 	"Meta.DeletionRequestedAt":                    "DeletionRequestedAt is set once deletion was requested; controllers then clean up.",
 	"Meta.Generation":                             "Generation increases on every spec change.",

@@ -143,6 +143,9 @@ func (s *bunStore) List(ctx context.Context, p *ListParams) (*ListResult, error)
 		if p.After != "" {
 			q = q.Where("id > ?", p.After)
 		}
+		if p.References != "" {
+			q = q.Where("EXISTS (SELECT 1 FROM object_refs AS r WHERE r.from_id = o.id AND r.to_id = ?)", p.References)
+		}
 		for _, k := range keys {
 			q = q.Where("EXISTS (SELECT 1 FROM object_labels AS l WHERE l.object_id = o.id AND l.key = ? AND l.value = ?)",
 				k, p.Labels[k])

@@ -91,6 +91,8 @@ type ListParams struct {
 	Kind string
 	// Labels must all match (equality).
 	Labels map[string]string
+	// References, when set, keeps only objects that reference the object with this id.
+	References string
 	// Limit is the page size.
 	Limit int
 	// After is the id the previous page ended with.

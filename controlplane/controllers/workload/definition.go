@@ -72,11 +72,11 @@ func (r *DefinitionReconciler) renderer() *Renderer {
 // defaultRenderer serves reconcilers configured without a Renderer.
 var defaultRenderer = &Renderer{}
 
-// instancesOf lists the live instances of a definition. It lists every instance and filters on
-// spec.definition_id, which is fine until the API can filter by reference.
+// instancesOf lists the live instances of a definition: the instances that reference it, found through
+// the store's reference index (listing every instance made a full resync O(N²); make bench, scale).
 func instancesOf(ctx context.Context, c *client.Client, defID string) ([]*client.WorkloadInstance, error) {
 	var out []*client.WorkloadInstance
-	for inst, err := range c.WorkloadInstances().All(ctx, client.ListOptions{Limit: 1000}) {
+	for inst, err := range c.WorkloadInstances().All(ctx, client.ListOptions{Limit: 1000, References: defID}) {
 		if err != nil {
 			return nil, fmt.Errorf("list workload_instances: %w", err)
 		}

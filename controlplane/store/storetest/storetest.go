@@ -40,6 +40,7 @@ func Run(t *testing.T, open Open) {
 		{"stale If-Match is refused and changes nothing", testIfMatch},
 		{"list filters by labels and pages without gaps or duplicates", testListPaging},
 		{"list applies the default page size", testListDefaultLimit},
+		{"list filters by reference", testListByReference},
 		{"references must exist with their kind and not be deleting", testRefsMustExist},
 		{"referenced objects cannot be deleted", testDeletionProtection},
 		{"request deletion sets the time once", testRequestDeletionOnce},
@@ -864,4 +865,28 @@ func testConcurrentIfMatch(t *testing.T, s store.Store) {
 	got, err := s.Get(ctx(t), kindInstance, obj.ID)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, got.ResourceVersion)
+}
+
+func testListByReference(t *testing.T, s store.Store) {
+	rt := create(t, s, kindRuntime, "rt", nil)
+	other := create(t, s, kindRuntime, "other", nil)
+	a := create(t, s, kindInstance, "a", nil, refTo(rt))
+	b := create(t, s, kindInstance, "b", nil, refTo(rt))
+	create(t, s, kindInstance, "c", nil, refTo(other))
+	create(t, s, kindInstance, "d", nil)
+	create(t, s, kindGateway, "g", nil, refTo(rt))
+
+	res, err := s.List(ctx(t), &store.ListParams{Kind: kindInstance, References: rt.ID})
+	require.NoError(t, err)
+	var ids []string
+	for _, o := range res.Objects {
+		ids = append(ids, o.ID)
+	}
+	want := []string{a.ID, b.ID}
+	sort.Strings(want)
+	require.Equal(t, want, ids, "only instances that reference rt, and no other kind")
+
+	res, err = s.List(ctx(t), &store.ListParams{Kind: kindInstance, References: uuid.NewString()})
+	require.NoError(t, err)
+	require.Empty(t, res.Objects)
 }
