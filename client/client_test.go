@@ -2,10 +2,6 @@ package client_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"net/http/httptest"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,30 +9,14 @@ import (
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
-	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
+	"github.com/qleetos/terraform-provider-qleet/internal/apitest"
 )
 
 // apiClients starts a real API server on SQLite and returns a developer and a controller client.
 func apiClients(t *testing.T) (dev, ctrl *client.Client) {
 	t.Helper()
-	ctx := context.Background()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := store.Open(ctx, store.Config{URL: filepath.Join(t.TempDir(), "qleet.db"), Logger: log})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	srv, err := server.New(server.Config{Store: st, Logger: log})
-	require.NoError(t, err)
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
-	mk := func(role string) *client.Client {
-		tok, err := server.NewToken()
-		require.NoError(t, err)
-		require.NoError(t, st.CreateToken(ctx, &store.Token{Hash: server.HashToken(tok), Name: role, Role: role}))
-		c, err := client.New(hs.URL, client.WithToken(tok))
-		require.NoError(t, err)
-		return c
-	}
-	return mk(server.RoleDeveloper), mk(server.RoleController)
+	api := apitest.Start(t)
+	return api.Client(t, server.RoleDeveloper), api.Client(t, server.RoleController)
 }
 
 func TestClientAgainstServer(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
+	"github.com/qleetos/terraform-provider-qleet/internal/apitest"
 	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
 )
 
@@ -39,23 +40,8 @@ type env struct {
 func setup(t testing.TB) *env {
 	t.Helper()
 	ctx := context.Background()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := store.Open(ctx, store.Config{URL: filepath.Join(t.TempDir(), "qleet.db"), Logger: quiet})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	srv, err := server.New(server.Config{Store: st, Logger: quiet, Registry: prometheus.NewRegistry()})
-	require.NoError(t, err)
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
-	mk := func(role string) *client.Client {
-		tok, err := server.NewToken()
-		require.NoError(t, err)
-		require.NoError(t, st.CreateToken(ctx, &store.Token{Hash: server.HashToken(tok), Name: role, Role: role}))
-		c, err := client.New(hs.URL, client.WithToken(tok))
-		require.NoError(t, err)
-		return c
-	}
-	e := &env{admin: mk(server.RoleAdmin), ctrl: mk(server.RoleController)}
+	api := apitest.Start(t)
+	e := &env{admin: api.Client(t, server.RoleAdmin), ctrl: api.Client(t, server.RoleController)}
 
 	sim := kubesimtest.Start(t)
 	raw, err := os.ReadFile(sim.Kubeconfig)
