@@ -15,6 +15,16 @@ die() { printf 'demo: %s\n' "$*" >&2; exit 1; }
 
 running() { [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
 
+# ready asks /readyz with bash's own /dev/tcp, so the demo needs no curl.
+ready() {
+  local line
+  exec 3<>"/dev/tcp/${listen%:*}/${listen##*:}" 2>/dev/null || return 1
+  printf 'GET /readyz HTTP/1.0\r\nHost: %s\r\n\r\n' "$listen" >&3
+  IFS= read -r -t 5 line <&3 || line=""
+  exec 3<&- 3>&-
+  [[ $line == "HTTP/1."?" 200"* ]]
+}
+
 down() {
   if [ -d "$demo/tf" ] && running && [ -f "$demo/tf/terraform.tfstate" ]; then
     say "destroying the quickstart with terraform"
@@ -49,11 +59,11 @@ up() {
     nohup "$bin/qleet" server --data-dir "$demo/data" --listen "$listen" > "$demo/server.log" 2>&1 &
     echo $! > "$pidfile"
     for _ in $(seq 1 100); do
-      curl -fsS "$endpoint/readyz" >/dev/null 2>&1 && break
+      ready && break
       running || { tail -20 "$demo/server.log" >&2; die "qleet server exited during start-up (see above)"; }
       sleep 0.1
     done
-    curl -fsS "$endpoint/readyz" >/dev/null || die "qleet server did not become ready; see $demo/server.log"
+    ready || die "qleet server did not become ready; see $demo/server.log"
   fi
 
   cat > "$demo/terraformrc" <<RC
