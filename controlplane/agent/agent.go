@@ -101,27 +101,25 @@ func (a *Agent) Run(ctx context.Context) error {
 			return fmt.Errorf("agent: %w", err)
 		}
 	}
-	managed := informers.NewSharedInformerFactoryWithOptions(cl.Clientset, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = kube.ManagedSelector }),
-		informers.WithTransform(dropManagedFields))
+	// Workloads and pods come from the cluster's shared cache (one per cluster, however many runtimes
+	// and agents point at it); Warning events from a watch of this agent's own.
+	c := cl.Cache()
+	set := informerSet{byKind: map[string]cache.SharedIndexInformer{}}
+	for _, gk := range []schema.GroupKind{kube.DeploymentKind, kube.StatefulSetKind, kube.DaemonSetKind, kube.PodKind} {
+		inf, err := c.Informer(ctx, gk, "v1")
+		if err != nil {
+			return fmt.Errorf("agent: watch %s: %w", gk.Kind, err)
+		}
+		reg, err := inf.AddEventHandler(a.healthHandler())
+		if err != nil {
+			return fmt.Errorf("agent: watch %s: %w", gk.Kind, err)
+		}
+		defer func() { _ = inf.RemoveEventHandler(reg) }()
+		set.byKind[gk.Kind] = inf
+	}
 	warnings := informers.NewSharedInformerFactoryWithOptions(cl.Clientset, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "type=" + corev1.EventTypeWarning }),
 		informers.WithTransform(dropManagedFields))
-	set := informerSet{byKind: map[string]cache.SharedIndexInformer{
-		"Deployment":  managed.Apps().V1().Deployments().Informer(),
-		"StatefulSet": managed.Apps().V1().StatefulSets().Informer(),
-		"DaemonSet":   managed.Apps().V1().DaemonSets().Informer(),
-		"ReplicaSet":  managed.Apps().V1().ReplicaSets().Informer(),
-		"Pod":         managed.Core().V1().Pods().Informer(),
-	}}
-	for kind, inf := range set.byKind {
-		if kind == "ReplicaSet" {
-			continue // only used to resolve events; Deployments report their rollouts
-		}
-		if _, err := inf.AddEventHandler(a.healthHandler()); err != nil {
-			return fmt.Errorf("agent: watch %s: %w", kind, err)
-		}
-	}
 	evInf := warnings.Core().V1().Events().Informer()
 	if _, err := evInf.AddEventHandler(a.eventHandler(ctx, cl, set)); err != nil {
 		return fmt.Errorf("agent: watch events: %w", err)
@@ -130,16 +128,13 @@ func (a *Agent) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); a.recordEvents(ctx) }()
-	managed.Start(ctx.Done())
 	warnings.Start(ctx.Done())
-	managed.WaitForCacheSync(ctx.Done())
 	warnings.WaitForCacheSync(ctx.Done())
 	if ctx.Err() == nil {
 		close(a.synced)
 		a.log.Info("agent watching")
 	}
 	<-ctx.Done()
-	managed.Shutdown()
 	warnings.Shutdown()
 	wg.Wait()
 	return nil
@@ -148,9 +143,9 @@ func (a *Agent) Run(ctx context.Context) error {
 // Synced is closed once the agent's caches are filled: changes and events from then on are reported.
 func (a *Agent) Synced() <-chan struct{} { return a.synced }
 
-// healthHandler calls OnChange when an object's health key changes, and when a managed object other
-// than a pod is deleted (so that a hand-deleted object is put back at once). Objects already present
-// when the agent starts do not trigger.
+// healthHandler calls OnChange when an object's health key changes (which includes a workload's
+// generation, so an edit by hand is put back at once), and when a managed object other than a pod is
+// deleted. Objects already present when the agent starts do not trigger.
 func (a *Agent) healthHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerDetailedFuncs{
 		UpdateFunc: func(oldObj, newObj any) {

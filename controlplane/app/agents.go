@@ -13,8 +13,9 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 )
 
-// agents runs one in-process agent per Ready runtime, so that instance health changes and Kubernetes
-// warnings reach the API without polling. It follows the runtimes list every interval.
+// agents runs one in-process agent per cluster that Ready runtimes point at (runtimes with the same
+// connection details share one), so that instance health changes and Kubernetes warnings reach the API
+// without polling. It follows the runtimes list every interval.
 type agents struct {
 	cl       *client.Client
 	conn     *kube.Connector
@@ -27,9 +28,10 @@ type agents struct {
 }
 
 type runningAgent struct {
-	rv     int64
-	cancel context.CancelFunc
-	done   chan struct{}
+	rv      int64
+	cluster *kube.Cluster
+	cancel  context.CancelFunc
+	done    chan struct{}
 }
 
 // Start runs the agents until ctx ends.
@@ -75,12 +77,25 @@ func (s *agents) sync(ctx context.Context) {
 			delete(s.running, id)
 		}
 	}
+	served := map[*kube.Cluster]bool{}
+	for _, ra := range s.running {
+		served[ra.cluster] = true
+	}
 	for id, rt := range want {
 		if _, ok := s.running[id]; ok {
 			continue
 		}
+		cluster, err := s.conn.Connect(ctx, rt)
+		if err != nil {
+			s.log.Warn("agent: connect", "runtime", rt.Name, "err", err)
+			continue
+		}
+		if served[cluster] {
+			continue // another runtime's agent watches this cluster
+		}
+		served[cluster] = true
 		a, err := agent.New(agent.Config{
-			Client: s.cl, Connector: s.conn, Runtime: rt, Logger: s.log,
+			Client: s.cl, Cluster: cluster, Runtime: rt, Logger: s.log,
 			// Short: the agent's notification sits on the apply-to-ready path of every rollout.
 			Debounce: 20 * time.Millisecond,
 			OnChange: func(instanceID string) {
@@ -103,7 +118,7 @@ func (s *agents) sync(ctx context.Context) {
 				s.log.Warn("agent stopped", "runtime", rt.Name, "err", err)
 			}
 		}()
-		s.running[id] = runningAgent{rv: rt.Generation, cancel: cancel, done: done}
+		s.running[id] = runningAgent{rv: rt.Generation, cluster: cluster, cancel: cancel, done: done}
 	}
 }
 

@@ -48,7 +48,8 @@ type Config struct {
 	// all-in-one mode the controllers use this process's API and a token minted in DataDir.
 	APIEndpoint     string
 	ControllerToken string
-	// Workers per controller (default 4).
+	// Workers per controller (default 16: reconciles mostly wait on the network, the same default as
+	// `qleet server --workers`).
 	Workers int
 	// ResyncInterval and DriftInterval tune the controllers' safety net (defaults 30s and 60s).
 	ResyncInterval time.Duration
@@ -269,9 +270,16 @@ func (a *App) Client() (*client.Client, error) {
 	return client.New(a.Endpoint, opts...)
 }
 
+// DefaultWorkers is the default of Config.Workers.
+const DefaultWorkers = 16
+
 func (a *App) controllerConfig() reconcile.Config {
+	workers := a.cfg.Workers
+	if workers <= 0 {
+		workers = DefaultWorkers
+	}
 	return reconcile.Config{
-		Workers: a.cfg.Workers, ResyncInterval: a.cfg.ResyncInterval, DriftInterval: a.cfg.DriftInterval,
+		Workers: workers, ResyncInterval: a.cfg.ResyncInterval, DriftInterval: a.cfg.DriftInterval,
 		Logger: a.log,
 	}
 }

@@ -48,6 +48,7 @@ func (a *App) startControllers(ctx context.Context, endpoint, token string) erro
 		a.closers = append(a.closers, local.StopAll)
 	}
 	conn := kube.NewConnector(kube.ConnectorConfig{LocalDir: localDir})
+	a.closers = append(a.closers, func(context.Context) { conn.Close() })
 
 	ctrls := []starter{
 		reconcile.New(a.Broker, cl.KubernetesRuntimes(), &runtime.Reconciler{Connector: conn, Local: local}, cfg),

@@ -36,7 +36,7 @@ func runServer(ctx context.Context, args []string, m mode) error {
 	natsURL := fs.String("nats-url", envDefault("nats-url", ""), "external NATS URL (default: embedded)")
 	apiEndpoint := fs.String("api-endpoint", envDefault("api-endpoint", ""), "API endpoint (controller mode)")
 	token := fs.String("token", envDefault("token", ""), "controller token (controller mode)")
-	workers := fs.Int("workers", 16, "reconcile workers per kind (reconciles mostly wait on the network)")
+	workers := fs.Int("workers", app.DefaultWorkers, "reconcile workers per kind (reconciles mostly wait on the network)")
 	resync := fs.Duration("resync", 30*time.Second, "resync interval for objects that are not reconciled")
 	drift := fs.Duration("drift-interval", 60*time.Second, "how often Ready objects are re-checked for drift")
 	tlsCert := fs.String("tls-cert", envDefault("tls-cert", ""), "TLS certificate file (default: self-signed in the data dir when not on loopback)")

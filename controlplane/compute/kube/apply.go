@@ -67,6 +67,9 @@ type AppliedRef struct {
 	// Drift, set by Apply, says what the apply put back: the object had been deleted, or edited away
 	// from what was last applied. Empty when nothing was corrected.
 	Drift string
+	// Generation is the object's metadata.generation as Apply or InSync saw it (0 when unknown). Health
+	// reads a cached object only once the cache has caught up with it.
+	Generation int64
 }
 
 // String returns "Kind/name" or "Kind/namespace/name".
@@ -292,18 +295,12 @@ func applyOne(ctx context.Context, cl *Cluster, owner Owner, o *unstructured.Uns
 	if err != nil {
 		return AppliedRef{}, &ApplyError{Ref: RefOf(o), Invalid: meta.IsNoMatchError(err), Err: err}
 	}
-	var ri dynamic.ResourceInterface
+	if err := placeNamespace(o, m, owner); err != nil {
+		return AppliedRef{}, err
+	}
+	var ri dynamic.ResourceInterface = cl.Dynamic.Resource(m.Resource)
 	if m.Scope.Name() == meta.RESTScopeNameNamespace {
-		if o.GetNamespace() == "" {
-			o.SetNamespace(owner.Namespace)
-		}
-		if o.GetNamespace() == "" {
-			return AppliedRef{}, &ApplyError{Ref: RefOf(o), Invalid: true, Err: errors.New("namespaced object has no namespace")}
-		}
 		ri = cl.Dynamic.Resource(m.Resource).Namespace(o.GetNamespace())
-	} else {
-		o.SetNamespace("")
-		ri = cl.Dynamic.Resource(m.Resource)
 	}
 	ref := RefOf(o)
 
@@ -324,6 +321,7 @@ func applyOne(ctx context.Context, cl *Cluster, owner Owner, o *unstructured.Uns
 	if err != nil {
 		return ref, &ApplyError{Ref: ref, Invalid: invalidCause(err), Err: err}
 	}
+	ref.Generation = applied.GetGeneration()
 	switch {
 	case !wasApplied:
 	case live == nil:
@@ -335,6 +333,22 @@ func applyOne(ctx context.Context, cl *Cluster, owner Owner, o *unstructured.Uns
 		}
 	}
 	return ref, nil
+}
+
+// placeNamespace gives a namespaced object that names none the owner's namespace, and drops the
+// namespace of a cluster-scoped one.
+func placeNamespace(o *unstructured.Unstructured, m *meta.RESTMapping, owner Owner) error {
+	if m.Scope.Name() != meta.RESTScopeNameNamespace {
+		o.SetNamespace("")
+		return nil
+	}
+	if o.GetNamespace() == "" {
+		o.SetNamespace(owner.Namespace)
+	}
+	if o.GetNamespace() == "" {
+		return &ApplyError{Ref: RefOf(o), Invalid: true, Err: errors.New("namespaced object has no namespace")}
+	}
+	return nil
 }
 
 // editable strips what changes without anyone editing the object: status, and bookkeeping metadata.

@@ -34,6 +34,9 @@ type Cluster struct {
 	Dynamic dynamic.Interface
 	// Mapper maps kinds to resources; Reset it when CRDs appear.
 	Mapper meta.ResettableRESTMapper
+
+	cacheOnce sync.Once
+	cache     *Cache
 }
 
 // ConnectorConfig configures a Connector.
@@ -48,16 +51,13 @@ type ConnectorConfig struct {
 	Burst int
 }
 
-// Connector opens and caches connections to runtimes. It is safe for concurrent use.
+// Connector opens and caches connections to runtimes. Runtimes with the same kubeconfig and context
+// share one Cluster, and so one Cache. It is safe for concurrent use.
 type Connector struct {
-	cfg   ConnectorConfig
-	mu    sync.Mutex
-	cache map[string]cached
-}
-
-type cached struct {
-	key     string
-	cluster *Cluster
+	cfg       ConnectorConfig
+	mu        sync.Mutex
+	byKey     map[string]*Cluster // connection details hash -> cluster
+	byRuntime map[string]string   // runtime id -> connection details hash
 }
 
 // NewConnector returns a Connector with defaults applied.
@@ -71,7 +71,7 @@ func NewConnector(cfg ConnectorConfig) *Connector {
 	if cfg.Burst == 0 {
 		cfg.Burst = 200
 	}
-	return &Connector{cfg: cfg, cache: map[string]cached{}}
+	return &Connector{cfg: cfg, byKey: map[string]*Cluster{}, byRuntime: map[string]string{}}
 }
 
 // LocalKubeconfigPath is where a local runtime's kubeconfig lives.
@@ -89,9 +89,12 @@ func (c *Connector) Connect(ctx context.Context, rt *client.KubernetesRuntime) (
 	sum := sha256.Sum256(append(raw, []byte("\x00"+rt.Spec.Context)...))
 	key := hex.EncodeToString(sum[:])
 	c.mu.Lock()
-	if e, ok := c.cache[rt.ID]; ok && e.key == key {
+	if cl, ok := c.byKey[key]; ok {
+		old := c.byRuntime[rt.ID]
+		c.byRuntime[rt.ID] = key
+		c.dropUnusedLocked(old)
 		c.mu.Unlock()
-		return e.cluster, nil
+		return cl, nil
 	}
 	c.mu.Unlock()
 	cl, err := c.open(raw, rt.Spec.Context)
@@ -99,16 +102,54 @@ func (c *Connector) Connect(ctx context.Context, rt *client.KubernetesRuntime) (
 		return nil, fmt.Errorf("kubernetes_runtime %q: %w", rt.Name, err)
 	}
 	c.mu.Lock()
-	c.cache[rt.ID] = cached{key: key, cluster: cl}
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	if existing, ok := c.byKey[key]; ok { // opened concurrently
+		cl = existing
+	}
+	c.byKey[key] = cl
+	old := c.byRuntime[rt.ID]
+	c.byRuntime[rt.ID] = key
+	c.dropUnusedLocked(old)
 	return cl, nil
 }
 
-// Forget drops the cached connection of a runtime.
+// Forget drops the cached connection of a runtime; a cluster no other runtime uses is closed.
 func (c *Connector) Forget(runtimeID string) {
 	c.mu.Lock()
-	delete(c.cache, runtimeID)
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	key, ok := c.byRuntime[runtimeID]
+	if !ok {
+		return
+	}
+	delete(c.byRuntime, runtimeID)
+	c.dropUnusedLocked(key)
+}
+
+// dropUnusedLocked closes and forgets the cluster of key when no runtime uses it any more.
+func (c *Connector) dropUnusedLocked(key string) {
+	if key == "" {
+		return
+	}
+	for _, k := range c.byRuntime {
+		if k == key {
+			return
+		}
+	}
+	if cl, ok := c.byKey[key]; ok {
+		cl.Close()
+		delete(c.byKey, key)
+	}
+}
+
+// Close closes every cached cluster (stopping their caches).
+func (c *Connector) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for key, cl := range c.byKey {
+		cl.Close()
+		delete(c.byKey, key)
+	}
+	clear(c.byRuntime)
 }
 
 func (c *Connector) kubeconfig(rt *client.KubernetesRuntime) ([]byte, error) {

@@ -60,6 +60,10 @@ type HealthOptions struct {
 	// StatefulSets, DaemonSets and Jobs) as ready without reading them: use it right after applying
 	// them, to save a request per object.
 	AssumeExist bool
+	// Cached reads workloads and their pods from the cluster's Cache where it holds them at (or after)
+	// the generation in the ref, and from the API server otherwise. The agent's notifications come
+	// from the same cache, so a reconcile they trigger sees what triggered it.
+	Cached bool
 }
 
 // HasStatus reports whether Health judges objects of this kind by their status rather than by their
@@ -83,7 +87,7 @@ func HealthWith(ctx context.Context, cl *Cluster, refs []AppliedRef, opts Health
 			rep.Objects = append(rep.Objects, obj)
 			continue
 		}
-		ready, msg := objectHealth(ctx, cl, r, &rep)
+		ready, msg := objectHealth(ctx, cl, r, opts.Cached, &rep)
 		obj.Ready, obj.Message = ready, msg
 		rep.Ready = rep.Ready && ready
 		rep.Objects = append(rep.Objects, obj)
@@ -91,12 +95,14 @@ func HealthWith(ctx context.Context, cl *Cluster, refs []AppliedRef, opts Health
 	return rep
 }
 
-func objectHealth(ctx context.Context, cl *Cluster, r AppliedRef, rep *HealthReport) (bool, string) {
+func objectHealth(ctx context.Context, cl *Cluster, r AppliedRef, cached bool, rep *HealthReport) (bool, string) {
 	gk := r.GroupKind()
 	opts := metav1.GetOptions{}
 	switch gk {
 	case schema.GroupKind{Group: "apps", Kind: "Deployment"}:
-		d, err := cl.Clientset.AppsV1().Deployments(r.Namespace).Get(ctx, r.Name, opts)
+		d, err := read(ctx, cl, r, cached, func() (*appsv1.Deployment, error) {
+			return cl.Clientset.AppsV1().Deployments(r.Namespace).Get(ctx, r.Name, opts)
+		})
 		if err != nil {
 			return false, readError(err)
 		}
@@ -109,11 +115,13 @@ func objectHealth(ctx context.Context, cl *Cluster, r AppliedRef, rep *HealthRep
 		rep.AvailableReplicas += d.Status.AvailableReplicas
 		ready, msg := deploymentReady(d, want)
 		if !ready {
-			msg = withPodCause(ctx, cl, r.Namespace, d.Spec.Selector, msg)
+			msg = withPodCause(ctx, cl, cached, r.Namespace, d.Spec.Selector, msg)
 		}
 		return ready, msg
 	case schema.GroupKind{Group: "apps", Kind: "StatefulSet"}:
-		s, err := cl.Clientset.AppsV1().StatefulSets(r.Namespace).Get(ctx, r.Name, opts)
+		s, err := read(ctx, cl, r, cached, func() (*appsv1.StatefulSet, error) {
+			return cl.Clientset.AppsV1().StatefulSets(r.Namespace).Get(ctx, r.Name, opts)
+		})
 		if err != nil {
 			return false, readError(err)
 		}
@@ -126,11 +134,13 @@ func objectHealth(ctx context.Context, cl *Cluster, r AppliedRef, rep *HealthRep
 		rep.AvailableReplicas += s.Status.AvailableReplicas
 		ready, msg := statefulSetReady(s, want)
 		if !ready {
-			msg = withPodCause(ctx, cl, r.Namespace, s.Spec.Selector, msg)
+			msg = withPodCause(ctx, cl, cached, r.Namespace, s.Spec.Selector, msg)
 		}
 		return ready, msg
 	case schema.GroupKind{Group: "apps", Kind: "DaemonSet"}:
-		ds, err := cl.Clientset.AppsV1().DaemonSets(r.Namespace).Get(ctx, r.Name, opts)
+		ds, err := read(ctx, cl, r, cached, func() (*appsv1.DaemonSet, error) {
+			return cl.Clientset.AppsV1().DaemonSets(r.Namespace).Get(ctx, r.Name, opts)
+		})
 		if err != nil {
 			return false, readError(err)
 		}
@@ -139,11 +149,13 @@ func objectHealth(ctx context.Context, cl *Cluster, r AppliedRef, rep *HealthRep
 		rep.AvailableReplicas += ds.Status.NumberAvailable
 		ready, msg := daemonSetReady(ds)
 		if !ready {
-			msg = withPodCause(ctx, cl, r.Namespace, ds.Spec.Selector, msg)
+			msg = withPodCause(ctx, cl, cached, r.Namespace, ds.Spec.Selector, msg)
 		}
 		return ready, msg
 	case schema.GroupKind{Group: "batch", Kind: "Job"}:
-		j, err := cl.Clientset.BatchV1().Jobs(r.Namespace).Get(ctx, r.Name, opts)
+		j, err := read(ctx, cl, r, cached, func() (*batchv1.Job, error) {
+			return cl.Clientset.BatchV1().Jobs(r.Namespace).Get(ctx, r.Name, opts)
+		})
 		if err != nil {
 			return false, readError(err)
 		}
@@ -162,6 +174,19 @@ func objectHealth(ctx context.Context, cl *Cluster, r AppliedRef, rep *HealthRep
 		return false, readError(err)
 	}
 	return true, ""
+}
+
+// read returns the cached object when asked to and the cache holds it at or after the ref's generation
+// (a cache that lags an apply just made must not report the previous rollout's health), else get's.
+func read[T metav1.Object](ctx context.Context, cl *Cluster, r AppliedRef, cached bool, get func() (T, error)) (T, error) {
+	if cached {
+		if obj, err := cl.Cache().object(ctx, r); err == nil && obj != nil {
+			if t, ok := obj.(T); ok && t.GetGeneration() >= r.Generation {
+				return t, nil
+			}
+		}
+	}
+	return get()
 }
 
 func readError(err error) string {
@@ -225,7 +250,7 @@ func daemonSetReady(ds *appsv1.DaemonSet) (bool, string) {
 }
 
 // withPodCause appends the most telling pod problem among the workload's pods to msg.
-func withPodCause(ctx context.Context, cl *Cluster, namespace string, sel *metav1.LabelSelector, msg string) string {
+func withPodCause(ctx context.Context, cl *Cluster, cached bool, namespace string, sel *metav1.LabelSelector, msg string) string {
 	if sel == nil {
 		return msg
 	}
@@ -233,11 +258,24 @@ func withPodCause(ctx context.Context, cl *Cluster, namespace string, sel *metav
 	if err != nil || s.Empty() {
 		return msg
 	}
-	pods, err := cl.Clientset.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: s.String()})
-	if err != nil {
-		return msg
+	var pods []corev1.Pod
+	var cp []*corev1.Pod
+	if cached {
+		cp, err = cl.Cache().Pods(ctx, namespace, s)
 	}
-	if cause := PodCause(pods.Items); cause != "" {
+	if cached && err == nil {
+		pods = make([]corev1.Pod, len(cp))
+		for i, p := range cp {
+			pods[i] = *p
+		}
+	} else {
+		list, err := cl.Clientset.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: s.String()})
+		if err != nil {
+			return msg
+		}
+		pods = list.Items
+	}
+	if cause := PodCause(pods); cause != "" {
 		return msg + "; " + cause
 	}
 	return msg

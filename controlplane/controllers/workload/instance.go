@@ -27,9 +27,11 @@ const (
 )
 
 // InstanceReconciler reconciles workload_instances onto their runtime's cluster: render, server-side
-// apply, prune what the definition dropped, and report health. Re-applying on every reconcile (the
-// runtime re-checks Ready objects periodically) puts back objects edited, scaled or deleted by hand;
-// each correction is recorded as a DriftCorrected event and condition.
+// apply, prune what the definition dropped, and report health. Every reconcile compares the desired
+// objects with the cluster's watch-fed cache (kube.InSync) and applies again when they differ, which
+// puts back objects edited, scaled or deleted by hand (the agent triggers a reconcile when that
+// happens, and the runtime re-checks Ready objects periodically); each correction is recorded as a
+// DriftCorrected event and condition. Health is read from the same cache.
 type InstanceReconciler struct {
 	// Client reads definitions and runtimes. It needs a controller token (runtimes' kubeconfigs are
 	// write-only fields).
@@ -91,15 +93,20 @@ func (r *InstanceReconciler) Reconcile(ctx context.Context, inst *client.Workloa
 	hash := desiredHash(rt.ID, objs)
 	applied, fresh := r.recentlyApplied(inst.ID, hash)
 	if !fresh {
-		if applied, err = r.apply(ctx, cl, inst, owner, objs); err != nil {
+		// The drift check: when the cluster's cache shows every object as the apply would leave it
+		// (and nothing to prune), there is nothing to apply.
+		if refs, ok := kube.InSync(ctx, cl, owner, objs); ok && sameRefs(refs, previous) {
+			applied = refs
+		} else if applied, err = r.apply(ctx, cl, inst, owner, objs); err != nil {
 			r.forget(inst.ID)
 			return reconcile.Result{}, err
 		}
 	}
 
 	inst.Status.DefinitionGeneration = def.Generation
-	// Everything was applied just now or moments ago (fresh): existence needs no second look.
-	rep := kube.HealthWith(ctx, cl, applied, kube.HealthOptions{AssumeExist: true})
+	// Everything was applied (or found in sync) just now or moments ago (fresh): existence needs no
+	// second look.
+	rep := kube.HealthWith(ctx, cl, applied, kube.HealthOptions{AssumeExist: true, Cached: true})
 	inst.Status.Objects = rep.Objects
 	inst.Status.Replicas = rep.Replicas
 	inst.Status.ReadyReplicas = rep.ReadyReplicas
