@@ -37,7 +37,8 @@ type Config struct {
 	// Cluster, when set, is used instead of connecting through Connector (e.g. in-cluster config).
 	Cluster *kube.Cluster
 	// OnChange is called with an instance id when the health of an object it applied changes, or when
-	// one of its objects is deleted. Calls for one instance are coalesced over Debounce. May be nil.
+	// one of its objects is deleted: at once for the first change, and once more at the end of the
+	// Debounce window when further changes came within it. May be nil.
 	OnChange func(instanceID string)
 	// Debounce coalesces changes of one instance (default 100ms).
 	Debounce time.Duration
@@ -54,7 +55,7 @@ type Agent struct {
 	log *slog.Logger
 
 	mu       sync.Mutex
-	pending  map[string]bool      // instances with a coalesced OnChange call scheduled
+	pending  map[string]bool      // instances within their debounce window -> changed again since its call
 	mirrored map[string]time.Time // "<object uid>/<reason>" -> when last mirrored
 	events   chan client.Event
 	synced   chan struct{}
@@ -173,17 +174,24 @@ func (a *Agent) changed(obj any) {
 	if id == "" {
 		return
 	}
+	// The first change calls at once (it sits on the apply-to-ready path); changes within Debounce of
+	// it are coalesced into one more call at the end of the window.
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.pending[id] {
+	if _, open := a.pending[id]; open {
+		a.pending[id] = true
 		return
 	}
-	a.pending[id] = true
+	a.pending[id] = false
+	go a.cfg.OnChange(id)
 	time.AfterFunc(a.cfg.Debounce, func() {
 		a.mu.Lock()
+		again := a.pending[id]
 		delete(a.pending, id)
 		a.mu.Unlock()
-		a.cfg.OnChange(id)
+		if again {
+			a.cfg.OnChange(id)
+		}
 	})
 }
 

@@ -109,6 +109,11 @@ type Controller[S any, T any] struct {
 	failures map[string]int // consecutive errors per object id, for backoff
 	// timers hold delayed requeues, one per object; see requeue.
 	timers map[string]*requeueTimer
+	// inflight holds the objects a worker of this replica is reconciling; dirty the notifications of
+	// them that arrived meanwhile, which that worker reconciles once more (and acks) before it lets go
+	// of the lock.
+	inflight map[string]bool
+	dirty    map[string][]jetstream.Msg
 }
 
 type requeueTimer struct {
@@ -125,6 +130,8 @@ func New[S any, T any](queue Queue, res *client.Resource[S, T], rec Reconciler[S
 		log:      cfg.Logger.With("kind", res.Kind()),
 		failures: map[string]int{},
 		timers:   map[string]*requeueTimer{},
+		inflight: map[string]bool{},
+		dirty:    map[string][]jetstream.Msg{},
 	}
 }
 
@@ -218,6 +225,13 @@ func (c *Controller[S, T]) handle(ctx context.Context, locker *broker.Locker, m 
 		_ = m.Term()
 		return
 	}
+	// A notification for an object this replica is reconciling right now is taken over by that worker,
+	// which reconciles once more when it is done and only then acks it: no lock contention and no
+	// redelivery delay, and if this process dies the notification is still unacked and redelivered.
+	if !c.begin(id, m) {
+		return
+	}
+	defer c.end(id)
 	lock, err := locker.Acquire(ctx, broker.LockKey(kind, id))
 	if errors.Is(err, broker.ErrLocked) {
 		_ = m.NakWithDelay(jitter(c.cfg.LockRetry))
@@ -232,6 +246,19 @@ func (c *Controller[S, T]) handle(ctx context.Context, locker *broker.Locker, m 
 	defer cancel()
 	stopBeat := c.heartbeat(rctx, cancel, lock, m, id)
 	delay, ack := c.process(rctx, id)
+	for rctx.Err() == nil {
+		again := c.takeDirty(id)
+		if len(again) == 0 {
+			break
+		}
+		delay, ack = c.process(rctx, id)
+		for _, am := range again {
+			_ = am.Ack()
+			if c.cfg.Metrics != nil {
+				c.cfg.Metrics.delivered(kind)
+			}
+		}
+	}
 	stopBeat()
 	if err := lock.Release(context.WithoutCancel(ctx)); err != nil && !errors.Is(err, broker.ErrLockLost) {
 		c.log.Warn("unlock failed", "id", id, "err", err)
@@ -242,6 +269,41 @@ func (c *Controller[S, T]) handle(ctx context.Context, locker *broker.Locker, m 
 	}
 	if c.cfg.Metrics != nil {
 		c.cfg.Metrics.delivered(kind)
+	}
+}
+
+// begin marks id as being reconciled by this replica. When it already is, it hands m to that worker
+// and returns false.
+func (c *Controller[S, T]) begin(id string, m jetstream.Msg) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inflight[id] {
+		c.dirty[id] = append(c.dirty[id], m)
+		return false
+	}
+	c.inflight[id] = true
+	return true
+}
+
+// takeDirty returns (and clears) the notifications of id handed over while it was being reconciled.
+func (c *Controller[S, T]) takeDirty(id string) []jetstream.Msg {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	msgs := c.dirty[id]
+	delete(c.dirty, id)
+	return msgs
+}
+
+// end clears id's in-flight mark. Notifications handed over after the last takeDirty are nak'd, for
+// immediate redelivery.
+func (c *Controller[S, T]) end(id string) {
+	c.mu.Lock()
+	left := c.dirty[id]
+	delete(c.dirty, id)
+	delete(c.inflight, id)
+	c.mu.Unlock()
+	for _, m := range left {
+		_ = m.Nak()
 	}
 }
 

@@ -344,3 +344,44 @@ func TestStaleStatusWritesAreRefused(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A notification that arrives while its object is being reconciled is taken over by the worker that
+// holds the object: it reconciles once more right after, instead of the notification waiting out a
+// lock retry. LockRetry is set to an hour, so the old path would not finish within the test.
+func TestNotificationDuringReconcileIsTakenOverByTheWorker(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	first := make(chan struct{})
+	release := make(chan struct{})
+	var calls, running, overlap atomic.Int32
+	b.run(t, recFunc(func(ctx context.Context, obj *defObj) (reconcile.Result, error) {
+		if running.Add(1) > 1 {
+			overlap.Add(1)
+		}
+		defer running.Add(-1)
+		if calls.Add(1) == 1 {
+			close(first)
+			<-release
+		}
+		return reconcile.Result{}, nil
+	}), reconcile.Config{Workers: 4, LockRetry: time.Hour, ResyncInterval: time.Hour})
+
+	obj := b.createDef(t, "busy")
+	select {
+	case <-first:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first reconcile never started")
+	}
+	// Two more notifications while the first reconcile runs: they coalesce into one more reconcile.
+	require.NoError(t, b.broker.Publish(context.Background(), client.KindWorkloadDefinition, obj.ID, "again-1"))
+	require.NoError(t, b.broker.Publish(context.Background(), client.KindWorkloadDefinition, obj.ID, "again-2"))
+	time.Sleep(200 * time.Millisecond) // let them be delivered to a second worker while the first holds the object
+	close(release)
+
+	require.Eventually(t, func() bool { return calls.Load() >= 2 }, 10*time.Second, 10*time.Millisecond)
+	time.Sleep(300 * time.Millisecond)
+	require.LessOrEqual(t, calls.Load(), int32(3), "the extra notifications coalesced")
+	require.Zero(t, overlap.Load(), "two reconciles of one object overlapped")
+	_, err := b.client.WorkloadDefinitions().WaitReconciled(waitCtx(t, 10*time.Second), obj.ID)
+	require.NoError(t, err)
+}

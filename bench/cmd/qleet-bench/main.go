@@ -50,7 +50,7 @@ func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("qleet-bench", flag.ContinueOnError)
 	only := fs.String("only", strings.Join(suite.AllSections, ","), "sections to run: "+strings.Join(suite.AllSections, ","))
 	n := fs.Int("n", 100, "large apply batch (the small one is 1)")
-	roundsSmall := fs.Int("rounds-small", 8, "rounds per method at N=1")
+	roundsSmall := fs.Int("rounds-small", 20, "rounds per method at N=1")
 	roundsLarge := fs.Int("rounds-large", 2, "rounds per method at the large N")
 	applyConc := fs.Int("apply-concurrency", 32, "workloads in flight per method in the apply section")
 	replicas := fs.Int("replicas", 3, "replicas per workload in the apply and terraform sections")

@@ -304,10 +304,21 @@ func applyOne(ctx context.Context, cl *Cluster, owner Owner, o *unstructured.Uns
 	}
 	ref := RefOf(o)
 
+	// An object the cluster's cache shows as this apply would leave it is not applied again (a shared
+	// namespace, the unchanged parts of an instance).
+	cached, _ := cl.Cache().Get(ctx, ref)
+	if cached != nil && objectInSync(cached, o) {
+		ref.Generation = (&unstructured.Unstructured{Object: cached}).GetGeneration()
+		return ref, nil
+	}
 	// Drift is only looked for in objects applied before: read them first to compare.
 	var live *unstructured.Unstructured
 	wasApplied := previous[ref.key()]
-	if wasApplied {
+	if wasApplied && cached != nil {
+		live = &unstructured.Unstructured{Object: cached}
+		live.SetAPIVersion(o.GetAPIVersion()) // typed cached objects carry no type meta
+		live.SetKind(o.GetKind())
+	} else if wasApplied {
 		var err error
 		live, err = ri.Get(ctx, o.GetName(), metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {

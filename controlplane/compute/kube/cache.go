@@ -39,6 +39,8 @@ type Cache struct {
 	closeOnce sync.Once
 	mu        sync.Mutex
 	informers map[schema.GroupKind]cache.SharedIndexInformer
+	// syncDeadline is, per kind, the end of the wait for its watch's first fill.
+	syncDeadline map[schema.GroupKind]time.Time
 }
 
 // typedKinds are cached through typed informers (smaller than unstructured, and what the agent's
@@ -84,28 +86,29 @@ func (cl *Cluster) Cache() *Cache {
 			cl: cl,
 			typed: informers.NewSharedInformerFactoryWithOptions(cl.Clientset, 0,
 				informers.WithTweakListOptions(selected), informers.WithTransform(slim)),
-			dyn:       dynamicinformer.NewFilteredDynamicSharedInformerFactory(cl.Dynamic, 0, metav1.NamespaceAll, selected),
-			stop:      make(chan struct{}),
-			informers: map[schema.GroupKind]cache.SharedIndexInformer{},
+			dyn:          dynamicinformer.NewFilteredDynamicSharedInformerFactory(cl.Dynamic, 0, metav1.NamespaceAll, selected),
+			stop:         make(chan struct{}),
+			informers:    map[schema.GroupKind]cache.SharedIndexInformer{},
+			syncDeadline: map[schema.GroupKind]time.Time{},
 		}
 	})
 	return cl.cache
 }
 
-// Close stops the cluster's cache, if it was started.
+// Close stops the cluster's cache; look-ups then answer ErrNotCached.
 func (cl *Cluster) Close() {
-	cl.cacheOnce.Do(func() {}) // no cache may be created after Close
-	if c := cl.cache; c != nil {
-		c.closeOnce.Do(func() {
-			close(c.stop)
-			c.typed.Shutdown()
-			c.dyn.Shutdown()
-		})
-	}
+	c := cl.Cache() // created closed, if it never was used
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		close(c.stop)
+		c.mu.Unlock()
+		c.typed.Shutdown()
+		c.dyn.Shutdown()
+	})
 }
 
-// Informer returns the synced shared informer of a kind, starting its watch on first use and waiting up
-// to 10s for it to fill. It returns ErrNotCached when the watch is not synced (yet).
+// Informer returns the synced shared informer of a kind, starting its watch on first use. Look-ups in
+// the first 10s wait for the watch to fill; it returns ErrNotCached when the watch is not synced.
 func (c *Cache) Informer(ctx context.Context, gk schema.GroupKind, version string) (cache.SharedIndexInformer, error) {
 	inf, err := c.informer(gk, version)
 	if err != nil {
@@ -114,7 +117,16 @@ func (c *Cache) Informer(ctx context.Context, gk schema.GroupKind, version strin
 	if inf.HasSynced() {
 		return inf, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, cacheSyncTimeout)
+	// Only look-ups within the first wait wait: a watch the credentials forbid must not slow every
+	// reconcile down.
+	c.mu.Lock()
+	deadline, ok := c.syncDeadline[gk]
+	if !ok {
+		deadline = time.Now().Add(cacheSyncTimeout)
+		c.syncDeadline[gk] = deadline
+	}
+	c.mu.Unlock()
+	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		return nil, fmt.Errorf("%s: %w", gk, ErrNotCached)
@@ -123,13 +135,13 @@ func (c *Cache) Informer(ctx context.Context, gk schema.GroupKind, version strin
 }
 
 func (c *Cache) informer(gk schema.GroupKind, version string) (cache.SharedIndexInformer, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	select {
 	case <-c.stop:
 		return nil, fmt.Errorf("%s: cache closed: %w", gk, ErrNotCached)
 	default:
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if inf, ok := c.informers[gk]; ok {
 		return inf, nil
 	}

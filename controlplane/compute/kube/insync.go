@@ -39,24 +39,26 @@ func InSync(ctx context.Context, cl *Cluster, owner Owner, objs []*unstructured.
 		}
 		ref := RefOf(o)
 		live, err := c.Get(ctx, ref)
-		if err != nil || live == nil {
+		if err != nil || live == nil || !objectInSync(live, o) {
 			return nil, false
 		}
-		lu := unstructured.Unstructured{Object: live}
-		if lu.GetDeletionTimestamp() != nil {
-			return nil, false
-		}
-		desired := o.Object
-		if o.GetKind() == "Namespace" && o.GroupVersionKind().Group == "" {
-			desired = sharedNamespaceView(o)
-		}
-		if !covers(live, desired, true) {
-			return nil, false
-		}
-		ref.Generation = lu.GetGeneration()
+		ref.Generation = (&unstructured.Unstructured{Object: live}).GetGeneration()
 		refs = append(refs, ref)
 	}
 	return refs, true
+}
+
+// objectInSync reports whether live (from the cache) is as applying the prepared object o would leave
+// it: not being deleted, and holding every value o sets.
+func objectInSync(live map[string]any, o *unstructured.Unstructured) bool {
+	if (&unstructured.Unstructured{Object: live}).GetDeletionTimestamp() != nil {
+		return false
+	}
+	desired := o.Object
+	if o.GetKind() == "Namespace" && o.GroupVersionKind().Group == "" {
+		desired = sharedNamespaceView(o)
+	}
+	return covers(live, desired, true)
 }
 
 // sharedNamespaceView is what an instance's Namespace must match: several instances may share one (the
