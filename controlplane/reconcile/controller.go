@@ -377,6 +377,7 @@ func (c *Controller[S, T]) heartbeat(ctx context.Context, cancel context.CancelF
 
 // process runs one reconcile and writes its outcome. It returns whether to ack, or else the redelivery delay.
 func (c *Controller[S, T]) process(ctx context.Context, id string) (delay time.Duration, ack bool) {
+	ctx = context.WithValue(ctx, startedKey{}, time.Now())
 	obj, err := c.res.Get(ctx, id)
 	if client.IsNotFound(err) {
 		return 0, true
@@ -674,6 +675,17 @@ func (c *Controller[S, T]) Resync(ctx context.Context, all bool) (int, error) {
 }
 
 type loggerKey struct{}
+
+type startedKey struct{}
+
+// StartedAt returns when the reconcile running in ctx started: after the notification that caused it
+// was received, and before its object was read. A read of another object that began at or after this
+// time sees every write committed before the notification (see workload's shared reads). It returns
+// the zero time outside a reconcile.
+func StartedAt(ctx context.Context) time.Time {
+	t, _ := ctx.Value(startedKey{}).(time.Time)
+	return t
+}
 
 // withReconcileID gives the reconcile a logger carrying the object and a fresh reconcile id.
 func withReconcileID(ctx context.Context, base *slog.Logger, id, name string, generation int64) context.Context {

@@ -63,7 +63,8 @@ func (l layout) apiServerArgs() []string {
 
 // controllerManagerArgs: no serving port (health is seen through the API),
 // no leader election (one replica), per-controller service accounts as
-// kubeadm does, and a client rate high enough for large rollouts.
+// kubeadm does, and a client rate and worker counts high enough for large
+// rollouts.
 func (l layout) controllerManagerArgs() []string {
 	kc := l.componentKubeconfig(partControllerManager)
 	p := l.pki
@@ -83,16 +84,17 @@ func (l layout) controllerManagerArgs() []string {
 		"--kube-api-burst=400",
 		"--profiling=false",
 		"--controllers=" + strings.Join(controllers, ","),
-		// kwok renews node status every 20-45s and writes no node Leases; with the default 40s grace the
-		// node lifecycle controller would mark nodes NotReady (and their pods not Ready) between beats.
-		"--node-monitor-grace-period=5m",
+		// The default 5 workers each keep the Deployment and ReplicaSet controllers latency-bound when
+		// thousands of workloads roll out at once (make bench's scale section), not CPU-bound.
+		"--concurrent-deployment-syncs=20",
+		"--concurrent-replicaset-syncs=20",
 	}
 }
 
 // controllers: every default controller but those with nothing to do when
 // kwok plays the nodes: no kubelet asks for certificates or reads the node
-// TTL annotation, no node needs a pod CIDR, and no volume is attached or
-// resized.
+// TTL annotation, no node needs a pod CIDR or fails, and no volume is
+// attached or resized.
 var controllers = []string{
 	"*",
 	"-certificatesigningrequest-signing-controller",
@@ -102,6 +104,11 @@ var controllers = []string{
 	"-ttl-controller",
 	"-persistentvolume-attach-detach-controller",
 	"-persistentvolume-expander-controller",
+	// kwok renews node status every 20-45s, and later still when it is busy with thousands of pods,
+	// and writes no node Leases: the node lifecycle controller marked nodes NotReady between beats
+	// (even with a 5m grace, under make bench's scale section) and set their pods Ready=False, which
+	// kwok never sets back. kwok's nodes do not fail, so nothing is lost without it.
+	"-node-lifecycle-controller",
 }
 
 func (l layout) schedulerArgs() []string {

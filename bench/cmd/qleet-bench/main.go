@@ -16,6 +16,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	_ "net/http/pprof" // served with --pprof
 	"os"
 	"os/exec"
 	"os/signal"
@@ -69,12 +71,16 @@ func run(ctx context.Context, args []string) error {
 	out := fs.String("out", "", "results directory (default <repo>/bench/results)")
 	workDir := fs.String("work-dir", "", "where clusters and data dirs go (default: a temporary directory, removed)")
 	verbose := fs.Bool("v", false, "log the control planes' own output too")
+	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address while running (e.g. 127.0.0.1:6060)")
 	render := fs.String("render", "", "re-render latest.md, the goals and the charts from a results JSON file, and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return err
+	}
+	if *pprofAddr != "" {
+		go func() { _ = http.ListenAndServe(*pprofAddr, nil) }() // the default mux holds net/http/pprof
 	}
 	root, err := kubesim.RepoRoot()
 	if err != nil {

@@ -56,10 +56,17 @@ func (r *DefinitionReconciler) Reconcile(ctx context.Context, def *client.Worklo
 			if st.Message != "" {
 				state += ": " + st.Message
 			}
-			return reconcile.Result{}, reconcile.Wait(fmt.Sprintf("workload_instance %q", inst.Name), state, "RollingOut", 2*time.Second)
+			return reconcile.Result{}, reconcile.Wait(fmt.Sprintf("workload_instance %q", inst.Name), state, "RollingOut", rolloutPoll(len(insts)))
 		}
 	}
 	return reconcile.Result{}, nil
+}
+
+// rolloutPoll is how soon a rolling-out definition lists its instances again: 2s, plus 2s per 500
+// instances, at most 30s. Each look lists every instance, so a fixed 2s cost a large fleet a tenth of a
+// core while it rolled out (make bench, scale section: 10,000 instances).
+func rolloutPoll(instances int) time.Duration {
+	return min(2*time.Second*time.Duration(1+instances/500), 30*time.Second)
 }
 
 func (r *DefinitionReconciler) renderer() *Renderer {

@@ -51,6 +51,9 @@ type InstanceReconciler struct {
 
 	mu     sync.Mutex
 	recent map[string]recentApply // instance id -> what was last applied while not ready
+
+	defs     sharedReads[*client.WorkloadDefinition]
+	runtimes sharedReads[*client.KubernetesRuntime]
 }
 
 // recentApply remembers an apply whose objects are not ready yet.
@@ -62,7 +65,9 @@ type recentApply struct {
 
 // Reconcile implements reconcile.Reconciler.
 func (r *InstanceReconciler) Reconcile(ctx context.Context, inst *client.WorkloadInstance) (reconcile.Result, error) {
-	def, err := r.Client.WorkloadDefinitions().Get(ctx, inst.Spec.DefinitionID)
+	def, err := r.defs.get(ctx, inst.Spec.DefinitionID, reconcile.StartedAt(ctx), func(ctx context.Context) (*client.WorkloadDefinition, error) {
+		return r.Client.WorkloadDefinitions().Get(ctx, inst.Spec.DefinitionID)
+	})
 	if client.IsNotFound(err) {
 		return reconcile.Result{}, reconcile.Wait(fmt.Sprintf("workload_definition %q", inst.Spec.DefinitionID), "NotFound", "DefinitionNotFound", 5*time.Second)
 	}
@@ -233,7 +238,9 @@ func (r *InstanceReconciler) pollInterval() time.Duration {
 // connect fetches the instance's runtime and connects to its cluster. A runtime that is not Ready gives
 // a WaitError; a runtime that does not exist gives the client's not-found error.
 func (r *InstanceReconciler) connect(ctx context.Context, inst *client.WorkloadInstance) (*client.KubernetesRuntime, *kube.Cluster, error) {
-	rt, err := r.Client.KubernetesRuntimes().Get(ctx, inst.Spec.RuntimeID)
+	rt, err := r.runtimes.get(ctx, inst.Spec.RuntimeID, reconcile.StartedAt(ctx), func(ctx context.Context) (*client.KubernetesRuntime, error) {
+		return r.Client.KubernetesRuntimes().Get(ctx, inst.Spec.RuntimeID)
+	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("get kubernetes_runtime: %w", err)
 	}
