@@ -87,6 +87,12 @@ func TestCluster(t *testing.T) {
 		if zones["us-east-1a"] != 2 || zones["us-east-1b"] != 1 {
 			t.Errorf("zones = %v, want 2 in us-east-1a and 1 in us-east-1b", zones)
 		}
+		// No node lifecycle controller runs, so nothing would ever lift a not-ready taint.
+		for _, n := range nodes.Items {
+			if len(n.Spec.Taints) != 0 {
+				t.Errorf("node %s has taints %v, want none", n.Name, n.Spec.Taints)
+			}
+		}
 	})
 
 	t.Run("a 3-replica Deployment becomes Available", func(t *testing.T) {

@@ -58,6 +58,9 @@ func (l layout) apiServerArgs() []string {
 		// limits are enough, and APF's controller and flow-schema state cost
 		// memory.
 		"--enable-priority-and-fairness=false",
+		// New nodes get no not-ready taint: only the node lifecycle controller, which kubesim does not
+		// run (see controllers), would ever lift it.
+		"--disable-admission-plugins=TaintNodesByCondition",
 	}
 }
 
