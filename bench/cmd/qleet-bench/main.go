@@ -63,7 +63,7 @@ func run(ctx context.Context, args []string) error {
 	scaleRuntimes := fs.Int("scale-runtimes", 10, "scale: runtimes")
 	scaleClusters := fs.Int("scale-clusters", 2, "scale: kubesim clusters the runtimes point into")
 	scaleReplicas := fs.Int("scale-replicas", 1, "scale: replicas per instance (0 = Deployments without pods)")
-	scaleTimeout := fs.Duration("scale-timeout", 12*time.Minute, "scale: how long creation may take")
+	scaleTimeout := fs.Duration("scale-timeout", 20*time.Minute, "scale: how long creation may take")
 	steady := fs.Duration("steady-window", 65*time.Second, "scale: steady-state sampling window")
 	churnRate := fs.Float64("churn-rate", 20, "scale: updates per second during churn")
 	churnDur := fs.Duration("churn-duration", 60*time.Second, "scale: churn window")
