@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
 )
 
 // finalizer plays a controller: it finalizes every object of the kinds whose deletion was requested.
@@ -234,6 +236,20 @@ func TestWaitReconciled(t *testing.T) {
 		require.NoError(t, err)
 		require.Less(t, time.Since(start), 10*time.Second)
 	})
+	t.Run("the fallback poll slows down while nothing changes", func(t *testing.T) {
+		t.Parallel()
+		st := &countingGets{Store: openSQLite(t)}
+		e := setup(t, setupOpts{st: st, cfg: func(c *server.Config) { c.WaitPollInterval = 20 * time.Millisecond }})
+		rt, err := e.dev.KubernetesRuntimes().Create(ctx, localRuntime("slow"))
+		require.NoError(t, err)
+		before := st.gets.Load()
+		code, _ := e.raw(t, server.RoleViewer, http.MethodGet, "/v1/kubernetes_runtimes/"+rt.ID+"?wait=reconciled&timeout=2s", "", nil)
+		require.Equal(t, http.StatusOK, code)
+		// A fixed 20ms poll reads about 100 times in 2s; doubling to 160ms reads 1 + 3 + about 12.
+		reads := st.gets.Load() - before
+		require.Greater(t, reads, int64(5), "it still polls")
+		require.Less(t, reads, int64(30), "the poll backs off")
+	})
 	t.Run("bad wait parameters are 400s", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t)
@@ -288,4 +304,15 @@ func TestListByReferenceFindsADefinitionsInstances(t *testing.T) {
 		names = append(names, inst.Name)
 	}
 	require.ElementsMatch(t, []string{"web-1", "web-2"}, names, "paged one at a time")
+}
+
+// countingGets counts the store's Get calls.
+type countingGets struct {
+	store.Store
+	gets atomic.Int64
+}
+
+func (c *countingGets) Get(ctx context.Context, kind, id string) (*store.Object, error) {
+	c.gets.Add(1)
+	return c.Store.Get(ctx, kind, id)
 }

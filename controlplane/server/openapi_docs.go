@@ -79,7 +79,7 @@ var fieldDocs = map[string]string{
 	"Config.SecretKey":                            "SecretKey, 32 bytes, encrypts write-only spec fields (e.g. kubeconfigs) at rest with AES-256-GCM. Every API replica must share it. Nil stores them in plain text (tests only).",
 	"Config.Store":                                "Store holds the objects. Required.",
 	"Config.TokenCacheTTL":                        "TokenCacheTTL is how long a valid token is remembered. Default 10s.",
-	"Config.WaitPollInterval":                     "WaitPollInterval is how often server-side waits re-read the object, to see writes made through other API replicas (this server's own writes wake waiters at once). Default 500ms.",
+	"Config.WaitPollInterval":                     "WaitPollInterval is how soon server-side waits first re-read the object, to see writes made through other API replicas (this server's own writes wake waiters at once); the interval doubles while nothing changes, up to 8 times this. Default 500ms.",
 	"Container.Args":                              "Args are the arguments to the entrypoint.",
 	"Container.Command":                           "Command overrides the image entrypoint.",
 	"Container.Env":                               "Env are environment variables.",

@@ -36,8 +36,9 @@ type Config struct {
 	OnCommit func()
 	// Ready is an extra readiness check for /readyz, after the store ping. May be nil.
 	Ready func(ctx context.Context) error
-	// WaitPollInterval is how often server-side waits re-read the object, to see writes made through other
-	// API replicas (this server's own writes wake waiters at once). Default 500ms.
+	// WaitPollInterval is how soon server-side waits first re-read the object, to see writes made through
+	// other API replicas (this server's own writes wake waiters at once); the interval doubles while nothing
+	// changes, up to 8 times this. Default 500ms.
 	WaitPollInterval time.Duration
 	// TokenCacheTTL is how long a valid token is remembered. Default 10s.
 	TokenCacheTTL time.Duration
