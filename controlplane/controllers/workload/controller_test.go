@@ -330,20 +330,9 @@ func TestInstanceWaitsForRuntime(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := &env{}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := store.Open(ctx, store.Config{URL: filepath.Join(t.TempDir(), "qleet.db"), Logger: quiet})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	srv, err := server.New(server.Config{Store: st, Logger: quiet, Registry: prometheus.NewRegistry()})
-	require.NoError(t, err)
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
-	tok, err := server.NewToken()
-	require.NoError(t, err)
-	require.NoError(t, st.CreateToken(ctx, &store.Token{Hash: server.HashToken(tok), Name: "admin", Role: server.RoleAdmin}))
-	e.admin, err = client.New(hs.URL, client.WithToken(tok))
-	require.NoError(t, err)
+	e.admin = apitest.Start(t).Client(t, server.RoleAdmin)
 	e.ctrl = e.admin
+	var err error
 	e.rt, err = e.admin.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "us-east"}, Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderLocal}})
 	require.NoError(t, err)
 	e.inst = &workload.InstanceReconciler{Client: e.admin, Connector: kube.NewConnector(kube.ConnectorConfig{})}
