@@ -125,13 +125,7 @@ func ensureLocked() error {
 		srvErr = err
 		return err
 	}
-	u := &url.URL{
-		Scheme:   "postgres",
-		User:     url.User("postgres"),
-		Host:     net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)),
-		Path:     "/postgres",
-		RawQuery: "sslmode=disable",
-	}
+	u := s.adminURL()
 	db := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(u.String())))
 	db.SetMaxOpenConns(4)
 	srv, admin, baseURL = s, db, u
@@ -205,6 +199,17 @@ func serverUser() (*syscall.Credential, error) {
 		return nil, fmt.Errorf("postgres gid %q: %w", u.Gid, err)
 	}
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: true}, nil
+}
+
+// adminURL is the URL of the server's postgres database as the superuser.
+func (s *server) adminURL() *url.URL {
+	return &url.URL{
+		Scheme:   "postgres",
+		User:     url.User("postgres"),
+		Host:     net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)),
+		Path:     "/postgres",
+		RawQuery: "sslmode=disable",
+	}
 }
 
 func startServer() (*server, error) {
@@ -362,13 +367,7 @@ func StartServer(ctx context.Context) (dbURL string, stop func(), err error) {
 	if err != nil {
 		return "", nil, err
 	}
-	u := &url.URL{
-		Scheme:   "postgres",
-		User:     url.User("postgres"),
-		Host:     net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)),
-		Path:     "/postgres",
-		RawQuery: "sslmode=disable",
-	}
+	u := s.adminURL()
 	db := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(u.String())))
 	defer db.Close()
 	name := "bench_" + randomHex(8)
