@@ -187,6 +187,11 @@ type WorkloadInstanceSpec struct {
 	Env []EnvVar `json:"env,omitempty"`
 	// Images overrides the image per container name.
 	Images map[string]string `json:"images,omitempty"`
+	// Adopt lets the instance take over objects that already exist in the cluster without QleetOS's
+	// ownership (a namespace, a ConfigMap named by a manifest). Without it the instance goes Failed and
+	// names such an object; with it the object is labelled as the instance's, and pruned or deleted with it.
+	// Objects of another QleetOS instance are never taken over.
+	Adopt bool `json:"adopt,omitempty"`
 }
 
 // AppliedObject is one Kubernetes object an instance applied, and how it is doing.

@@ -25,6 +25,7 @@ type workloadInstanceModel struct {
 	Replicas     types.Int64  `tfsdk:"replicas"`
 	Env          types.Map    `tfsdk:"env"`
 	Images       types.Map    `tfsdk:"images"`
+	Adopt        types.Bool   `tfsdk:"adopt"`
 }
 
 var appliedObjectAttributes = map[string]rschema.Attribute{
@@ -76,6 +77,13 @@ var workloadInstanceKind = &kind[client.WorkloadInstanceSpec, client.WorkloadIns
 			ElementType: types.StringType,
 			Validators:  []validator.Map{mapvalidator.ValueStringsAre(imageRef())},
 		},
+		"adopt": rschema.BoolAttribute{
+			Description: "Take over Kubernetes objects that already exist without QleetOS's ownership (default false). " +
+				"Without it, an object the instance would write that someone else created (a ConfigMap named by a manifest, say) " +
+				"is left untouched and the instance fails naming it; with it, such objects become the instance's and are deleted " +
+				"with it. An existing namespace is used as it is and never deleted unless adopted. Objects of other instances are never taken.",
+			Optional: true,
+		},
 	},
 	statusAttributes: map[string]rschema.Attribute{
 		"namespace":          rschema.StringAttribute{Description: "The namespace the instance runs in.", Computed: true},
@@ -99,6 +107,7 @@ var workloadInstanceKind = &kind[client.WorkloadInstanceSpec, client.WorkloadIns
 			Replicas:     int32Ptr(m.Replicas),
 			Env:          envList(env),
 			Images:       images,
+			Adopt:        m.Adopt.ValueBool(),
 		}, diags
 	},
 	fromSpec: func(_ context.Context, s *client.WorkloadInstanceSpec, m *workloadInstanceModel) diag.Diagnostics {
@@ -108,6 +117,7 @@ var workloadInstanceKind = &kind[client.WorkloadInstanceSpec, client.WorkloadIns
 		m.Replicas = int32PtrValue(s.Replicas)
 		m.Env = stringMapValue(m.Env, envMap(s.Env))
 		m.Images = stringMapValue(m.Images, s.Images)
+		m.Adopt = boolValue(m.Adopt, s.Adopt)
 		return nil
 	},
 	statusValues: func(t *client.WorkloadInstanceStatus) attrValues {

@@ -3,12 +3,15 @@ package provider
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -190,6 +193,77 @@ func TestAccWorkloadInstance(t *testing.T) {
 					resource.TestCheckNoResourceAttr(addr, "replicas"),
 					deployment("nginx:1.29", 2),
 				),
+			},
+		},
+	})
+}
+
+func TestAccWorkloadInstanceAdopt(t *testing.T) {
+	env := testAccEnv(t)
+	name := randomName("acc-adopt")
+	addr := "qleet_workload_instance.web"
+	ctx := context.Background()
+
+	// Someone's namespace, holding their data and a Deployment that happens to bear the instance's name.
+	_, err := env.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.kube.CoreV1().ConfigMaps(name).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "data"}, Data: map[string]string{"k": "by hand"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	one := int32(1)
+	labels := map[string]string{"app.kubernetes.io/instance": name} // the selector QleetOS renders, so that adopting is valid
+	_, err = env.kube.AppsV1().Deployments(name).Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appsv1.DeploymentSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: labels},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "theirs", Image: "busybox"}}},
+		}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviders,
+		CheckDestroy: func(*terraform.State) error {
+			ns, err := env.kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+			if err != nil || ns.DeletionTimestamp != nil {
+				return fmt.Errorf("the namespace QleetOS did not create was deleted: %v", err)
+			}
+			cm, err := env.kube.CoreV1().ConfigMaps(name).Get(ctx, "data", metav1.GetOptions{})
+			if err != nil || cm.Data["k"] != "by hand" {
+				return fmt.Errorf("data put there by hand is gone: %v", err)
+			}
+			return nil
+		},
+		Steps: []resource.TestStep{
+			{
+				// The existing Deployment is not taken over: apply fails and names it.
+				Config:      instanceConfig(name, env.kubeconfig, "nginx:1.27", fmt.Sprintf("namespace = %q", name)),
+				ExpectError: regexp.MustCompile(`(?s)Deployment/` + name + `/` + name + `.*not created by QleetOS.*adopt`),
+			},
+			{
+				Config: instanceConfig(name, env.kubeconfig, "nginx:1.27", fmt.Sprintf("namespace = %q\n  adopt = true", name)),
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckResourceAttr(addr, "adopt", "true"),
+					resource.TestCheckResourceAttr(addr, "status.phase", "Ready"),
+					func(*terraform.State) error {
+						d, err := env.kube.AppsV1().Deployments(name).Get(ctx, name, metav1.GetOptions{})
+						if err != nil {
+							return err
+						}
+						// Server-side apply: QleetOS now owns the fields it sets; fields only others set stay.
+						for _, c := range d.Spec.Template.Spec.Containers {
+							if c.Name == "web" && c.Image == "nginx:1.27" {
+								return nil
+							}
+						}
+						return fmt.Errorf("adopted deployment has no container web with nginx:1.27: %+v", d.Spec.Template.Spec.Containers)
+					},
+				),
+				ConfigPlanChecks: emptyPlanAfterApply,
 			},
 		},
 	})

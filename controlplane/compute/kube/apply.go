@@ -47,6 +47,41 @@ type Owner struct {
 	// these objects only (reading each before applying it): one gone missing, or one changed although
 	// its desired state did not. Prune and DeleteAll also search their kinds.
 	Previous []AppliedRef
+	// Adopt lets Apply take over objects that exist in the cluster without QleetOS's ownership labels.
+	// Without it such an object is never modified: Apply fails with an *OwnershipError naming it. An
+	// object owned by another QleetOS owner is never taken, adopt or not.
+	Adopt bool
+}
+
+// OwnershipError says that an object Apply would write exists in the cluster and is not the owner's:
+// created by someone else (Owner.Adopt takes those over), or owned by another QleetOS owner (never
+// taken). Nothing was written to it. Retrying cannot help until the object or the spec changes.
+type OwnershipError struct {
+	// Ref names the object.
+	Ref AppliedRef
+	// OwnedBy is the id of the QleetOS owner that holds the object; empty when QleetOS did not create it.
+	OwnedBy string
+}
+
+func (e *OwnershipError) Error() string {
+	if e.OwnedBy != "" {
+		return fmt.Sprintf("%s already exists and belongs to another QleetOS owner (%s); it was left unchanged", e.Ref, e.OwnedBy)
+	}
+	return fmt.Sprintf("%s already exists and was not created by QleetOS; it was left unchanged (set adopt = true on the instance to take it over)", e.Ref)
+}
+
+// IsOwnershipConflict reports whether err is (or wraps) an *OwnershipError.
+func IsOwnershipConflict(err error) bool {
+	var oe *OwnershipError
+	return errors.As(err, &oe)
+}
+
+// ownerOf returns the QleetOS owner id recorded on an object's labels, and whether QleetOS manages it.
+func ownerOf(labels map[string]string) (string, bool) {
+	if labels[LabelManagedBy] != ManagedByValue {
+		return "", false
+	}
+	return labels[LabelInstanceID], true
 }
 
 // InstanceSelector selects the objects owned by o.
@@ -304,21 +339,34 @@ func applyOne(ctx context.Context, cl *Cluster, owner Owner, o *unstructured.Uns
 	}
 	ref := RefOf(o)
 
-	// An object the cluster's cache shows as this apply would leave it is not applied again (a shared
-	// namespace, the unchanged parts of an instance).
+	// The cache holds only objects QleetOS manages. One it holds for another owner is not this
+	// owner's to write, except the instance's own namespace, which instances may share.
 	cached, _ := cl.Cache().Get(ctx, ref)
-	if cached != nil && objectInSync(cached, o) {
-		ref.Generation = (&unstructured.Unstructured{Object: cached}).GetGeneration()
-		return ref, nil
+	if cached != nil {
+		cu := &unstructured.Unstructured{Object: cached}
+		if id, _ := ownerOf(cu.GetLabels()); id != owner.InstanceID {
+			if ownNamespace(o, owner) {
+				ref.Generation = cu.GetGeneration()
+				return ref, nil
+			}
+			return ref, &OwnershipError{Ref: ref, OwnedBy: id}
+		}
+		// An object the cache shows as this apply would leave it is not applied again.
+		if objectInSync(cached, o) {
+			ref.Generation = cu.GetGeneration()
+			return ref, nil
+		}
 	}
-	// Drift is only looked for in objects applied before: read them first to compare.
+	// Anything the cache does not show as ours is read first: it may exist without QleetOS's
+	// ownership, and then it is left alone unless the owner adopts it. Objects applied before are also
+	// compared with what they were, to report drift.
 	var live *unstructured.Unstructured
 	wasApplied := previous[ref.key()]
-	if wasApplied && cached != nil {
+	if cached != nil {
 		live = &unstructured.Unstructured{Object: cached}
 		live.SetAPIVersion(o.GetAPIVersion()) // typed cached objects carry no type meta
 		live.SetKind(o.GetKind())
-	} else if wasApplied {
+	} else {
 		var err error
 		live, err = ri.Get(ctx, o.GetName(), metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -326,6 +374,20 @@ func applyOne(ctx context.Context, cl *Cluster, owner Owner, o *unstructured.Uns
 		}
 		if err != nil {
 			return ref, &ApplyError{Ref: ref, Err: fmt.Errorf("read live object: %w", err)}
+		}
+		if live != nil {
+			id, managed := ownerOf(live.GetLabels())
+			switch {
+			case managed && id == owner.InstanceID:
+			case ownNamespace(o, owner) && (managed || !owner.Adopt):
+				// An existing namespace is used as it is: not labelled, so never pruned or deleted.
+				ref.Generation = live.GetGeneration()
+				return ref, nil
+			case managed:
+				return ref, &OwnershipError{Ref: ref, OwnedBy: id}
+			case !owner.Adopt:
+				return ref, &OwnershipError{Ref: ref}
+			}
 		}
 	}
 	applied, err := ri.Apply(ctx, o.GetName(), o, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
@@ -344,6 +406,11 @@ func applyOne(ctx context.Context, cl *Cluster, owner Owner, o *unstructured.Uns
 		}
 	}
 	return ref, nil
+}
+
+// ownNamespace reports whether o is the owner's own namespace (the one its namespaced objects go to).
+func ownNamespace(o *unstructured.Unstructured, owner Owner) bool {
+	return o.GetKind() == "Namespace" && o.GroupVersionKind().Group == "" && o.GetName() == owner.Namespace
 }
 
 // placeNamespace gives a namespaced object that names none the owner's namespace, and drops the

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -205,6 +206,95 @@ func TestCluster(t *testing.T) {
 		ns, err := cl.Clientset.CoreV1().Namespaces().Get(ctx, "shared", metav1.GetOptions{})
 		require.NoError(t, err)
 		require.Nil(t, ns.DeletionTimestamp, "the namespace b still uses is not deleted")
+	})
+
+	t.Run("an existing namespace is used as it is, never labelled, and survives the owner's deletion", func(t *testing.T) {
+		t.Parallel()
+		_, err := cl.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "existing", Labels: map[string]string{"team": "data"}}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		_, err = cl.Clientset.CoreV1().ConfigMaps("existing").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "precious"}, Data: map[string]string{"k": "by hand"}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+
+		owner := kube.Owner{InstanceID: "inst-existing", Namespace: "existing"}
+		refs, err := kube.Apply(ctx, cl, owner, []*unstructured.Unstructured{namespace(t, "existing"), configMap(t, "app")})
+		require.NoError(t, err)
+		require.Equal(t, []string{"Namespace/existing", "ConfigMap/existing/app"}, refNames(refs))
+		ns, err := cl.Clientset.CoreV1().Namespaces().Get(ctx, "existing", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, map[string]string{"team": "data", "kubernetes.io/metadata.name": "existing"}, ns.Labels, "the namespace is not labelled as QleetOS's")
+
+		_, err = kube.Prune(ctx, cl, owner, refs[1:])
+		require.NoError(t, err)
+		require.NoError(t, kube.DeleteAll(ctx, cl, owner))
+		_, err = cl.Clientset.CoreV1().ConfigMaps("existing").Get(ctx, "app", metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "the owner's own object is deleted: %v", err)
+		ns, err = cl.Clientset.CoreV1().Namespaces().Get(ctx, "existing", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Nil(t, ns.DeletionTimestamp, "the namespace QleetOS did not create is not deleted")
+		cm, err := cl.Clientset.CoreV1().ConfigMaps("existing").Get(ctx, "precious", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, "by hand", cm.Data["k"], "data put there by hand is intact")
+	})
+
+	t.Run("an existing object named by a manifest is neither overwritten nor deleted, and the error names it", func(t *testing.T) {
+		t.Parallel()
+		owner := kube.Owner{InstanceID: "inst-foreign", Namespace: "foreign"}
+		_, err := kube.Apply(ctx, cl, owner, []*unstructured.Unstructured{namespace(t, "foreign")})
+		require.NoError(t, err)
+		_, err = cl.Clientset.CoreV1().ConfigMaps("foreign").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings"}, Data: map[string]string{"a": "by hand"}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+
+		_, err = kube.Apply(ctx, cl, owner, []*unstructured.Unstructured{namespace(t, "foreign"), configMap(t, "settings")})
+		require.Error(t, err)
+		require.True(t, kube.IsOwnershipConflict(err), "%v", err)
+		require.Contains(t, err.Error(), "ConfigMap/foreign/settings already exists and was not created by QleetOS")
+		require.Contains(t, err.Error(), "adopt = true")
+
+		_, err = kube.Prune(ctx, cl, owner, nil)
+		require.NoError(t, err)
+		err = kube.DeleteAll(ctx, cl, owner)
+		require.NoError(t, err)
+		cm, err := cl.Clientset.CoreV1().ConfigMaps("foreign").Get(ctx, "settings", metav1.GetOptions{})
+		require.NoError(t, err, "the foreign object survives prune and delete of the owner")
+		require.Equal(t, "by hand", cm.Data["a"])
+		require.Empty(t, cm.Labels[kube.LabelManagedBy], "nothing was written to it")
+	})
+
+	t.Run("adopt takes over an object QleetOS did not create, which is then deleted with its owner", func(t *testing.T) {
+		t.Parallel()
+		_, err := cl.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "adopting"}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		_, err = cl.Clientset.CoreV1().ConfigMaps("adopting").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings"}, Data: map[string]string{"a": "by hand"}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+
+		owner := kube.Owner{InstanceID: "inst-adopt", Namespace: "adopting", Adopt: true}
+		_, err = kube.Apply(ctx, cl, owner, []*unstructured.Unstructured{configMap(t, "settings")})
+		require.NoError(t, err)
+		cm, err := cl.Clientset.CoreV1().ConfigMaps("adopting").Get(ctx, "settings", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, "1", cm.Data["a"], "the adopted object takes the desired state")
+		require.Equal(t, "inst-adopt", cm.Labels[kube.LabelInstanceID])
+
+		require.NoError(t, kube.DeleteAll(ctx, cl, owner))
+		_, err = cl.Clientset.CoreV1().ConfigMaps("adopting").Get(ctx, "settings", metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "an adopted object is the owner's: %v", err)
+	})
+
+	t.Run("another owner's object is never taken, even with adopt", func(t *testing.T) {
+		t.Parallel()
+		first := kube.Owner{InstanceID: "inst-first", Namespace: "taken"}
+		_, err := kube.Apply(ctx, cl, first, []*unstructured.Unstructured{namespace(t, "taken"), configMap(t, "mine")})
+		require.NoError(t, err)
+		second := kube.Owner{InstanceID: "inst-second", Namespace: "taken", Adopt: true}
+		_, err = kube.Apply(ctx, cl, second, []*unstructured.Unstructured{namespace(t, "taken"), obj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: mine}\ndata: {a: \"2\"}\n")})
+		var oe *kube.OwnershipError
+		require.ErrorAs(t, err, &oe)
+		require.Equal(t, "inst-first", oe.OwnedBy)
+		require.NoError(t, kube.DeleteAll(ctx, cl, second))
+		cm, err := cl.Clientset.CoreV1().ConfigMaps("taken").Get(ctx, "mine", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, "1", cm.Data["a"])
+		require.Equal(t, "inst-first", cm.Labels[kube.LabelInstanceID])
 	})
 
 	t.Run("DeleteAll leaves nothing behind", func(t *testing.T) {

@@ -168,14 +168,15 @@ func DeleteAll(ctx context.Context, cl *Cluster, owner Owner) error {
 	}
 }
 
-// namespaceShared reports whether o is a Namespace that holds objects QleetOS applied for another
-// owner (two instances given the same spec.namespace). Deleting it would delete their objects too, so
-// Prune and DeleteAll leave such a namespace alone.
+// namespaceShared reports whether o is a Namespace that holds objects that are not owner's: objects
+// QleetOS applied for another owner (two instances given the same spec.namespace), or objects someone
+// put there by hand. Deleting the namespace would delete them too, so Prune and DeleteAll leave such a
+// namespace alone. Objects with a controlling owner (pods of a ReplicaSet) are judged by their owner,
+// and the objects Kubernetes itself puts in every namespace are not counted.
 func namespaceShared(ctx context.Context, cl *Cluster, o *unstructured.Unstructured, owner Owner) (bool, error) {
 	if o.GetKind() != "Namespace" || o.GroupVersionKind().Group != "" {
 		return false, nil
 	}
-	sel := ManagedSelector + "," + LabelInstanceID + "!=" + owner.InstanceID
 	for _, gvk := range append(append([]schema.GroupVersionKind{}, SearchKinds...), childKinds...) {
 		m, err := mapping(cl, gvk)
 		if meta.IsNoMatchError(err) {
@@ -187,18 +188,28 @@ func namespaceShared(ctx context.Context, cl *Cluster, o *unstructured.Unstructu
 		if m.Scope.Name() != meta.RESTScopeNameNamespace {
 			continue
 		}
-		list, err := cl.Dynamic.Resource(m.Resource).Namespace(o.GetName()).List(ctx, metav1.ListOptions{LabelSelector: sel, Limit: 1})
+		list, err := cl.Dynamic.Resource(m.Resource).Namespace(o.GetName()).List(ctx, metav1.ListOptions{})
 		if apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) {
 			continue
 		}
 		if err != nil {
 			return false, fmt.Errorf("list %s in namespace %s: %w", gvk.Kind, o.GetName(), err)
 		}
-		if len(list.Items) > 0 {
+		for i := range list.Items {
+			item := &list.Items[i]
+			if id, _ := ownerOf(item.GetLabels()); id == owner.InstanceID || metav1.GetControllerOf(item) != nil ||
+				item.GetDeletionTimestamp() != nil || builtIn(gvk.Kind, item.GetName()) {
+				continue
+			}
 			return true, nil
 		}
 	}
 	return false, nil
+}
+
+// builtIn reports whether an object is one Kubernetes creates in every namespace.
+func builtIn(kind, name string) bool {
+	return kind == "ServiceAccount" && name == "default" || kind == "ConfigMap" && name == "kube-root-ca.crt"
 }
 
 // searchKinds merges base with the kinds of the given refs, one entry per group and kind.

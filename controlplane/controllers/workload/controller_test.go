@@ -14,6 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 
@@ -308,6 +310,44 @@ spec:
 		for _, o := range inst.Status.Objects {
 			require.NotEqual(t, "Service", o.Kind)
 		}
+	})
+
+	t.Run("an instance in an existing namespace fails on a foreign object until it adopts it, and never deletes the namespace", func(t *testing.T) {
+		t.Parallel()
+		_, err := e.cl.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-data"}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		_, err = e.cl.Clientset.CoreV1().ConfigMaps("team-data").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings"}, Data: map[string]string{"mode": "by hand"}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		_, err = e.cl.Clientset.CoreV1().ConfigMaps("team-data").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "keep-me"}, Data: map[string]string{"k": "v"}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+
+		def := e.definition(t, "settings", client.WorkloadDefinitionSpec{Manifests: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {mode: prod}\n"})
+		inst := e.instance(t, "settings-a", def, func(s *client.WorkloadInstanceSpec) { s.Namespace = "team-data" })
+		_, err = e.inst.Reconcile(ctx, inst)
+		require.Error(t, err)
+		require.True(t, reconcile.IsTerminal(err), "a foreign object fails the instance: %v", err)
+		require.Contains(t, err.Error(), "ConfigMap/team-data/settings already exists and was not created by QleetOS")
+		require.Contains(t, err.Error(), "adopt = true")
+		cm, err := e.cl.Clientset.CoreV1().ConfigMaps("team-data").Get(ctx, "settings", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, "by hand", cm.Data["mode"], "not overwritten")
+
+		inst.Spec.Adopt = true
+		e.reconcileReady(t, inst)
+		cm, err = e.cl.Clientset.CoreV1().ConfigMaps("team-data").Get(ctx, "settings", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, "prod", cm.Data["mode"], "adopted")
+
+		res, err := e.inst.Finalize(ctx, inst)
+		require.NoError(t, err)
+		require.Zero(t, res)
+		_, err = e.cl.Clientset.CoreV1().ConfigMaps("team-data").Get(ctx, "settings", metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "the adopted object went with the instance: %v", err)
+		ns, err := e.cl.Clientset.CoreV1().Namespaces().Get(ctx, "team-data", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Nil(t, ns.DeletionTimestamp, "the namespace QleetOS did not create stays")
+		_, err = e.cl.Clientset.CoreV1().ConfigMaps("team-data").Get(ctx, "keep-me", metav1.GetOptions{})
+		require.NoError(t, err, "data put there by hand stays")
 	})
 
 	t.Run("finalize deletes everything the instance applied", func(t *testing.T) {

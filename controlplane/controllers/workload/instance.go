@@ -96,7 +96,7 @@ func (r *InstanceReconciler) Reconcile(ctx context.Context, inst *client.Workloa
 
 	ns := Namespace(inst)
 	previous := refsOf(inst.Status.Objects)
-	owner := kube.Owner{InstanceID: inst.ID, Namespace: ns, Previous: previous}
+	owner := kube.Owner{InstanceID: inst.ID, Namespace: ns, Previous: previous, Adopt: inst.Spec.Adopt}
 	inst.Status.Namespace = ns
 	hash := desiredHash(rt.ID, objs)
 	applied, fresh := r.recentlyApplied(inst.ID, hash)
@@ -140,7 +140,7 @@ func (r *InstanceReconciler) apply(ctx context.Context, cl *kube.Cluster, inst *
 		// Record what is in the cluster now (what this apply reached, plus what was there before), so
 		// that status tells the truth and a later prune or delete finds everything.
 		inst.Status.Objects = unknownHealth(mergeRefs(applied, owner.Previous))
-		if kube.IsInvalid(err) {
+		if kube.IsInvalid(err) || kube.IsOwnershipConflict(err) {
 			return nil, reconcile.Terminal(fmt.Errorf("apply: %w", err))
 		}
 		return nil, fmt.Errorf("apply: %w", err)
