@@ -32,6 +32,20 @@ func (fe *fieldErrors) msgs(field string, msgs []string) {
 	}
 }
 
+// Size limits of what the API accepts. Each error that enforces one names the limit.
+const (
+	// MaxLabels is the most labels an object may carry.
+	MaxLabels = 64
+	// MaxEnv is the most environment variables in one list (a container's, or an instance's overrides).
+	MaxEnv = 256
+	// MaxEnvValueBytes is the longest value of one environment variable.
+	MaxEnvValueBytes = 32 << 10
+	// MaxContainers is the most containers in one definition.
+	MaxContainers = 32
+	// MaxDocumentBytes is the largest manifests document, or Helm values document.
+	MaxDocumentBytes = 512 << 10
+)
+
 // ValidateMeta checks an object's name (a DNS-1123 label) and labels (Kubernetes label syntax).
 func ValidateMeta(name string, labels map[string]string) []FieldError {
 	var fe fieldErrors
@@ -39,6 +53,10 @@ func ValidateMeta(name string, labels map[string]string) []FieldError {
 		fe.add("name", "is required")
 	} else {
 		fe.msgs("name", validation.IsDNS1123Label(name))
+	}
+	if len(labels) > MaxLabels {
+		fe.add("labels", "at most %d labels are allowed (got %d)", MaxLabels, len(labels))
+		return fe
 	}
 	for _, k := range sortedKeys(labels) {
 		path := fmt.Sprintf("labels[%q]", k)
@@ -236,8 +254,13 @@ func validateWorkloadDefinition(s *WorkloadDefinitionSpec) []FieldError {
 	if s.Containers != nil {
 		validateContainers(&fe, s.Containers)
 	}
-	if s.Manifests != "" {
+	if len(s.Manifests) > MaxDocumentBytes {
+		fe.add("spec.manifests", "at most %d bytes are allowed (got %d)", MaxDocumentBytes, len(s.Manifests))
+	} else if s.Manifests != "" {
 		validateManifests(&fe, s.Manifests)
+	}
+	if len(s.Containers) > MaxContainers {
+		fe.add("spec.containers", "at most %d containers are allowed (got %d)", MaxContainers, len(s.Containers))
 	}
 	if s.Helm != nil {
 		validateHelm(&fe, s.Helm)
@@ -321,8 +344,15 @@ func validateContainers(fe *fieldErrors, cs []Container) {
 }
 
 func validateEnv(fe *fieldErrors, path string, env []EnvVar) {
+	if len(env) > MaxEnv {
+		fe.add(path, "at most %d environment variables are allowed (got %d)", MaxEnv, len(env))
+		return
+	}
 	seen := map[string]bool{}
 	for i, e := range env {
+		if len(e.Value) > MaxEnvValueBytes {
+			fe.add(fmt.Sprintf("%s[%d].value", path, i), "at most %d bytes are allowed (got %d)", MaxEnvValueBytes, len(e.Value))
+		}
 		p := fmt.Sprintf("%s[%d].name", path, i)
 		if e.Name == "" {
 			fe.add(p, "is required")
@@ -452,7 +482,9 @@ func validateHelm(fe *fieldErrors, h *HelmSource) {
 			fe.add("spec.helm.repository", "must be an http, https or oci URL, not %q", h.Repository)
 		}
 	}
-	if h.Values != "" {
+	if len(h.Values) > MaxDocumentBytes {
+		fe.add("spec.helm.values", "at most %d bytes are allowed (got %d)", MaxDocumentBytes, len(h.Values))
+	} else if h.Values != "" {
 		var v map[string]any
 		if err := yaml.Unmarshal([]byte(h.Values), &v); err != nil {
 			fe.add("spec.helm.values", "does not parse as a YAML mapping: %s", err)

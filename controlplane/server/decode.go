@@ -50,7 +50,57 @@ func parseJSON(data []byte) (any, error) {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, invalid("body", fmt.Sprintf("invalid JSON at byte offset %d: trailing data after the JSON value", dec.InputOffset()))
 	}
+	if path, ok := duplicateKey(data); ok {
+		return nil, invalid(path, "appears more than once in its JSON object; each key may appear once")
+	}
 	return v, nil
+}
+
+// duplicateKey returns the JSON path of the first key that appears twice in one object of a valid
+// JSON document. encoding/json keeps the last of them silently, so a client and the server could read
+// one document two ways.
+func duplicateKey(data []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	path, ok, _ := dupWalk(dec, "")
+	return path, ok
+}
+
+// dupWalk reads one value from dec and looks for a duplicate key in it, path naming the value.
+func dupWalk(dec *json.Decoder, path string) (string, bool, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return "", false, err
+	}
+	switch tok {
+	case json.Delim('{'):
+		seen := map[string]bool{}
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return "", false, err
+			}
+			key, _ := kt.(string)
+			if seen[key] {
+				return join(path, key), true, nil
+			}
+			seen[key] = true
+			if p, ok, err := dupWalk(dec, join(path, key)); ok || err != nil {
+				return p, ok, err
+			}
+		}
+		_, err = dec.Token() // '}'
+		return "", false, err
+	case json.Delim('['):
+		for i := 0; dec.More(); i++ {
+			if p, ok, err := dupWalk(dec, fmt.Sprintf("%s[%d]", path, i)); ok || err != nil {
+				return p, ok, err
+			}
+		}
+		_, err = dec.Token() // ']'
+		return "", false, err
+	}
+	return "", false, nil
 }
 
 // decodeStrict decodes data into the struct that into points to. It rejects syntax errors (with the byte

@@ -47,6 +47,16 @@ func TestValidationNamesTheField(t *testing.T) {
 		{"wrong nested type", "workload_definitions", container(`,"ports":[{"container_port":"80"}]`), "spec.containers[0].ports[0].container_port", "must be an integer"},
 		{"integer overflow", "workload_definitions", container(`,"ports":[{"container_port":99999999999}]`), "spec.containers[0].ports[0].container_port", "fits in 32 bits"},
 		{"fraction for an integer", "kubernetes_runtimes", `{"provider":"local","nodes":1.5}`, "spec.nodes", "integer"},
+		{"a duplicate key", "kubernetes_runtimes", `BODY:{"name":"dup-top","spec":{"provider":"local","nodes":1,"nodes":3}}`, "spec.nodes", "more than once"},
+		{"a duplicate key in a list item", "workload_definitions", `{"containers":[{"name":"web","image":"nginx","image":"evil"}]}`, "spec.containers[0].image", "more than once"},
+		{"a duplicate top-level key", "kubernetes_runtimes", `BODY:{"name":"dup-a","name":"dup-b","spec":{"provider":"local"}}`, "name", "more than once"},
+		// Limits.
+		{"too many labels", "kubernetes_runtimes", `BODY:{"name":"many-labels","labels":{` + manyLabels(client.MaxLabels+1) + `},"spec":{"provider":"local"}}`, "labels", "at most 64 labels"},
+		{"too many env entries", "workload_definitions", container(`,"env":[`+manyEnv(client.MaxEnv+1)+`]`), "spec.containers[0].env", "at most 256 environment variables"},
+		{"an env value too long", "workload_definitions", container(`,"env":[{"name":"BIG","value":"`+strings.Repeat("x", client.MaxEnvValueBytes+1)+`"}]`), "spec.containers[0].env[0].value", "at most 32768 bytes"},
+		{"too many instance env entries", "workload_instances", fmt.Sprintf(`{"definition_id":%q,"runtime_id":%q,"env":[%s]}`, def.ID, rt.ID, manyEnv(client.MaxEnv+1)), "spec.env", "at most 256"},
+		{"manifests too large", "workload_definitions", `{"manifests":"# ` + strings.Repeat("x", client.MaxDocumentBytes) + `\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n"}`, "spec.manifests", "at most 524288 bytes"},
+		{"helm values too large", "workload_definitions", `{"helm":{"chart":"nginx","values":"# ` + strings.Repeat("x", client.MaxDocumentBytes) + `"}}`, "spec.helm.values", "at most 524288 bytes"},
 		{"labels must be strings", "kubernetes_runtimes", `BODY:{"name":"lbl-type","labels":{"a":1},"spec":{"provider":"local"}}`, `labels["a"]`, "must be a string"},
 		// Meta.
 		{"missing name", "kubernetes_runtimes", `BODY:{"spec":{"provider":"local"}}`, "name", "required"},
@@ -159,4 +169,20 @@ func TestValidationNamesTheField(t *testing.T) {
 			}
 		}
 	})
+}
+
+func manyLabels(n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprintf(`"k%d":"v"`, i)
+	}
+	return strings.Join(parts, ",")
+}
+
+func manyEnv(n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprintf(`{"name":"V%d","value":"x"}`, i)
+	}
+	return strings.Join(parts, ",")
 }
