@@ -52,8 +52,8 @@ func TestValidationNamesTheField(t *testing.T) {
 		{"a duplicate top-level key", "kubernetes_runtimes", `BODY:{"name":"dup-a","name":"dup-b","spec":{"provider":"local"}}`, "name", "more than once"},
 		// Limits.
 		{"too many labels", "kubernetes_runtimes", `BODY:{"name":"many-labels","labels":{` + manyLabels(client.MaxLabels+1) + `},"spec":{"provider":"local"}}`, "labels", "at most 64 labels"},
-		{"too many env entries", "workload_definitions", container(`,"env":[`+manyEnv(client.MaxEnv+1)+`]`), "spec.containers[0].env", "at most 256 environment variables"},
-		{"an env value too long", "workload_definitions", container(`,"env":[{"name":"BIG","value":"`+strings.Repeat("x", client.MaxEnvValueBytes+1)+`"}]`), "spec.containers[0].env[0].value", "at most 32768 bytes"},
+		{"too many env entries", "workload_definitions", container(`,"env":[` + manyEnv(client.MaxEnv+1) + `]`), "spec.containers[0].env", "at most 256 environment variables"},
+		{"an env value too long", "workload_definitions", container(`,"env":[{"name":"BIG","value":"` + strings.Repeat("x", client.MaxEnvValueBytes+1) + `"}]`), "spec.containers[0].env[0].value", "at most 32768 bytes"},
 		{"too many instance env entries", "workload_instances", fmt.Sprintf(`{"definition_id":%q,"runtime_id":%q,"env":[%s]}`, def.ID, rt.ID, manyEnv(client.MaxEnv+1)), "spec.env", "at most 256"},
 		{"manifests too large", "workload_definitions", `{"manifests":"# ` + strings.Repeat("x", client.MaxDocumentBytes) + `\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n"}`, "spec.manifests", "at most 524288 bytes"},
 		{"helm values too large", "workload_definitions", `{"helm":{"chart":"nginx","values":"# ` + strings.Repeat("x", client.MaxDocumentBytes) + `"}}`, "spec.helm.values", "at most 524288 bytes"},
