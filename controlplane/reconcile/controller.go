@@ -39,6 +39,9 @@ type Config struct {
 	ResyncInterval time.Duration
 	// DriftInterval is how often Ready objects are re-checked against the compute space (default 60s).
 	DriftInterval time.Duration
+	// FailedRecheckInterval is how often objects Failed at their current generation are reconciled
+	// again (default 5m), so that a world fixed outside QleetOS heals without a spec change.
+	FailedRecheckInterval time.Duration
 	// ShutdownGrace is how long in-flight reconciles may run after Start's context ends (default 10s).
 	ShutdownGrace time.Duration
 	// LockTTL is the per-object lock TTL: how long a crashed worker blocks its object (default 10s).
@@ -78,6 +81,9 @@ func (c *Config) applyDefaults(kind string) {
 	}
 	if c.DriftInterval <= 0 {
 		c.DriftInterval = 60 * time.Second
+	}
+	if c.FailedRecheckInterval <= 0 {
+		c.FailedRecheckInterval = 5 * time.Minute
 	}
 	if c.ShutdownGrace <= 0 {
 		c.ShutdownGrace = 10 * time.Second
@@ -621,17 +627,18 @@ func jitter(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
 }
 
-// resync is the safety net: it enqueues objects that are not reconciled every ResyncInterval and every
-// object every DriftInterval, so that drift in the compute space is corrected. Objects Failed at their
-// current generation are left alone until their spec changes. Message ids de-duplicate across replicas.
+// resync is the safety net: it enqueues objects that are not reconciled every ResyncInterval, every
+// object every DriftInterval, so that drift in the compute space is corrected, and objects Failed at
+// their current generation every FailedRecheckInterval, so that a fixed world heals. Message ids
+// de-duplicate across replicas.
 func (c *Controller[S, T]) resync(ctx context.Context) {
 	// A full pass at start makes the controller level-triggered across restarts.
-	if _, err := c.Resync(ctx, true); err != nil && ctx.Err() == nil {
+	if _, err := c.resyncPass(ctx, true, true); err != nil && ctx.Err() == nil {
 		c.log.Warn("initial resync failed", "err", err)
 	}
 	t := time.NewTicker(c.cfg.ResyncInterval)
 	defer t.Stop()
-	lastDrift := time.Now()
+	lastDrift, lastFailed := time.Now(), time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -641,16 +648,27 @@ func (c *Controller[S, T]) resync(ctx context.Context) {
 			if drift {
 				lastDrift = now
 			}
-			if _, err := c.Resync(ctx, drift); err != nil && ctx.Err() == nil {
+			failed := now.Sub(lastFailed) >= c.cfg.FailedRecheckInterval
+			if failed {
+				lastFailed = now
+			}
+			if _, err := c.resyncPass(ctx, drift, failed); err != nil && ctx.Err() == nil {
 				c.log.Warn("resync failed", "err", err)
 			}
 		}
 	}
 }
 
-// Resync enqueues every object that is not reconciled, or every object when all is true (a drift check).
-// It returns how many it enqueued.
+// Resync enqueues every object that is not reconciled, or every object when all is true (a drift
+// check). Objects Failed at their current generation are left to the slower re-check. It returns how
+// many it enqueued.
 func (c *Controller[S, T]) Resync(ctx context.Context, all bool) (int, error) {
+	return c.resyncPass(ctx, all, false)
+}
+
+// resyncPass enqueues the objects that are not reconciled, the Ready ones too when ready is true, and
+// those Failed at their current generation when failed is true.
+func (c *Controller[S, T]) resyncPass(ctx context.Context, ready, failed bool) (int, error) {
 	kind := c.res.Kind()
 	bucket := time.Now().UnixNano() / int64(c.cfg.ResyncInterval)
 	n := 0
@@ -659,10 +677,11 @@ func (c *Controller[S, T]) Resync(ctx context.Context, all bool) (int, error) {
 			return n, err
 		}
 		st := client.CommonStatus(obj)
-		if st.Phase == client.PhaseFailed && st.ObservedGeneration == obj.Generation && obj.DeletionRequestedAt == nil {
+		deleting := obj.DeletionRequestedAt != nil
+		if !failed && st.Phase == client.PhaseFailed && st.ObservedGeneration == obj.Generation && !deleting {
 			continue
 		}
-		if !all && client.Reconciled(obj.Generation, st) && obj.DeletionRequestedAt == nil {
+		if !ready && client.Reconciled(obj.Generation, st) && !deleting {
 			continue
 		}
 		msgID := fmt.Sprintf("resync-%s-%d", obj.ID, bucket)

@@ -385,3 +385,33 @@ func TestNotificationDuringReconcileIsTakenOverByTheWorker(t *testing.T) {
 	_, err := b.client.WorkloadDefinitions().WaitReconciled(waitCtx(t, 10*time.Second), obj.ID)
 	require.NoError(t, err)
 }
+
+func TestFailedObjectsAreRecheckedOnASlowSchedule(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	var fixed atomic.Bool
+	var seen calls
+	b.run(t, recFunc(func(ctx context.Context, obj *defObj) (reconcile.Result, error) {
+		seen.inc(obj.Name)
+		if !fixed.Load() {
+			return reconcile.Result{}, reconcile.Terminal(errors.New("the registry refuses the image"))
+		}
+		return reconcile.Result{}, nil
+	}), reconcile.Config{ResyncInterval: 50 * time.Millisecond, DriftInterval: time.Hour, FailedRecheckInterval: 500 * time.Millisecond})
+
+	obj := b.createDef(t, "heals")
+	_, err := b.client.WorkloadDefinitions().WaitReconciled(waitCtx(t, 10*time.Second), obj.ID)
+	require.True(t, client.IsFailed(err), "want Failed, got %v", err)
+
+	// The world is fixed outside QleetOS; no spec change, no `qleet reconcile`.
+	fixed.Store(true)
+	var got *defObj
+	require.Eventually(t, func() bool {
+		got, err = b.client.WorkloadDefinitions().Get(context.Background(), obj.ID)
+		require.NoError(t, err)
+		return got.Status.Phase == client.PhaseReady
+	}, 10*time.Second, 50*time.Millisecond, "the failed object was re-checked and healed")
+	require.Equal(t, got.Generation, got.Status.ObservedGeneration)
+	// Re-checks are rare: the resync ticks twenty times a second, the failed re-check twice.
+	require.Less(t, seen.get("heals"), 8, "a Failed object is not re-checked on every resync")
+}

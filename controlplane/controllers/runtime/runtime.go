@@ -16,6 +16,9 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 )
 
+// ConditionConnected says whether the runtime's Kubernetes API answers, and since when it does not.
+const ConditionConnected = "Connected"
+
 // Reconciler reconciles kubernetes_runtimes.
 type Reconciler struct {
 	// Connector opens connections to clusters.
@@ -42,13 +45,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, rt *client.KubernetesRuntime
 	rt.Status.Endpoint = cl.Config.Host
 	ver, err := cl.Clientset.Discovery().ServerVersion()
 	if err != nil {
-		err = fmt.Errorf("cannot reach the Kubernetes API at %s: %w", cl.Config.Host, err)
 		r.Connector.Forget(rt.ID)
-		rt.Status.NodesReady = 0
-		if wasReady || rt.Spec.Provider == client.ProviderLocal {
-			return reconcile.Result{}, err // it worked before: retry with backoff
+		if !kube.Transient(err) && !wasReady && rt.Spec.Provider != client.ProviderLocal {
+			return reconcile.Result{}, reconcile.Terminal(fmt.Errorf("the Kubernetes API at %s refuses this runtime: %w", cl.Config.Host, err))
 		}
-		return reconcile.Result{}, reconcile.Terminal(err)
+		// Unreachable: retry with backoff, keep what was last observed, and say since when.
+		since := time.Now().UTC()
+		for _, c := range rt.Status.Conditions {
+			if c.Type == ConditionConnected && c.Status == client.ConditionFalse && !c.LastTransitionTime.IsZero() {
+				since = c.LastTransitionTime
+			}
+		}
+		rt.Status.SetCondition(client.Condition{Type: ConditionConnected, Status: client.ConditionFalse, Reason: "APIServerUnreachable",
+			Message:            fmt.Sprintf("unreachable since %s: %v", since.Format(time.RFC3339), err),
+			LastTransitionTime: since})
+		return reconcile.Result{}, fmt.Errorf("cannot reach the Kubernetes API at %s (unreachable since %s): %w", cl.Config.Host, since.Format(time.RFC3339), err)
 	}
 	rt.Status.Version = ver.GitVersion
 	nodes, err := cl.Clientset.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
@@ -68,7 +79,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, rt *client.KubernetesRuntime
 	if rt.Status.Region == "" {
 		rt.Status.Region = rt.Spec.Region
 	}
-	rt.Status.SetCondition(client.Condition{Type: "Connected", Status: client.ConditionTrue, Reason: "APIServerReachable",
+	rt.Status.SetCondition(client.Condition{Type: ConditionConnected, Status: client.ConditionTrue, Reason: "APIServerReachable",
 		Message: fmt.Sprintf("Kubernetes %s at %s", ver.GitVersion, cl.Config.Host)})
 	if rt.Status.NodesReady == 0 {
 		rt.Status.Message = fmt.Sprintf("no Ready nodes (%d total)", rt.Status.NodesTotal)

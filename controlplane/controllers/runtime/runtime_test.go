@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
@@ -36,25 +38,55 @@ func TestKubeconfigRuntime(t *testing.T) {
 		require.True(t, strings.HasPrefix(rt.Status.Version, "v1.31."), rt.Status.Version)
 	})
 
-	t.Run("a dead address fails fast, naming the address; fixing the spec brings it back", func(t *testing.T) {
+	t.Run("an unreachable address is retried, not Failed, and says since when; fixing the spec brings it back", func(t *testing.T) {
 		dead := strings.ReplaceAll(good, cluster.Endpoint, "https://127.0.0.1:1")
 		require.NotEqual(t, good, dead)
 		rt, err := rts.Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "dead"},
 			Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderKubeconfig, Kubeconfig: dead}})
 		require.NoError(t, err)
-		start := time.Now()
-		failed, err := rts.WaitReconciled(cptest.Wait(t, 60*time.Second), rt.ID)
-		require.True(t, client.IsFailed(err), "want Failed, got %v", err)
-		require.Less(t, time.Since(start), 30*time.Second, "fails fast")
-		require.Contains(t, failed.Status.Message, "127.0.0.1:1")
+		var got *client.KubernetesRuntime
+		require.Eventually(t, func() bool {
+			got, err = rts.Get(ctx, rt.ID)
+			require.NoError(t, err)
+			return got.Status.ObservedGeneration == got.Generation && got.Status.Message != ""
+		}, 30*time.Second, 100*time.Millisecond)
+		require.Equal(t, client.PhaseReconciling, got.Status.Phase, "connection refused is transient: %s", got.Status.Message)
+		require.Contains(t, got.Status.Message, "127.0.0.1:1")
+		require.Contains(t, got.Status.Message, "unreachable since")
+		var connected *client.Condition
+		for i := range got.Status.Conditions {
+			if got.Status.Conditions[i].Type == "Connected" {
+				connected = &got.Status.Conditions[i]
+			}
+		}
+		require.NotNil(t, connected, "%+v", got.Status.Conditions)
+		require.Equal(t, client.ConditionFalse, connected.Status)
+		require.Equal(t, "APIServerUnreachable", connected.Reason)
+		require.False(t, connected.LastTransitionTime.IsZero())
 
-		failed.Spec.Kubeconfig = good
-		upd, err := rts.Update(ctx, failed)
+		got.Spec.Kubeconfig = good
+		upd, err := rts.Update(ctx, got)
 		require.NoError(t, err)
-		ready, err := rts.WaitReconciled(cptest.Wait(t, 30*time.Second), upd.ID)
+		ready, err := rts.WaitReconciled(cptest.Wait(t, 60*time.Second), upd.ID)
 		require.NoError(t, err)
 		require.Equal(t, 3, ready.Status.NodesReady)
 		require.Empty(t, ready.Status.Message)
+	})
+
+	t.Run("refused credentials fail fast, naming the address", func(t *testing.T) {
+		cfg, err := clientcmd.Load([]byte(good))
+		require.NoError(t, err)
+		for name := range cfg.AuthInfos {
+			cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: "not-a-token"}
+		}
+		bad, err := clientcmd.Write(*cfg)
+		require.NoError(t, err)
+		rt, err := rts.Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "refused"},
+			Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderKubeconfig, Kubeconfig: string(bad)}})
+		require.NoError(t, err)
+		failed, err := rts.WaitReconciled(cptest.Wait(t, 30*time.Second), rt.ID)
+		require.True(t, client.IsFailed(err), "want Failed, got %v", err)
+		require.Contains(t, failed.Status.Message, cluster.Endpoint)
 	})
 
 	t.Run("a runtime with instances cannot be deleted without cascade", func(t *testing.T) {
