@@ -2,14 +2,12 @@ package app
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/agent"
-	"github.com/qleetos/terraform-provider-qleet/controlplane/broker"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 )
 
@@ -19,7 +17,6 @@ import (
 type agents struct {
 	cl       *client.Client
 	conn     *kube.Connector
-	b        *broker.Broker
 	log      *slog.Logger
 	interval time.Duration
 
@@ -99,9 +96,9 @@ func (s *agents) sync(ctx context.Context) {
 			// Short: the agent's notification sits on the apply-to-ready path of every rollout.
 			Debounce: 20 * time.Millisecond,
 			OnChange: func(instanceID string) {
-				// A unique message id: later changes must not be de-duplicated away.
-				msgID := fmt.Sprintf("agent-%s-%d", instanceID, time.Now().UnixNano())
-				if err := s.b.Publish(ctx, client.KindWorkloadInstance, instanceID, msgID); err != nil && ctx.Err() == nil {
+				// Through the API and its outbox, like every notification: a change seen while the
+				// broker is down is not lost.
+				if err := s.cl.WorkloadInstances().RequestReconcile(ctx, instanceID); err != nil && ctx.Err() == nil && !client.IsNotFound(err) {
 					s.log.Warn("agent: notify instance", "id", instanceID, "err", err)
 				}
 			},

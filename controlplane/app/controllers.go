@@ -41,20 +41,23 @@ func (a *App) startControllers(ctx context.Context, endpoint, token string) erro
 	}
 
 	localDir := ""
-	var local *runtime.LocalClusters
 	if a.cfg.API { // all-in-one: this process owns local clusters
 		localDir = filepath.Join(a.cfg.DataDir, "runtimes")
-		local = runtime.NewLocalClusters(runtime.LocalConfig{Dir: localDir, Binary: a.cfg.KubesimBinary, Logger: a.log})
-		a.closers = append(a.closers, local.StopAll)
 	}
 	conn := kube.NewConnector(kube.ConnectorConfig{LocalDir: localDir})
 	a.closers = append(a.closers, func(context.Context) { conn.Close() })
+	var local *runtime.LocalClusters
+	if localDir != "" {
+		local = runtime.NewLocalClusters(runtime.LocalConfig{Dir: localDir, Binary: a.cfg.KubesimBinary, Logger: a.log,
+			OnExit: func(id string, err error) { runtime.ReportExit(ctx, cl.KubernetesRuntimes(), conn, id, err) }})
+		a.closers = append(a.closers, local.StopAll)
+	}
 
 	ctrls := []starter{
 		reconcile.New(a.Broker, cl.KubernetesRuntimes(), &runtime.Reconciler{Connector: conn, Local: local}, cfg),
 	}
 	ctrls = append(ctrls, a.workloadControllers(cl, conn, cfg)...)
-	ctrls = append(ctrls, &agents{cl: cl, conn: conn, b: a.Broker, log: a.log, interval: 2 * time.Second, running: map[string]runningAgent{}})
+	ctrls = append(ctrls, &agents{cl: cl, conn: conn, log: a.log, interval: 2 * time.Second, running: map[string]runningAgent{}})
 	for _, c := range ctrls {
 		cctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})

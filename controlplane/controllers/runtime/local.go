@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -22,6 +23,10 @@ type LocalConfig struct {
 	Binary string
 	// Logger receives lifecycle logs (default slog.Default()).
 	Logger *slog.Logger
+	// OnExit, when set, is called (in its own goroutine) when a cluster's process exits without Remove
+	// or StopAll asking it to, with the exit error. The cluster is then no longer running: the next
+	// Ensure starts it again on the same data.
+	OnExit func(id string, err error)
 }
 
 // LocalClusters runs the kubesim clusters of local runtimes as child processes of the control plane.
@@ -97,7 +102,29 @@ func (l *LocalClusters) Ensure(ctx context.Context, rt *client.KubernetesRuntime
 	l.run[rt.ID] = c
 	l.mu.Unlock()
 	l.cfg.Logger.Info("local cluster ready", "runtime", rt.Name, "endpoint", c.Endpoint)
+	go l.watch(rt.ID, c)
 	return nil
+}
+
+// watch waits for c to exit and reports an exit nobody asked for.
+func (l *LocalClusters) watch(id string, c *kubesim.Cluster) {
+	err := c.Wait()
+	l.mu.Lock()
+	unexpected := l.run[id] == c
+	if unexpected {
+		delete(l.run, id)
+	}
+	l.mu.Unlock()
+	if !unexpected {
+		return
+	}
+	if err == nil {
+		err = errors.New("kubesim exited")
+	}
+	l.cfg.Logger.Warn("local cluster exited", "id", id, "err", err)
+	if l.cfg.OnExit != nil {
+		l.cfg.OnExit(id, err)
+	}
 }
 
 // Remove stops the runtime's cluster and deletes its data.

@@ -99,6 +99,26 @@ func (r *Reconciler) Finalize(ctx context.Context, rt *client.KubernetesRuntime)
 	return reconcile.Result{}, nil
 }
 
+// ReasonLocalClusterExited is the event reason of a local cluster whose process exited on its own.
+const ReasonLocalClusterExited = "LocalClusterExited"
+
+// ReportExit is LocalConfig.OnExit for a control plane: it drops the connection to the dead cluster,
+// records a Warning event on the runtime, and asks for a reconcile (through the API, like every
+// notification), which starts the cluster again on its data.
+func ReportExit(ctx context.Context, rts *client.Resource[client.KubernetesRuntimeSpec, client.KubernetesRuntimeStatus], conn *kube.Connector, id string, exitErr error) {
+	conn.Forget(id)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ev := client.Event{Type: client.EventWarning, Reason: ReasonLocalClusterExited, Source: "controller/" + client.KindKubernetesRuntime,
+		Message: fmt.Sprintf("the local cluster's process exited (%v); restarting it", exitErr)}
+	if err := rts.RecordEvent(ctx, id, ev); err != nil && !client.IsNotFound(err) {
+		reconcile.Logger(ctx).Warn("record local cluster exit", "id", id, "err", err)
+	}
+	if err := rts.RequestReconcile(ctx, id); err != nil && !client.IsNotFound(err) {
+		reconcile.Logger(ctx).Warn("requeue exited local cluster; resync will", "id", id, "err", err)
+	}
+}
+
 func nodeReady(n *corev1.Node) bool {
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {

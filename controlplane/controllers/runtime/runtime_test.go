@@ -4,7 +4,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/runtime"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
 	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
 )
@@ -122,7 +125,61 @@ func TestLocalRuntimeStartsAndRemovesItsCluster(t *testing.T) {
 	dir := filepath.Join(a.DataDir(), "runtimes", rt.ID)
 	require.FileExists(t, filepath.Join(dir, "kubeconfig"))
 
+	t.Run("a local cluster whose process dies is noticed, recorded and restarted", func(t *testing.T) {
+		pid := kubesimPID(t, dir)
+		killed := time.Now()
+		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+		require.Eventually(t, func() bool {
+			evs, err := cl.KubernetesRuntimes().Events(ctx, rt.ID)
+			require.NoError(t, err)
+			for _, e := range evs {
+				if e.Reason == runtime.ReasonLocalClusterExited && e.Type == client.EventWarning {
+					return true
+				}
+			}
+			return false
+		}, 10*time.Second, 50*time.Millisecond, "the exit is recorded within seconds")
+		noticed := time.Since(killed)
+		require.Eventually(t, func() bool {
+			p, ok := findKubesimPID(dir)
+			if !ok || p == pid {
+				return false
+			}
+			got, err := cl.KubernetesRuntimes().Get(ctx, rt.ID)
+			require.NoError(t, err)
+			return got.Status.Phase == client.PhaseReady && got.Status.NodesReady == 2
+		}, 2*time.Minute, 100*time.Millisecond, "the cluster is started again")
+		t.Logf("kubesim killed: event after %s, Ready again after %s", noticed.Round(time.Millisecond), time.Since(killed).Round(time.Millisecond))
+	})
+
 	require.NoError(t, cl.KubernetesRuntimes().Delete(cptest.Wait(t, time.Minute), rt.ID, client.DeleteOptions{Wait: true}))
 	_, err = os.Stat(dir)
 	require.True(t, os.IsNotExist(err), "local cluster data removed: %v", err)
+}
+
+// kubesimPID returns the pid of the kubesim process serving the data dir.
+func kubesimPID(t *testing.T, dir string) int {
+	t.Helper()
+	pid, ok := findKubesimPID(dir)
+	require.True(t, ok, "no kubesim process for %s", dir)
+	return pid
+}
+
+func findKubesimPID(dir string) (int, bool) {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if len(args) > 3 && filepath.Base(args[0]) == "kubesim" && args[1] == "run" && args[2] == "--data-dir" && args[3] == dir {
+			return pid, true
+		}
+	}
+	return 0, false
 }
