@@ -370,10 +370,16 @@ type FailedError struct {
 	Kind, Name string
 	// Status is the common status at the time of failure.
 	Status Status
+	// Stalled, when set, says the object did not go Failed but its rollout stalled: it made no progress
+	// within its deadline, for the condition's reason.
+	Stalled *Condition
 }
 
 func (e *FailedError) Error() string {
 	msg := fmt.Sprintf("%s %q failed: %s", e.Kind, e.Name, e.Status.Message)
+	if e.Stalled != nil {
+		msg = fmt.Sprintf("%s %q stalled (%s): %s", e.Kind, e.Name, e.Stalled.Reason, e.Stalled.Message)
+	}
 	for _, c := range e.Status.Conditions {
 		if c.Status != ConditionTrue && c.Message != "" && c.Message != e.Status.Message {
 			msg += fmt.Sprintf("; %s: %s", c.Type, c.Message)
@@ -389,7 +395,8 @@ func IsFailed(err error) bool {
 }
 
 // WaitReconciled blocks until the object is reconciled (phase Ready at its current generation) and returns
-// it. It returns at once with a *FailedError when the object goes Failed at its current generation, and
+// it. It returns at once with a *FailedError when the object goes Failed, or Stalled, at its current
+// generation, and
 // with ctx's error (wrapped with the last status) when ctx ends first. It uses the server-side wait, so
 // it does not poll.
 func (r *Resource[S, T]) WaitReconciled(ctx context.Context, id string) (*Object[S, T], error) {
@@ -417,6 +424,9 @@ func (r *Resource[S, T]) WaitReconciled(ctx context.Context, id string) (*Object
 		}
 		if st.Phase == PhaseFailed && st.ObservedGeneration == obj.Generation {
 			return obj, &FailedError{Kind: r.kind, Name: obj.Name, Status: *st}
+		}
+		if c := StalledCondition(obj.Generation, st); c != nil {
+			return obj, &FailedError{Kind: r.kind, Name: obj.Name, Status: *st, Stalled: c}
 		}
 		if err := ctx.Err(); err != nil {
 			return obj, fmt.Errorf("waiting for %s %q: %w (last phase %s: %s)", r.kind, obj.Name, err, st.Phase, st.Message)

@@ -93,6 +93,45 @@ func (s *Status) SetCondition(c Condition) {
 	s.Conditions = append(s.Conditions, c)
 }
 
+// RemoveCondition drops the condition of the given type, if present.
+func (s *Status) RemoveCondition(t string) {
+	out := s.Conditions[:0]
+	for _, c := range s.Conditions {
+		if c.Type != t {
+			out = append(out, c)
+		}
+	}
+	s.Conditions = out
+	if len(s.Conditions) == 0 {
+		s.Conditions = nil
+	}
+}
+
+// ConditionStalled is the condition type of an object whose rollout made no progress within its
+// progress deadline (e.g. pods that cannot be scheduled). The object stays Reconciling, since the world
+// may still heal, but waiters (WaitReconciled, the provider, the CLI) stop and report the reason.
+const ConditionStalled = "Stalled"
+
+// StalledCondition returns the Stalled condition when it is True at the given generation, else nil.
+func StalledCondition(generation int64, s *Status) *Condition {
+	if s.ObservedGeneration != generation {
+		return nil
+	}
+	for i := range s.Conditions {
+		if s.Conditions[i].Type == ConditionStalled && s.Conditions[i].Status == ConditionTrue {
+			return &s.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// Settled reports whether a waiter can stop: the object is reconciled, Failed, or Stalled at its
+// current generation.
+func Settled(generation int64, s *Status) bool {
+	return s.ObservedGeneration == generation && (s.Phase == PhaseReady || s.Phase == PhaseFailed) ||
+		StalledCondition(generation, s) != nil
+}
+
 // Meta is the identity and bookkeeping part of the object envelope.
 type Meta struct {
 	// ID is the server-assigned immutable identifier.

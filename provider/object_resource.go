@@ -274,7 +274,12 @@ func (r *objectResource[S, T, M]) wait(ctx context.Context, obj *client.Object[S
 		} else {
 			detail += "\n\nThe new configuration was stored; fix it and apply again."
 		}
-		diags.AddError(fmt.Sprintf("%s %q failed", r.k.title, got.Name), detail)
+		summary := fmt.Sprintf("%s %q failed", r.k.title, got.Name)
+		if failed.Stalled != nil {
+			summary = fmt.Sprintf("%s %q stalled (%s)", r.k.title, got.Name, failed.Stalled.Reason)
+			detail = fmt.Sprintf("The rollout made no progress within the control plane's progress deadline: %s\n\n", failed.Stalled.Message) + detail
+		}
+		diags.AddError(summary, detail)
 	case ctx.Err() != nil:
 		diags.AddError(fmt.Sprintf("%s %q was not reconciled within %s", r.k.title, got.Name, timeout),
 			statusDetail(st)+fmt.Sprintf("\n\nRaise timeouts.%s, or set wait_for_ready = false to return without waiting.", op))

@@ -56,6 +56,10 @@ type Config struct {
 	DriftInterval  time.Duration
 	// LockTTL is the per-object lock TTL (default 10s).
 	LockTTL time.Duration
+	// FailedRecheckInterval is how often Failed objects are reconciled again (default 5m).
+	FailedRecheckInterval time.Duration
+	// ProgressDeadline is how long a rollout may make no progress before it is Stalled (default 10m).
+	ProgressDeadline time.Duration
 	// APICACertFile is the CA certificate of a remote API served over TLS (controller-only mode).
 	APICACertFile string
 	// TLSCertFile and TLSKeyFile serve the API over TLS. When the listen address is not loopback and none
@@ -280,7 +284,7 @@ func (a *App) controllerConfig() reconcile.Config {
 	}
 	return reconcile.Config{
 		Workers: workers, ResyncInterval: a.cfg.ResyncInterval, DriftInterval: a.cfg.DriftInterval,
-		Logger: a.log,
+		FailedRecheckInterval: a.cfg.FailedRecheckInterval, Logger: a.log,
 	}
 }
 

@@ -192,3 +192,59 @@ func TestRestartKeepsLocalRuntimesAndInstances(t *testing.T) {
 		return err == nil && d.Status.AvailableReplicas == 2 && d.UID == uid
 	}, 2*time.Minute, 500*time.Millisecond, "the local cluster is back with the same Deployment in it")
 }
+
+func TestAStalledRolloutEndsTheWaitWithItsReason(t *testing.T) {
+	t.Parallel()
+	sim := kubesimtest.Start(t, kubesimtest.WithName("stall"))
+	_, cl := cptest.Start(t, app.Config{ProgressDeadline: 2 * time.Second, ResyncInterval: time.Second})
+	ctx := context.Background()
+	rt, err := cl.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "stall"},
+		Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderKubeconfig, Kubeconfig: cptest.Kubeconfig(t, sim.Kubeconfig)}})
+	require.NoError(t, err)
+	_, err = cl.KubernetesRuntimes().WaitReconciled(cptest.Wait(t, time.Minute), rt.ID)
+	require.NoError(t, err)
+
+	def, err := cl.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "huge"},
+		Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "app", Image: "nginx:1.27",
+			Resources: &client.Resources{Requests: client.ResourceList{CPU: "1000"}}}}}})
+	require.NoError(t, err)
+	inst, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "huge-a"},
+		Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
+	require.NoError(t, err)
+
+	start := time.Now()
+	got, err := cl.WorkloadInstances().WaitReconciled(cptest.Wait(t, 2*time.Minute), inst.ID)
+	var fe *client.FailedError
+	require.ErrorAs(t, err, &fe, "the wait ends with the stall, not the timeout")
+	require.NotNil(t, fe.Stalled)
+	require.Equal(t, "Unschedulable", fe.Stalled.Reason)
+	require.Contains(t, err.Error(), "Insufficient cpu", "the scheduler's message")
+	require.Equal(t, client.PhaseReconciling, got.Status.Phase, "stalled is not Failed: the world may still heal")
+	t.Logf("stalled after %s (deadline 2s)", time.Since(start).Round(time.Millisecond))
+
+	_, err = cl.WorkloadDefinitions().WaitReconciled(cptest.Wait(t, time.Minute), def.ID)
+	require.ErrorAs(t, err, &fe, "the definition's wait follows its instance's deadline")
+	require.NotNil(t, fe.Stalled)
+	require.Contains(t, fe.Stalled.Message, `workload_instance "huge-a"`)
+
+	evs, err := cl.WorkloadInstances().Events(ctx, inst.ID)
+	require.NoError(t, err)
+	var stalledEvents int
+	for _, e := range evs {
+		if e.Reason == client.ConditionStalled {
+			stalledEvents++
+		}
+	}
+	require.Equal(t, 1, stalledEvents, "one Stalled event, not one per reconcile")
+
+	// Fixing the spec clears the stall: the definition is reconciled once every instance rolled it out.
+	_, err = cl.WorkloadDefinitions().Patch(ctx, def.ID, map[string]any{"spec": map[string]any{"containers": []any{
+		map[string]any{"name": "app", "image": "nginx:1.27", "resources": map[string]any{"requests": map[string]any{"cpu": "10m"}}}}}})
+	require.NoError(t, err)
+	_, err = cl.WorkloadDefinitions().WaitReconciled(cptest.Wait(t, 2*time.Minute), def.ID)
+	require.NoError(t, err)
+	ready, err := cl.WorkloadInstances().Get(ctx, inst.ID)
+	require.NoError(t, err)
+	require.True(t, client.Reconciled(ready.Generation, &ready.Status.Status), "%+v", ready.Status)
+	require.Nil(t, client.StalledCondition(ready.Generation, &ready.Status.Status))
+}

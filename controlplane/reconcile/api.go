@@ -18,6 +18,19 @@ type Result struct {
 	// RequeueAfter, when non-zero, reconciles the object again after this delay. The object's phase stays
 	// Reconciling (unless the reconciler set another), because work remains.
 	RequeueAfter time.Duration
+	// Stalled, when set, says the object's rollout made no progress within its deadline. The runtime
+	// records a Stalled condition (and a Warning event when it is new), which makes waiters stop with
+	// the reason; the object stays Reconciling and is still requeued. Any outcome without it clears the
+	// condition.
+	Stalled *Stall
+}
+
+// Stall explains a stalled rollout.
+type Stall struct {
+	// Reason is a CamelCase cause, e.g. "Unschedulable" or "ProgressDeadlineExceeded".
+	Reason string
+	// Message says what is stuck and why, e.g. the scheduler's message.
+	Message string
 }
 
 // Reconciler converges the world to one object's spec. The runtime passes the latest object fetched from

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -408,6 +409,9 @@ func (c *Controller[S, T]) process(ctx context.Context, id string) (delay time.D
 
 	st := c.statusPtr(obj)
 	out := c.outcome(obj, st, deleting, res, err)
+	if stall := stalled(st, deleting, res); stall != "" {
+		Eventf(rctx, client.EventWarning, client.ConditionStalled, "%s", stall)
+	}
 	if c.cfg.Metrics != nil {
 		c.cfg.Metrics.observe(c.res.Kind(), out.name, elapsed)
 	}
@@ -549,6 +553,24 @@ func (c *Controller[S, T]) outcome(obj *client.Object[S, T], st *client.Status, 
 		st.SetCondition(client.Condition{Type: "Ready", Status: client.ConditionFalse, Reason: "Error", Message: err.Error()})
 		return outcome{name: outcomeError, reason: "Error", msg: err.Error(), delay: c.backoff(id)}
 	}
+}
+
+// stalled records res.Stalled as the Stalled condition, or clears the condition. It returns the message
+// of a stall that is new, for an event.
+func stalled(st *client.Status, deleting bool, res Result) string {
+	if res.Stalled == nil || deleting {
+		st.RemoveCondition(client.ConditionStalled)
+		return ""
+	}
+	isNew := client.StalledCondition(st.ObservedGeneration, st) == nil
+	st.SetCondition(client.Condition{Type: client.ConditionStalled, Status: client.ConditionTrue, Reason: res.Stalled.Reason, Message: res.Stalled.Message})
+	if st.Message == "" || !strings.HasPrefix(st.Message, "stalled") {
+		st.Message = fmt.Sprintf("stalled (%s): %s", res.Stalled.Reason, res.Stalled.Message)
+	}
+	if !isNew {
+		return ""
+	}
+	return fmt.Sprintf("%s: %s", res.Stalled.Reason, res.Stalled.Message)
 }
 
 // setWaitCondition replaces the Ready condition, keeping its transition time while it waits on the same thing.

@@ -24,8 +24,8 @@ const (
 	maxEventsListed       = 200
 )
 
-// wait serves GET ?wait=reconciled|gone: it answers as soon as the object is reconciled or Failed at its
-// current generation (or gone: 404), and with the current object at the timeout.
+// wait serves GET ?wait=reconciled|gone: it answers as soon as the object is reconciled, Failed or
+// Stalled at its current generation (or gone: 404), and with the current object at the timeout.
 func (s *Server) wait(w http.ResponseWriter, r *http.Request) {
 	ki, id := kindFrom(r), chi.URLParam(r, "id")
 	mode := r.URL.Query().Get("wait")
@@ -49,7 +49,7 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request) {
 		}
 		var st client.Status
 		_ = json.Unmarshal(o.Status, &st)
-		return st.ObservedGeneration == o.Generation && (st.Phase == client.PhaseReady || st.Phase == client.PhaseFailed)
+		return client.Settled(o.Generation, &st)
 	}
 	obj, err := s.waitFor(ctx, ki.Kind, id, done)
 	if err != nil && ctx.Err() != nil && r.Context().Err() == nil {

@@ -196,6 +196,9 @@ func readError(err error) string {
 	return err.Error()
 }
 
+// ProgressDeadlineExceeded is in the health message of a Deployment whose progress deadline passed.
+const ProgressDeadlineExceeded = "exceeded its progress deadline"
+
 // deploymentReady follows `kubectl rollout status`.
 func deploymentReady(d *appsv1.Deployment, want int32) (bool, string) {
 	st := d.Status
@@ -204,7 +207,7 @@ func deploymentReady(d *appsv1.Deployment, want int32) (bool, string) {
 	}
 	for _, c := range st.Conditions {
 		if c.Type == appsv1.DeploymentProgressing && c.Reason == "ProgressDeadlineExceeded" {
-			return false, fmt.Sprintf("rollout exceeded its progress deadline: %s", c.Message)
+			return false, fmt.Sprintf("rollout %s: %s", ProgressDeadlineExceeded, c.Message)
 		}
 	}
 	switch {

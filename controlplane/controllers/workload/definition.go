@@ -56,7 +56,12 @@ func (r *DefinitionReconciler) Reconcile(ctx context.Context, def *client.Worklo
 			if st.Message != "" {
 				state += ": " + st.Message
 			}
-			return reconcile.Result{}, reconcile.Wait(fmt.Sprintf("workload_instance %q", inst.Name), state, "RollingOut", rolloutPoll(len(insts)))
+			// A stalled instance stalls the definition at once: its waiters need not wait out the deadline.
+			var stall *reconcile.Stall
+			if c := client.StalledCondition(inst.Generation, &st.Status); c != nil && rolledOut {
+				stall = &reconcile.Stall{Reason: c.Reason, Message: fmt.Sprintf("workload_instance %q: %s", inst.Name, c.Message)}
+			}
+			return reconcile.Result{Stalled: stall}, reconcile.Wait(fmt.Sprintf("workload_instance %q", inst.Name), state, "RollingOut", rolloutPoll(len(insts)))
 		}
 	}
 	return reconcile.Result{}, nil

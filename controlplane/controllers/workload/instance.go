@@ -49,12 +49,23 @@ type InstanceReconciler struct {
 	// object found missing, a change of the desired objects, and every reconcile of a Ready instance
 	// (the drift check) apply again.
 	ReapplyInterval time.Duration
+	// ProgressDeadline is how long an instance's rollout may make no progress (no change in its
+	// replicas' counts or in what it waits for) before it is Stalled (default 10m, like a Deployment's
+	// progressDeadlineSeconds). A Deployment whose own deadline passes stalls it at once.
+	ProgressDeadline time.Duration
 
-	mu     sync.Mutex
-	recent map[string]recentApply // instance id -> what was last applied while not ready
+	mu       sync.Mutex
+	recent   map[string]recentApply  // instance id -> what was last applied while not ready
+	progress map[string]progressMark // instance id -> the last progress seen while not ready
 
 	defs     sharedReads[*client.WorkloadDefinition]
 	runtimes sharedReads[*client.KubernetesRuntime]
+}
+
+// progressMark is the state of a rollout when it last made progress.
+type progressMark struct {
+	key string
+	at  time.Time
 }
 
 // recentApply remembers an apply whose objects are not ready yet.
@@ -127,10 +138,43 @@ func (r *InstanceReconciler) Reconcile(ctx context.Context, inst *client.Workloa
 		} else if !fresh {
 			r.remember(inst.ID, hash, applied)
 		}
-		return reconcile.Result{RequeueAfter: r.pollAfter(inst.ID)}, nil
+		return reconcile.Result{RequeueAfter: r.pollAfter(inst.ID), Stalled: r.stall(inst.ID, hash, rep)}, nil
 	}
 	r.forget(inst.ID)
 	return reconcile.Result{}, nil
+}
+
+// stall reports a rollout that made no progress within ProgressDeadline, or whose Deployment passed its
+// own progress deadline. Progress is any change in the replicas' counts or in what the rollout waits for.
+func (r *InstanceReconciler) stall(id, hash string, rep kube.HealthReport) *reconcile.Stall {
+	nr := rep.NotReady()
+	msg := fmt.Sprintf("%s %q is not ready: %s", nr.Kind, nr.Name, nr.Message)
+	if strings.Contains(nr.Message, kube.ProgressDeadlineExceeded) {
+		return &reconcile.Stall{Reason: "ProgressDeadlineExceeded", Message: msg}
+	}
+	key := fmt.Sprintf("%s/%d/%d/%d/%s", hash, rep.Replicas, rep.ReadyReplicas, rep.AvailableReplicas, msg)
+	deadline := r.ProgressDeadline
+	if deadline <= 0 {
+		deadline = 10 * time.Minute
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.progress == nil {
+		r.progress = map[string]progressMark{}
+	}
+	p, ok := r.progress[id]
+	if !ok || p.key != key {
+		r.progress[id] = progressMark{key: key, at: time.Now()}
+		return nil
+	}
+	if time.Since(p.at) < deadline {
+		return nil
+	}
+	reason := "NoProgress"
+	if strings.Contains(nr.Message, ": Unschedulable: ") {
+		reason = "Unschedulable"
+	}
+	return &reconcile.Stall{Reason: reason, Message: fmt.Sprintf("no progress for %s: %s", time.Since(p.at).Truncate(time.Second), msg)}
 }
 
 // apply applies the rendered objects, records drift, and prunes what is no longer rendered.
@@ -205,6 +249,7 @@ func (r *InstanceReconciler) forget(id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.recent, id)
+	delete(r.progress, id)
 }
 
 // desiredHash identifies a set of desired objects on a runtime.
