@@ -297,6 +297,10 @@ type DeleteOptions struct {
 	Cascade bool
 	// Wait blocks until the object is gone (or ctx ends).
 	Wait bool
+	// Orphan abandons what the object made in the compute space (a workload's objects in a cluster that
+	// is gone or unreachable) instead of cleaning it up. It may be given for an object whose deletion is
+	// already under way.
+	Orphan bool
 }
 
 // Delete requests deletion. Controllers clean up and then the object goes. With opts.Wait it returns once
@@ -305,6 +309,9 @@ func (r *Resource[S, T]) Delete(ctx context.Context, id string, opts DeleteOptio
 	q := url.Values{}
 	if opts.Cascade {
 		q.Set("cascade", "true")
+	}
+	if opts.Orphan {
+		q.Set("orphan", "true")
 	}
 	if err := r.c.Do(ctx, http.MethodDelete, r.path(id), q, nil, nil, nil); err != nil {
 		if IsNotFound(err) {
@@ -404,8 +411,9 @@ func (r *Resource[S, T]) WaitReconciled(ctx context.Context, id string) (*Object
 	for {
 		timeout := 30 * time.Second
 		if dl, ok := ctx.Deadline(); ok {
+			// The server answers a little before ctx ends, so that the caller gets the latest status.
 			if left := time.Until(dl); left < timeout {
-				timeout = max(left, 10*time.Millisecond)
+				timeout = max(left-min(time.Second, left/5), 10*time.Millisecond)
 			}
 		}
 		q := url.Values{"wait": {"reconciled"}, "timeout": {timeout.String()}}

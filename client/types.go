@@ -112,6 +112,11 @@ func (s *Status) RemoveCondition(t string) {
 // may still heal, but waiters (WaitReconciled, the provider, the CLI) stop and report the reason.
 const ConditionStalled = "Stalled"
 
+// ConditionCleanupBlocked is the condition type of an object whose deletion cannot clean up what it made
+// in the compute space (its cluster cannot be reached). Its message names what would be left behind; a
+// delete with orphan abandons it. `terraform destroy` does so, and warns.
+const ConditionCleanupBlocked = "CleanupBlocked"
+
 // StalledCondition returns the Stalled condition when it is True at the given generation, else nil.
 func StalledCondition(generation int64, s *Status) *Condition {
 	if s.ObservedGeneration != generation {
@@ -152,6 +157,9 @@ type Meta struct {
 	UpdatedAt time.Time `json:"updated_at,omitzero"`
 	// DeletionRequestedAt is set once deletion was requested; controllers then clean up.
 	DeletionRequestedAt *time.Time `json:"deletion_requested_at,omitempty"`
+	// DeletionOrphan is set when the deletion abandons what the object made in the compute space
+	// (DELETE ?orphan=true) instead of cleaning it up.
+	DeletionOrphan bool `json:"deletion_orphan,omitempty"`
 }
 
 // Object is the v1 envelope: identity, the desired state (Spec) and the observed state (Status).

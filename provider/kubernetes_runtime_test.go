@@ -121,30 +121,32 @@ func TestAccKubernetesRuntime(t *testing.T) {
 	})
 }
 
-// A runtime whose cluster cannot be reached fails apply at once with the reason, and stays in the state
-// tainted, so that the next apply replaces it.
+// A runtime whose cluster cannot be reached is retried, not Failed (the cluster may come up): apply ends
+// at its timeout with the reason and when it began, and the object stays in the state tainted, so that
+// the next apply replaces it.
 func TestAccKubernetesRuntime_unreachable(t *testing.T) {
 	env := testAccEnv(t)
 	name := randomName("acc-dead")
 	addr := "qleet_kubernetes_runtime.test"
 	dead := env.deadKubeconfig(t)
-	failed := regexp.MustCompile(`(?s)Kubernetes runtime "` + name + `" failed.*127\.0\.0\.1:1.*tainted`)
+	withTimeout := "{}\n  timeouts = { create = \"6s\" }"
+	unreachable := regexp.MustCompile(`(?s)Kubernetes runtime "` + name + `" was not reconciled within 6s.*127\.0\.0\.1:1.*unreachable since`)
 
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: testProviders,
 		CheckDestroy:             env.checkDestroyed,
 		Steps: []resource.TestStep{
 			{
-				Config:      runtimeConfig(name, dead, "{}"),
-				ExpectError: failed,
+				Config:      runtimeConfig(name, dead, withTimeout),
+				ExpectError: unreachable,
 			},
 			{
 				// Tainted: the plan replaces it.
-				Config: runtimeConfig(name, dead, "{}"),
+				Config: runtimeConfig(name, dead, withTimeout),
 				ConfigPlanChecks: resource.ConfigPlanChecks{
 					PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionReplace)},
 				},
-				ExpectError: regexp.MustCompile(`Kubernetes runtime "` + name + `" failed`),
+				ExpectError: unreachable,
 			},
 			{
 				// Pointed at a live cluster, the replacement succeeds.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
@@ -219,10 +220,56 @@ func (r *objectResource[S, T, M]) Delete(ctx context.Context, req resource.Delet
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	meta := metaOf(&m)
-	err := r.k.api(r.c).Delete(ctx, meta.ID.ValueString(), client.DeleteOptions{Wait: true})
-	if err != nil {
-		resp.Diagnostics.Append(r.apiError(ctx, "delete", meta.Name.ValueString(), err)...)
+	resp.Diagnostics.Append(r.deleteAndWait(ctx, meta.ID.ValueString(), meta.Name.ValueString())...)
+}
+
+// deleteAndWait deletes the object and waits until it is gone. When its cleanup is blocked (its cluster
+// cannot be reached: the control plane sets ConditionCleanupBlocked after a grace period), it deletes
+// it again with orphan, so that destroying an estate whose cluster died completes, and warns with what
+// was left behind.
+func (r *objectResource[S, T, M]) deleteAndWait(ctx context.Context, id, name string) diag.Diagnostics {
+	var diags diag.Diagnostics
+	api := r.k.api(r.c)
+	if err := api.Delete(ctx, id, client.DeleteOptions{}); err != nil {
+		return append(diags, r.apiError(ctx, "delete", name, err)...)
 	}
+	for {
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := api.WaitGone(wctx, id)
+		cancel()
+		if err == nil {
+			return diags
+		}
+		if ctx.Err() != nil || wctx.Err() == nil {
+			return append(diags, r.apiError(ctx, "delete", name, err)...)
+		}
+		obj, err := api.Get(ctx, id)
+		if client.IsNotFound(err) {
+			return diags
+		}
+		if err != nil {
+			return append(diags, r.apiError(ctx, "delete", name, err)...)
+		}
+		blocked := conditionTrue(client.CommonStatus(obj), client.ConditionCleanupBlocked)
+		if blocked == nil || obj.DeletionOrphan {
+			continue
+		}
+		if err := api.Delete(ctx, id, client.DeleteOptions{Orphan: true}); err != nil {
+			return append(diags, r.apiError(ctx, "delete", name, err)...)
+		}
+		diags.AddWarning(fmt.Sprintf("%s %q was deleted, leaving objects behind", r.k.title, name),
+			blocked.Message+"\n\nQleetOS abandoned them: remove them by hand if the cluster comes back.")
+	}
+}
+
+// conditionTrue returns the condition of type t when it is True, or nil.
+func conditionTrue(st *client.Status, t string) *client.Condition {
+	for i := range st.Conditions {
+		if st.Conditions[i].Type == t && st.Conditions[i].Status == client.ConditionTrue {
+			return &st.Conditions[i]
+		}
+	}
+	return nil
 }
 
 // ImportState accepts an ID, "name:<name>", or a bare name (anything that is not a UUID).

@@ -14,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
 )
 
 // instanceConfig is a runtime on the kubesim cluster, a definition and an instance of it.
@@ -264,6 +266,32 @@ func TestAccWorkloadInstanceAdopt(t *testing.T) {
 					},
 				),
 				ConfigPlanChecks: emptyPlanAfterApply,
+			},
+		},
+	})
+}
+
+// Destroying an estate whose cluster died completes: the instance's cleanup is blocked, so the provider
+// orphans its objects and warns with what was left behind.
+func TestAccWorkloadInstance_clusterDied(t *testing.T) {
+	env := testAccEnv(t)
+	name := randomName("acc-died")
+	sim := kubesimtest.Start(t, kubesimtest.WithName(name), kubesimtest.WithNodes(1))
+
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviders,
+		// The destroy completing at all is the check: without orphaning it would wait out its timeout.
+		CheckDestroy: env.checkDestroyed,
+		Steps: []resource.TestStep{
+			{
+				Config: instanceConfig(name, sim.Kubeconfig, "nginx:1.27", ""),
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckResourceAttr("qleet_workload_instance.web", "status.phase", "Ready"),
+					func(*terraform.State) error {
+						// The cluster dies; the destroy that follows this step must still complete.
+						return sim.Stop(context.Background())
+					},
+				),
 			},
 		},
 	})

@@ -60,6 +60,9 @@ type Config struct {
 	FailedRecheckInterval time.Duration
 	// ProgressDeadline is how long a rollout may make no progress before it is Stalled (default 10m).
 	ProgressDeadline time.Duration
+	// CleanupGrace is how long a deletion waits for an unreachable cluster before the object's status
+	// offers orphaning (default 2m).
+	CleanupGrace time.Duration
 	// APICACertFile is the CA certificate of a remote API served over TLS (controller-only mode).
 	APICACertFile string
 	// TLSCertFile and TLSKeyFile serve the API over TLS. When the listen address is not loopback and none

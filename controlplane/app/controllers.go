@@ -77,6 +77,6 @@ func (a *App) workloadControllers(cl *client.Client, conn *kube.Connector, cfg r
 	renderer := &workload.Renderer{}
 	return []starter{
 		reconcile.New(a.Broker, cl.WorkloadDefinitions(), &workload.DefinitionReconciler{Client: cl, Renderer: renderer}, cfg),
-		reconcile.New(a.Broker, cl.WorkloadInstances(), &workload.InstanceReconciler{Client: cl, Connector: conn, Renderer: renderer, ProgressDeadline: a.cfg.ProgressDeadline}, cfg),
+		reconcile.New(a.Broker, cl.WorkloadInstances(), &workload.InstanceReconciler{Client: cl, Connector: conn, Renderer: renderer, ProgressDeadline: a.cfg.ProgressDeadline, CleanupGrace: a.cfg.CleanupGrace}, cfg),
 	}
 }

@@ -102,22 +102,25 @@ func (s *Server) waitFor(ctx context.Context, kind, id string, done func(*store.
 
 func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 	ki, id := kindFrom(r), chi.URLParam(r, "id")
-	cascade := false
-	if v := r.URL.Query().Get("cascade"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			s.fail(w, r, invalid("cascade", "must be true or false"))
-			return
+	var flags [2]bool // cascade, orphan
+	for i, name := range []string{"cascade", "orphan"} {
+		if v := r.URL.Query().Get(name); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				s.fail(w, r, invalid(name, "must be true or false"))
+				return
+			}
+			flags[i] = b
 		}
-		cascade = b
 	}
+	cascade, opts := flags[0], store.DeletionOptions{Orphan: flags[1]}
 	ctx := r.Context()
 	if cascade {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.cfg.CascadeTimeout)
 		defer cancel()
 	}
-	obj, err := s.requestDeletion(ctx, ki.Kind, id, cascade, 0)
+	obj, err := s.requestDeletion(ctx, ki.Kind, id, cascade, opts, 0)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -126,13 +129,14 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 }
 
 // requestDeletion requests deletion of one object. With cascade it first deletes the objects that depend
-// on it (recursively) and waits until they are gone. Deleting an object already being deleted succeeds.
-func (s *Server) requestDeletion(ctx context.Context, kind, id string, cascade bool, depth int) (*store.Object, error) {
+// on it (recursively, with the same options) and waits until they are gone. Deleting an object already
+// being deleted succeeds, and may turn its cleanup into orphaning.
+func (s *Server) requestDeletion(ctx context.Context, kind, id string, cascade bool, opts store.DeletionOptions, depth int) (*store.Object, error) {
 	obj, err := s.cfg.Store.Get(ctx, kind, id)
 	if err != nil {
 		return nil, err
 	}
-	if obj.DeletionRequestedAt != nil {
+	if obj.DeletionRequestedAt != nil && (obj.DeletionOrphan || !opts.Orphan) {
 		return obj, nil
 	}
 	if cascade {
@@ -144,7 +148,7 @@ func (s *Server) requestDeletion(ctx context.Context, kind, id string, cascade b
 			return nil, fmt.Errorf("dependents of %s %s: %w", kind, id, err)
 		}
 		for _, d := range deps {
-			if _, err := s.requestDeletion(ctx, d.Kind, d.ID, true, depth+1); err != nil && !errors.Is(err, store.ErrNotFound) && !client.IsNotFound(err) {
+			if _, err := s.requestDeletion(ctx, d.Kind, d.ID, true, opts, depth+1); err != nil && !errors.Is(err, store.ErrNotFound) && !client.IsNotFound(err) {
 				return nil, err
 			}
 		}
@@ -161,7 +165,7 @@ func (s *Server) requestDeletion(ctx context.Context, kind, id string, cascade b
 			}
 		}
 	}
-	obj, err = s.cfg.Store.RequestDeletion(ctx, kind, id)
+	obj, err = s.cfg.Store.RequestDeletion(ctx, kind, id, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -421,7 +421,7 @@ func (s *Server) wire(r *http.Request, o *store.Object) (*client.RawObject, erro
 		Meta: client.Meta{
 			ID: o.ID, Kind: o.Kind, Name: o.Name, Labels: o.Labels,
 			Generation: o.Generation, ResourceVersion: o.ResourceVersion,
-			CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt, DeletionRequestedAt: o.DeletionRequestedAt,
+			CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt, DeletionRequestedAt: o.DeletionRequestedAt, DeletionOrphan: o.DeletionOrphan,
 		},
 		Spec:   spec,
 		Status: status,

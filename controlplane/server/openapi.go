@@ -298,8 +298,11 @@ func (g *openapiGen) kindPaths(ki *client.KindInfo, paths obj, errResp, idParam,
 			"requestBody": obj{"required": true, "content": obj{"application/merge-patch+json": obj{"schema": ref(n + "Patch")}}},
 			"responses":   with(obj{"200": one})},
 		"delete": obj{"operationId": "delete_" + ki.Kind, "summary": "Request deletion of a " + ki.Kind, "tags": tag,
-			"parameters": []any{param("cascade", "query", "Delete dependents first and wait for them to be gone, instead of answering 409.", false, obj{"type": "boolean"})},
-			"responses":  with(obj{"202": response("Deletion requested", ref(n))})},
+			"parameters": []any{
+				param("cascade", "query", "Delete dependents first and wait for them to be gone, instead of answering 409.", false, obj{"type": "boolean"}),
+				param("orphan", "query", "Abandon what the object made in the compute space (e.g. a workload's objects in a cluster that is gone) instead of cleaning it up; with cascade, for the dependents too. May be given for an object already being deleted.", false, obj{"type": "boolean"}),
+			},
+			"responses": with(obj{"202": response("Deletion requested", ref(n))})},
 	}
 	paths[base+"/{id}/status"] = obj{"parameters": []any{idParam}, "put": obj{
 		"operationId": "update_" + ki.Kind + "_status", "summary": "Write the status (controller or admin role)", "tags": tag,

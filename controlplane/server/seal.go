@@ -166,8 +166,8 @@ func (ss *sealedStore) UpdateStatus(ctx context.Context, p *store.UpdateStatusPa
 	return ss.out(ss.Store.UpdateStatus(ctx, p))
 }
 
-func (ss *sealedStore) RequestDeletion(ctx context.Context, kind, id string) (*store.Object, error) {
-	return ss.out(ss.Store.RequestDeletion(ctx, kind, id))
+func (ss *sealedStore) RequestDeletion(ctx context.Context, kind, id string, opts store.DeletionOptions) (*store.Object, error) {
+	return ss.out(ss.Store.RequestDeletion(ctx, kind, id, opts))
 }
 
 func (ss *sealedStore) List(ctx context.Context, p *store.ListParams) (*store.ListResult, error) {

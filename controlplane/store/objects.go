@@ -276,7 +276,7 @@ func (s *bunStore) UpdateStatus(ctx context.Context, p *UpdateStatusParams) (*Ob
 // RequestDeletion sets deletion_requested_at and increases the resource version the first time; every
 // call writes an outbox row so the controller (re)starts its cleanup. It fails with a *DependentsError
 // while other objects reference this one.
-func (s *bunStore) RequestDeletion(ctx context.Context, kind, id string) (*Object, error) {
+func (s *bunStore) RequestDeletion(ctx context.Context, kind, id string, opts DeletionOptions) (*Object, error) {
 	var obj *Object
 	err := s.write(ctx, func(ctx context.Context, tx bun.Tx) error {
 		row, err := s.lockObject(ctx, tx, kind, id, lockUpdate)
@@ -290,13 +290,16 @@ func (s *bunStore) RequestDeletion(ctx context.Context, kind, id string) (*Objec
 		if len(deps) > 0 {
 			return &DependentsError{Dependents: deps}
 		}
-		if row.DeletionRequestedAt == nil {
+		if row.DeletionRequestedAt == nil || opts.Orphan && !row.DeletionOrphan {
 			t := now()
-			row.DeletionRequestedAt = &t
+			if row.DeletionRequestedAt == nil {
+				row.DeletionRequestedAt = &t
+			}
+			row.DeletionOrphan = row.DeletionOrphan || opts.Orphan
 			row.UpdatedAt = t
 			row.ResourceVersion++
 			if _, err := tx.NewUpdate().Model(row).
-				Column("deletion_requested_at", "resource_version", "updated_at").
+				Column("deletion_requested_at", "deletion_orphan", "resource_version", "updated_at").
 				WherePK().Exec(ctx); err != nil {
 				return err
 			}

@@ -31,6 +31,7 @@ type objectRow struct {
 	CreatedAt           time.Time  `bun:"created_at"`
 	UpdatedAt           time.Time  `bun:"updated_at"`
 	DeletionRequestedAt *time.Time `bun:"deletion_requested_at"`
+	DeletionOrphan      bool       `bun:"deletion_orphan"`
 }
 
 type labelRow struct {
@@ -109,6 +110,7 @@ func (r *objectRow) toObject(labels map[string]string) *Object {
 	if r.DeletionRequestedAt != nil {
 		t := r.DeletionRequestedAt.UTC()
 		o.DeletionRequestedAt = &t
+		o.DeletionOrphan = r.DeletionOrphan
 	}
 	return o
 }

@@ -47,6 +47,15 @@ type Object struct {
 	CreatedAt           time.Time
 	UpdatedAt           time.Time
 	DeletionRequestedAt *time.Time
+	// DeletionOrphan says the deletion abandons what the object made in the compute space.
+	DeletionOrphan bool
+}
+
+// DeletionOptions tune RequestDeletion.
+type DeletionOptions struct {
+	// Orphan abandons what the object made in the compute space instead of cleaning it up. It may be
+	// set on an object already being deleted (a cleanup that cannot finish), never unset.
+	Orphan bool
 }
 
 // Ref is a reference from one object to another; references form the dependency graph.
@@ -155,7 +164,7 @@ type Store interface {
 	UpdateStatus(ctx context.Context, p *UpdateStatusParams) (*Object, error)
 	// RequestDeletion sets deletion_requested_at (once) and writes an outbox row. It fails with a
 	// *DependentsError when other objects reference this one.
-	RequestDeletion(ctx context.Context, kind, id string) (*Object, error)
+	RequestDeletion(ctx context.Context, kind, id string, opts DeletionOptions) (*Object, error)
 	// Dependents lists the objects that reference the object with the given id.
 	Dependents(ctx context.Context, id string) ([]Ref, error)
 	// Finalize deletes an object whose deletion was requested, with its labels and references, and

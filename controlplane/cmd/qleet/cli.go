@@ -53,6 +53,7 @@ func runCLI(ctx context.Context, verb string, args []string) error {
 	fs := flag.NewFlagSet(verb, flag.ContinueOnError)
 	output := fs.String("o", "table", "output format: table or json")
 	cascade := fs.Bool("cascade", false, "delete: delete dependents first")
+	orphan := fs.Bool("orphan", false, "delete: abandon what the object made in its cluster (when the cluster is gone or unreachable)")
 	wait := fs.Bool("wait", false, "delete: wait until the object is gone")
 	selector := fs.String("l", "", "get: label selector k=v,k2=v2")
 	// Allow flags after positional arguments.
@@ -113,7 +114,7 @@ func runCLI(ctx context.Context, verb string, args []string) error {
 		if err != nil {
 			return err
 		}
-		if err := res.Delete(ctx, obj.ID, client.DeleteOptions{Cascade: *cascade, Wait: *wait}); err != nil {
+		if err := res.Delete(ctx, obj.ID, client.DeleteOptions{Cascade: *cascade, Orphan: *orphan, Wait: *wait}); err != nil {
 			return err
 		}
 		fmt.Printf("%s %q deletion requested\n", kind, name)

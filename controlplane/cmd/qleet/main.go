@@ -24,7 +24,7 @@ Usage:
   qleet controller --api-endpoint URL --token TOKEN --nats-url URL
   qleet get        <kind> [name] [-o table|json]
   qleet describe   <kind> <name>
-  qleet delete     <kind> <name> [--cascade] [--wait]
+  qleet delete     <kind> <name> [--cascade] [--orphan] [--wait]
   qleet events     <kind> <name>
   qleet image set  <definition> <container> <image>
   qleet pods       <instance>                                    pods of an instance in its cluster

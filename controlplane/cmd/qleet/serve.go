@@ -40,6 +40,7 @@ func runServer(ctx context.Context, args []string, m mode) error {
 	resync := fs.Duration("resync", 30*time.Second, "resync interval for objects that are not reconciled")
 	drift := fs.Duration("drift-interval", 60*time.Second, "how often Ready objects are re-checked for drift")
 	failedRecheck := fs.Duration("failed-recheck", 5*time.Minute, "how often Failed objects are reconciled again, so that a fixed world heals")
+	cleanupGrace := fs.Duration("cleanup-grace", 2*time.Minute, "how long a deletion waits for an unreachable cluster before it offers orphaning")
 	progressDeadline := fs.Duration("progress-deadline", 10*time.Minute, "how long a rollout may make no progress before it is Stalled")
 	tlsCert := fs.String("tls-cert", envDefault("tls-cert", ""), "TLS certificate file (default: self-signed in the data dir when not on loopback)")
 	tlsKey := fs.String("tls-key", envDefault("tls-key", ""), "TLS key file")
@@ -59,7 +60,7 @@ func runServer(ctx context.Context, args []string, m mode) error {
 		APIEndpoint: *apiEndpoint, ControllerToken: *token, APICACertFile: *apiCA,
 		TLSCertFile: *tlsCert, TLSKeyFile: *tlsKey, SecretKeyFile: *secretKey,
 		Workers: *workers, ResyncInterval: *resync, DriftInterval: *drift, Logger: logger,
-		FailedRecheckInterval: *failedRecheck, ProgressDeadline: *progressDeadline,
+		FailedRecheckInterval: *failedRecheck, ProgressDeadline: *progressDeadline, CleanupGrace: *cleanupGrace,
 		API: m != modeController, Controllers: m != modeAPI,
 	}
 	start := time.Now()

@@ -49,6 +49,9 @@ type InstanceReconciler struct {
 	// object found missing, a change of the desired objects, and every reconcile of a Ready instance
 	// (the drift check) apply again.
 	ReapplyInterval time.Duration
+	// CleanupGrace is how long a deletion waits for an unreachable cluster before the instance's status
+	// says that it cannot finish and offers orphaning (default 2m).
+	CleanupGrace time.Duration
 	// ProgressDeadline is how long an instance's rollout may make no progress (no change in its
 	// replicas' counts or in what it waits for) before it is Stalled (default 10m, like a Deployment's
 	// progressDeadlineSeconds). A Deployment whose own deadline passes stalls it at once.
@@ -88,7 +91,7 @@ func (r *InstanceReconciler) Reconcile(ctx context.Context, inst *client.Workloa
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("get workload_definition: %w", err)
 	}
-	rt, cl, err := r.connect(ctx, inst)
+	rt, cl, err := r.connect(ctx, inst, false)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -274,13 +277,22 @@ func missing(rep kube.HealthReport) bool {
 }
 
 // Finalize implements reconcile.Finalizer: it deletes everything the instance applied and waits until it
-// is gone. An instance whose runtime no longer exists has nothing left to clean up.
+// is gone. An instance whose runtime no longer exists has nothing left to clean up; one deleted with
+// orphan abandons its objects. When the runtime cannot be reached for CleanupGrace after the deletion
+// was asked for, the status says so and names the way out (orphan) and what would be left behind.
 func (r *InstanceReconciler) Finalize(ctx context.Context, inst *client.WorkloadInstance) (reconcile.Result, error) {
-	_, cl, err := r.connect(ctx, inst)
+	if inst.DeletionOrphan {
+		if len(inst.Status.Objects) > 0 {
+			reconcile.Eventf(ctx, client.EventWarning, ReasonOrphaned, "left in the cluster: %s", objectNames(inst.Status.Objects))
+		}
+		return reconcile.Result{}, nil
+	}
+	_, cl, err := r.connect(ctx, inst, true)
 	if client.IsNotFound(err) {
 		return reconcile.Result{}, nil
 	}
 	if err != nil {
+		r.cleanupBlocked(inst, err)
 		return reconcile.Result{}, err
 	}
 	owner := kube.Owner{InstanceID: inst.ID, Namespace: Namespace(inst), Previous: refsOf(inst.Status.Objects)}
@@ -290,9 +302,43 @@ func (r *InstanceReconciler) Finalize(ctx context.Context, inst *client.Workload
 		return reconcile.Result{RequeueAfter: r.pollInterval()}, nil
 	}
 	if err != nil {
+		r.cleanupBlocked(inst, err)
 		return reconcile.Result{}, fmt.Errorf("delete applied objects: %w", err)
 	}
 	return reconcile.Result{}, nil
+}
+
+// Condition types and event reasons of deletion.
+const (
+	// ReasonOrphaned is the event reason of a deletion that abandoned the instance's objects.
+	ReasonOrphaned = "Orphaned"
+)
+
+// cleanupBlocked records, once the deletion has waited CleanupGrace, that it cannot finish and how to
+// abandon the objects instead.
+func (r *InstanceReconciler) cleanupBlocked(inst *client.WorkloadInstance, cause error) {
+	grace := r.CleanupGrace
+	if grace <= 0 {
+		grace = 2 * time.Minute
+	}
+	if inst.DeletionRequestedAt == nil || time.Since(*inst.DeletionRequestedAt) < grace {
+		return
+	}
+	msg := fmt.Sprintf("the instance's objects cannot be deleted from its cluster for %s (%v); delete it with ?orphan=true "+
+		"(qleet delete --orphan, or terraform destroy, which does so and warns) to abandon them", time.Since(*inst.DeletionRequestedAt).Truncate(time.Second), cause)
+	if len(inst.Status.Objects) > 0 {
+		msg += ": " + objectNames(inst.Status.Objects)
+	}
+	inst.Status.SetCondition(client.Condition{Type: client.ConditionCleanupBlocked, Status: client.ConditionTrue, Reason: "RuntimeUnreachable", Message: msg})
+}
+
+// objectNames lists applied objects as "Kind/namespace/name, ...".
+func objectNames(objs []client.AppliedObject) string {
+	names := make([]string, len(objs))
+	for i, o := range objs {
+		names[i] = kube.AppliedRef{Kind: o.Kind, Namespace: o.Namespace, Name: o.Name}.String()
+	}
+	return strings.Join(names, ", ")
 }
 
 func (r *InstanceReconciler) pollInterval() time.Duration {
@@ -303,15 +349,17 @@ func (r *InstanceReconciler) pollInterval() time.Duration {
 }
 
 // connect fetches the instance's runtime and connects to its cluster. A runtime that is not Ready gives
-// a WaitError; a runtime that does not exist gives the client's not-found error.
-func (r *InstanceReconciler) connect(ctx context.Context, inst *client.WorkloadInstance) (*client.KubernetesRuntime, *kube.Cluster, error) {
+// a WaitError, except that cleanup may use a runtime being deleted (its cluster is still there until
+// its own finalizer runs, which waits for its dependents); a runtime that does not exist gives the
+// client's not-found error.
+func (r *InstanceReconciler) connect(ctx context.Context, inst *client.WorkloadInstance, cleanup bool) (*client.KubernetesRuntime, *kube.Cluster, error) {
 	rt, err := r.runtimes.get(ctx, inst.Spec.RuntimeID, reconcile.StartedAt(ctx), func(ctx context.Context) (*client.KubernetesRuntime, error) {
 		return r.Client.KubernetesRuntimes().Get(ctx, inst.Spec.RuntimeID)
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("get kubernetes_runtime: %w", err)
 	}
-	if rt.Status.Phase != client.PhaseReady {
+	if rt.Status.Phase != client.PhaseReady && !(cleanup && rt.Status.Phase == client.PhaseDeleting) {
 		state := string(rt.Status.Phase)
 		if state == "" {
 			state = string(client.PhasePending)

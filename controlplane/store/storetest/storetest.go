@@ -208,7 +208,7 @@ func testNameUnique(t *testing.T, s store.Store) {
 	create(t, s, kindGateway, "dup", nil) // another kind may use the name
 
 	// Once the first is gone the name is free again.
-	_, err = s.RequestDeletion(ctx(t), kindRuntime, first.ID)
+	_, err = s.RequestDeletion(ctx(t), kindRuntime, first.ID, store.DeletionOptions{})
 	require.NoError(t, err)
 	require.NoError(t, s.Finalize(ctx(t), kindRuntime, first.ID))
 	create(t, s, kindRuntime, "dup", nil)
@@ -458,7 +458,7 @@ func testRefsMustExist(t *testing.T, s store.Store) {
 
 	// A reference to an object whose deletion was requested is refused.
 	other := create(t, s, kindRuntime, "going", nil)
-	_, err = s.RequestDeletion(ctx(t), kindRuntime, other.ID)
+	_, err = s.RequestDeletion(ctx(t), kindRuntime, other.ID, store.DeletionOptions{})
 	require.NoError(t, err)
 	_, err = s.Create(ctx(t), &store.CreateParams{
 		Kind: kindInstance, Name: "d", Spec: json.RawMessage(`{}`), Refs: []store.Ref{refTo(other)},
@@ -480,7 +480,7 @@ func testDeletionProtection(t *testing.T, s store.Store) {
 	}, deps)
 	drain(t, s)
 
-	_, err = s.RequestDeletion(ctx(t), kindRuntime, rt.ID)
+	_, err = s.RequestDeletion(ctx(t), kindRuntime, rt.ID, store.DeletionOptions{})
 	var de *store.DependentsError
 	require.ErrorAs(t, err, &de)
 	require.Equal(t, deps, de.Dependents)
@@ -490,11 +490,11 @@ func testDeletionProtection(t *testing.T, s store.Store) {
 	require.EqualValues(t, 1, got.ResourceVersion)
 	require.Empty(t, outboxKeys(t, s))
 
-	_, err = s.RequestDeletion(ctx(t), kindInstance, a.ID)
+	_, err = s.RequestDeletion(ctx(t), kindInstance, a.ID, store.DeletionOptions{})
 	require.ErrorAs(t, err, &de)
 	require.Equal(t, []store.Ref{{Kind: kindGateway, ID: g.ID, Name: "g"}}, de.Dependents)
 
-	_, err = s.RequestDeletion(ctx(t), kindRuntime, uuid.NewString())
+	_, err = s.RequestDeletion(ctx(t), kindRuntime, uuid.NewString(), store.DeletionOptions{})
 	require.ErrorIs(t, err, store.ErrNotFound)
 
 	nothing, err := s.Dependents(ctx(t), uuid.NewString())
@@ -505,7 +505,7 @@ func testDeletionProtection(t *testing.T, s store.Store) {
 func testRequestDeletionOnce(t *testing.T, s store.Store) {
 	obj := create(t, s, kindGateway, "g", map[string]string{"x": "y"})
 	drain(t, s)
-	first, err := s.RequestDeletion(ctx(t), kindGateway, obj.ID)
+	first, err := s.RequestDeletion(ctx(t), kindGateway, obj.ID, store.DeletionOptions{})
 	require.NoError(t, err)
 	require.NotNil(t, first.DeletionRequestedAt)
 	require.EqualValues(t, 2, first.ResourceVersion)
@@ -513,7 +513,7 @@ func testRequestDeletionOnce(t *testing.T, s store.Store) {
 	require.Equal(t, obj.Labels, first.Labels)
 	require.Equal(t, []string{key(obj)}, outboxKeys(t, s))
 
-	again, err := s.RequestDeletion(ctx(t), kindGateway, obj.ID)
+	again, err := s.RequestDeletion(ctx(t), kindGateway, obj.ID, store.DeletionOptions{})
 	require.NoError(t, err)
 	require.True(t, first.DeletionRequestedAt.Equal(*again.DeletionRequestedAt), "set once")
 	require.EqualValues(t, 2, again.ResourceVersion, "a repeated request changes nothing")
@@ -530,7 +530,7 @@ func testFinalize(t *testing.T, s store.Store) {
 	inst := create(t, s, kindInstance, "web", map[string]string{"app": "web"}, refTo(rt), refTo(other))
 	require.NoError(t, s.AppendEvent(ctx(t), &store.Event{ObjectID: inst.ID, Type: "Normal", Reason: "Created"}))
 
-	_, err := s.RequestDeletion(ctx(t), kindInstance, inst.ID)
+	_, err := s.RequestDeletion(ctx(t), kindInstance, inst.ID, store.DeletionOptions{})
 	require.NoError(t, err)
 	drain(t, s)
 	require.NoError(t, s.Finalize(ctx(t), kindInstance, inst.ID))
@@ -554,7 +554,7 @@ func testFinalize(t *testing.T, s store.Store) {
 	require.Equal(t, want, got, "the referenced objects are told, the finalized one is not")
 
 	// What it referenced can go now.
-	_, err = s.RequestDeletion(ctx(t), kindRuntime, rt.ID)
+	_, err = s.RequestDeletion(ctx(t), kindRuntime, rt.ID, store.DeletionOptions{})
 	require.NoError(t, err)
 	require.NoError(t, s.Finalize(ctx(t), kindRuntime, rt.ID))
 
@@ -585,7 +585,7 @@ func testUpdateReplacesRefs(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	require.Equal(t, []store.Ref{{Kind: kindInstance, ID: inst.ID, Name: "web"}}, deps)
 
-	_, err = s.RequestDeletion(ctx(t), kindRuntime, rt1.ID)
+	_, err = s.RequestDeletion(ctx(t), kindRuntime, rt1.ID, store.DeletionOptions{})
 	require.NoError(t, err, "no longer referenced")
 }
 
@@ -803,7 +803,7 @@ func testDeleteVersusReference(t *testing.T, s store.Store) {
 		go func() {
 			defer wg.Done()
 			<-start
-			_, delErr = s.RequestDeletion(ctx(t), kindRuntime, target.ID)
+			_, delErr = s.RequestDeletion(ctx(t), kindRuntime, target.ID, store.DeletionOptions{})
 		}()
 		go func() {
 			defer wg.Done()
