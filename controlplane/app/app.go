@@ -69,6 +69,12 @@ type Config struct {
 	// is given, a self-signed certificate is made in the data dir (tls.crt). Loopback serves plain HTTP.
 	TLSCertFile string
 	TLSKeyFile  string
+	// TLSSANs are extra names and addresses the self-signed certificate covers, beyond loopback, the
+	// listen address (every interface's when it is a wildcard) and the host name.
+	TLSSANs []string
+	// MetricsAuth is "auto" (default: /metrics needs a token when the API listens beyond loopback),
+	// "on" or "off".
+	MetricsAuth string
 	// SecretKeyFile holds the 32-byte key (base64) that encrypts secrets at rest; API replicas must share
 	// it (default <DataDir>/secret.key, made on first start with mode 0600).
 	SecretKeyFile string
@@ -79,6 +85,13 @@ type Config struct {
 }
 
 func (c *Config) applyDefaults() error {
+	switch c.MetricsAuth {
+	case "":
+		c.MetricsAuth = "auto"
+	case "auto", "on", "off":
+	default:
+		return fmt.Errorf("metrics auth: %q is not auto, on or off", c.MetricsAuth)
+	}
 	if c.DataDir == "" {
 		c.DataDir = ".qleet"
 	}
@@ -208,7 +221,8 @@ func (a *App) startAPI(ctx, runCtx context.Context) error {
 	if err != nil {
 		return err
 	}
-	srv, err := server.New(server.Config{Store: st, Logger: a.log, Registry: a.Registry, OnCommit: a.relay.Notify, SecretKey: key})
+	srv, err := server.New(server.Config{Store: st, Logger: a.log, Registry: a.Registry, OnCommit: a.relay.Notify, SecretKey: key,
+		MetricsAuth: a.cfg.MetricsAuth == "on" || a.cfg.MetricsAuth != "off" && needsTLS(a.cfg.Listen)})
 	if err != nil {
 		return fmt.Errorf("api server: %w", err)
 	}

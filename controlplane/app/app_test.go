@@ -2,7 +2,12 @@ package app_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -111,7 +116,7 @@ func TestRestartLosesNothing(t *testing.T) {
 
 func TestServesTLSBeyondLoopback(t *testing.T) {
 	t.Parallel()
-	a, cl := cptest.Start(t, app.Config{Listen: "0.0.0.0:0", Controllers: true, API: true})
+	a, cl := cptest.Start(t, app.Config{Listen: "0.0.0.0:0", Controllers: true, API: true, TLSSANs: []string{"qleet.example.com", "10.9.8.7"}})
 	require.True(t, strings.HasPrefix(a.Endpoint, "https://"), a.Endpoint)
 	require.FileExists(t, filepath.Join(a.DataDir(), "tls.crt"))
 	_, err := cl.KubernetesRuntimes().List(context.Background(), client.ListOptions{})
@@ -120,4 +125,42 @@ func TestServesTLSBeyondLoopback(t *testing.T) {
 	require.NoError(t, err)
 	_, err = plain.KubernetesRuntimes().List(context.Background(), client.ListOptions{})
 	require.Error(t, err, "a client that does not trust the certificate is refused")
+
+	t.Run("the certificate covers the host's addresses and names and the --tls-san extras", func(t *testing.T) {
+		data, err := os.ReadFile(filepath.Join(a.DataDir(), "tls.crt"))
+		require.NoError(t, err)
+		block, _ := pem.Decode(data)
+		require.NotNil(t, block)
+		cert, err := x509.ParseCertificate(block.Bytes)
+		require.NoError(t, err)
+		names := []string{"localhost", "qleet.example.com", "127.0.0.1", "10.9.8.7"}
+		if h, err := os.Hostname(); err == nil {
+			names = append(names, h)
+		}
+		addrs, err := net.InterfaceAddrs()
+		require.NoError(t, err)
+		for _, ad := range addrs {
+			if n, ok := ad.(*net.IPNet); ok && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
+				names = append(names, n.IP.String())
+			}
+		}
+		for _, n := range names {
+			require.NoError(t, cert.VerifyHostname(n), "the certificate covers %s", n)
+		}
+	})
+
+	t.Run("metrics need a token beyond loopback", func(t *testing.T) {
+		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // only the status code is read
+		resp, err := hc.Get(a.Endpoint + "/metrics")
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+		req, err := http.NewRequest(http.MethodGet, a.Endpoint+"/metrics", nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+a.AdminToken)
+		resp, err = hc.Do(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+	})
 }

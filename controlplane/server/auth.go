@@ -17,16 +17,12 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
 )
 
-// Roles a token can carry.
+// Roles a token can carry (see the client package for what each may do).
 const (
-	// RoleAdmin may do everything.
-	RoleAdmin = "admin"
-	// RoleDeveloper reads and writes objects.
-	RoleDeveloper = "developer"
-	// RoleViewer only reads.
-	RoleViewer = "viewer"
-	// RoleController reads objects including write-only fields, and writes status, finalizes and events.
-	RoleController = "controller"
+	RoleAdmin      = client.RoleAdmin
+	RoleDeveloper  = client.RoleDeveloper
+	RoleViewer     = client.RoleViewer
+	RoleController = client.RoleController
 )
 
 // permission is something a request does; each role holds a set of them.
@@ -37,10 +33,13 @@ const (
 	permWrite                             // create, update, patch, delete objects
 	permStatus                            // write status, finalize, append events
 	permReadSecrets                       // see write-only spec fields
+	permTokens                            // create, list and revoke tokens
 )
 
+// rolePerms: write-only fields (kubeconfigs, secret values) are for the controllers that use them, so
+// no other role, admin included, ever reads them back.
 var rolePerms = map[string][]permission{
-	RoleAdmin:      {permRead, permWrite, permStatus, permReadSecrets},
+	RoleAdmin:      {permRead, permWrite, permStatus, permTokens},
 	RoleDeveloper:  {permRead, permWrite},
 	RoleViewer:     {permRead},
 	RoleController: {permRead, permStatus, permReadSecrets},
@@ -71,8 +70,9 @@ func NewToken() (string, error) {
 }
 
 type principal struct {
-	name string
-	role string
+	name    string
+	role    string
+	expires *time.Time
 }
 
 type principalKey struct{}
@@ -103,7 +103,7 @@ func (c *tokenCache) lookup(ctx context.Context, st store.Store, token string) (
 	e, ok := c.m[hash]
 	c.mu.Unlock()
 	if ok && now.Before(e.expires) {
-		return e.p, nil
+		return e.p.unexpired(now)
 	}
 	t, err := st.GetToken(ctx, hash)
 	if errors.Is(err, store.ErrNotFound) {
@@ -112,14 +112,30 @@ func (c *tokenCache) lookup(ctx context.Context, st store.Store, token string) (
 	if err != nil {
 		return principal{}, fmt.Errorf("look up token: %w", err)
 	}
-	p := principal{name: t.Name, role: t.Role}
+	p := principal{name: t.Name, role: t.Role, expires: t.ExpiresAt}
 	c.mu.Lock()
 	if len(c.m) >= maxCachedTokens {
 		clear(c.m)
 	}
 	c.m[hash] = tokenEntry{p: p, expires: now.Add(c.ttl)}
 	c.mu.Unlock()
+	return p.unexpired(now)
+}
+
+// unexpired returns p, or 401 when its token has expired.
+func (p principal) unexpired(now time.Time) (principal, error) {
+	if p.expires != nil && !now.Before(*p.expires) {
+		return principal{}, client.Errorf(client.CodeUnauthorized, "bearer token %q expired at %s", p.name, p.expires.Format(time.RFC3339))
+	}
 	return p, nil
+}
+
+// forget drops every remembered token, so that a revoked one is refused at once by this replica (other
+// replicas refuse it within TokenCacheTTL).
+func (c *tokenCache) forget() {
+	c.mu.Lock()
+	clear(c.m)
+	c.mu.Unlock()
 }
 
 // authenticate resolves the bearer token into a principal (401 when missing or wrong).
@@ -169,4 +185,5 @@ var permVerb = map[permission]string{
 	permWrite:       "create, update or delete objects",
 	permStatus:      "write status, finalize or record events",
 	permReadSecrets: "read write-only fields",
+	permTokens:      "manage tokens",
 }

@@ -44,6 +44,9 @@ type Config struct {
 	TokenCacheTTL time.Duration
 	// CascadeTimeout bounds how long a cascading delete waits for dependents to go. Default 5m.
 	CascadeTimeout time.Duration
+	// MetricsAuth makes /metrics require a bearer token (any role). The control plane turns it on when it
+	// listens beyond loopback. Default off.
+	MetricsAuth bool
 	// SecretKey, 32 bytes, encrypts write-only spec fields (e.g. kubeconfigs) at rest with AES-256-GCM.
 	// Every API replica must share it. Nil stores them in plain text (tests only).
 	SecretKey []byte
@@ -136,8 +139,13 @@ func (s *Server) routes() chi.Router {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.Get("/readyz", s.readyz)
-	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+	metrics := http.Handler(promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+	if s.cfg.MetricsAuth {
+		metrics = s.authenticate(s.require(permRead)(metrics))
+	}
+	r.Method(http.MethodGet, "/metrics", metrics)
 	r.Get("/v1/openapi.json", s.serveOpenAPI)
+	r.Route("/v1/tokens", s.tokenRoutes)
 
 	r.Route("/v1/{plural}", func(r chi.Router) {
 		r.Use(s.authenticate, s.withKind)

@@ -78,10 +78,12 @@ type outboxRow struct {
 type tokenRow struct {
 	bun.BaseModel `bun:"table:tokens"`
 
-	Hash      string    `bun:"hash,pk"`
-	Name      string    `bun:"name"`
-	Role      string    `bun:"role"`
-	CreatedAt time.Time `bun:"created_at"`
+	Hash      string     `bun:"hash,pk"`
+	ID        string     `bun:"id"`
+	Name      string     `bun:"name"`
+	Role      string     `bun:"role"`
+	CreatedAt time.Time  `bun:"created_at"`
+	ExpiresAt *time.Time `bun:"expires_at"`
 }
 
 // dependentRow is one row of the dependents query (object_refs joined to the referencing object).
@@ -135,7 +137,12 @@ func (r *outboxRow) toEntry() *OutboxEntry {
 }
 
 func (r *tokenRow) toToken() *Token {
-	return &Token{Hash: r.Hash, Name: r.Name, Role: r.Role, CreatedAt: r.CreatedAt.UTC()}
+	t := &Token{ID: r.ID, Hash: r.Hash, Name: r.Name, Role: r.Role, CreatedAt: r.CreatedAt.UTC()}
+	if r.ExpiresAt != nil {
+		e := r.ExpiresAt.UTC()
+		t.ExpiresAt = &e
+	}
+	return t
 }
 
 func labelRows(objectID string, labels map[string]string) []labelRow {

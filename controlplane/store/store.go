@@ -139,10 +139,15 @@ type OutboxEntry struct {
 
 // Token is an API bearer token. Only its SHA-256 hash is stored.
 type Token struct {
+	// ID is the token's public identifier, used to list and revoke it (the first 16 hex digits of the
+	// hash unless set).
+	ID        string
 	Hash      string
 	Name      string
 	Role      string
 	CreatedAt time.Time
+	// ExpiresAt, when set, is when the token stops being accepted.
+	ExpiresAt *time.Time
 }
 
 // Store is the seam between the control plane and its database. Every method is one transaction.
@@ -186,6 +191,10 @@ type Store interface {
 	CreateToken(ctx context.Context, t *Token) error
 	// GetToken returns the token with that hash.
 	GetToken(ctx context.Context, hash string) (*Token, error)
+	// ListTokens returns every token (hashes included), oldest first.
+	ListTokens(ctx context.Context) ([]*Token, error)
+	// DeleteToken revokes the token with that id (ErrNotFound when there is none).
+	DeleteToken(ctx context.Context, id string) error
 	// Ping checks the database connection.
 	Ping(ctx context.Context) error
 	// Close releases the database.

@@ -34,7 +34,8 @@ func resolveKind(s string) (string, error) {
 	return "", usageError{fmt.Sprintf("unknown kind %q (kinds: %s)", s, strings.Join(knownKinds, ", "))}
 }
 
-// newClient builds a client from QLEET_ENDPOINT and QLEET_TOKEN, falling back to the local data dir's admin token.
+// newClient builds a client from QLEET_ENDPOINT and QLEET_TOKEN, falling back to the local data dir's
+// admin token, trusting QLEET_CA_CERT (a PEM file) for a TLS endpoint, as the provider does.
 func newClient() (*client.Client, error) {
 	endpoint := envDefault("endpoint", "http://127.0.0.1:8080")
 	token := os.Getenv("QLEET_TOKEN")
@@ -46,7 +47,15 @@ func newClient() (*client.Client, error) {
 		}
 		token = strings.TrimSpace(string(data))
 	}
-	return client.New(endpoint, client.WithToken(token), client.WithUserAgent("qleet-cli"))
+	opts := []client.Option{client.WithToken(token), client.WithUserAgent("qleet-cli")}
+	if ca := os.Getenv("QLEET_CA_CERT"); ca != "" {
+		pemData, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, fmt.Errorf("QLEET_CA_CERT: %w", err)
+		}
+		opts = append(opts, client.WithCACert(pemData))
+	}
+	return client.New(endpoint, opts...)
 }
 
 func runCLI(ctx context.Context, verb string, args []string) error {

@@ -29,12 +29,14 @@ Usage:
   qleet image set  <definition> <container> <image>
   qleet pods       <instance>                                    pods of an instance in its cluster
   qleet reconcile  <kind> <name>                                 ask the controller to reconcile now
+  qleet token create --name NAME --role ROLE [--ttl 720h]        make an API token (shown once; admin)
+  qleet token list | revoke <id>                                 list or revoke API tokens (admin)
   qleet agent      --runtime NAME [--endpoint URL] [--kubeconfig PATH]   run the status agent (QLEET_TOKEN)
   qleet agent install --runtime NAME [--endpoint URL]            print the manifests that run the agent in-cluster
 
 Kinds: kubernetes_runtime(s), workload_definition(s), workload_instance(s) (short: runtime, definition, instance).
-CLI verbs read QLEET_ENDPOINT (default http://127.0.0.1:8080) and QLEET_TOKEN (default: the admin token in
-the data dir). Flags may also be given as QLEET_<FLAG> environment variables, e.g. QLEET_DATA_DIR.
+CLI verbs read QLEET_ENDPOINT (default http://127.0.0.1:8080), QLEET_TOKEN (default: the admin token in
+the data dir) and QLEET_CA_CERT (the CA certificate of a TLS endpoint). Flags may also be given as QLEET_<FLAG> environment variables, e.g. QLEET_DATA_DIR.
 `
 
 func main() {
@@ -78,6 +80,8 @@ func run(ctx context.Context, args []string) error {
 		return runAgent(ctx, rest)
 	case "reconcile":
 		return runReconcile(ctx, rest)
+	case "token":
+		return runToken(ctx, rest)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return nil

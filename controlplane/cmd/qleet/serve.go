@@ -44,6 +44,9 @@ func runServer(ctx context.Context, args []string, m mode) error {
 	progressDeadline := fs.Duration("progress-deadline", 10*time.Minute, "how long a rollout may make no progress before it is Stalled")
 	tlsCert := fs.String("tls-cert", envDefault("tls-cert", ""), "TLS certificate file (default: self-signed in the data dir when not on loopback)")
 	tlsKey := fs.String("tls-key", envDefault("tls-key", ""), "TLS key file")
+	var tlsSANs stringList
+	fs.Var(&tlsSANs, "tls-san", "an extra DNS name or IP address for the self-signed certificate (repeatable)")
+	metricsAuth := fs.String("metrics-auth", envDefault("metrics-auth", "auto"), "whether /metrics needs a token: auto (when listening beyond loopback), on or off")
 	apiCA := fs.String("api-ca-cert", envDefault("api-ca-cert", ""), "CA certificate of a TLS API (controller mode)")
 	secretKey := fs.String("secret-key-file", envDefault("secret-key-file", ""), "file with the base64 key that encrypts secrets at rest; API replicas must share it (default: made in the data dir)")
 	logLevel := fs.String("log-level", envDefault("log-level", "info"), "debug, info, warn or error")
@@ -58,7 +61,7 @@ func runServer(ctx context.Context, args []string, m mode) error {
 	cfg := app.Config{
 		DataDir: *dataDir, Listen: *listen, DatabaseURL: *dbURL, NATSURL: *natsURL,
 		APIEndpoint: *apiEndpoint, ControllerToken: *token, APICACertFile: *apiCA,
-		TLSCertFile: *tlsCert, TLSKeyFile: *tlsKey, SecretKeyFile: *secretKey,
+		TLSCertFile: *tlsCert, TLSKeyFile: *tlsKey, TLSSANs: tlsSANs, MetricsAuth: *metricsAuth, SecretKeyFile: *secretKey,
 		Workers: *workers, ResyncInterval: *resync, DriftInterval: *drift, Logger: logger,
 		FailedRecheckInterval: *failedRecheck, ProgressDeadline: *progressDeadline, CleanupGrace: *cleanupGrace,
 		API: m != modeController, Controllers: m != modeAPI,
@@ -93,4 +96,15 @@ func modeName(m mode) string {
 	default:
 		return "server"
 	}
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+// Set adds a value.
+func (l *stringList) Set(v string) error {
+	*l = append(*l, v)
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -744,6 +745,30 @@ func testTokens(t *testing.T, s store.Store) {
 	require.ErrorIs(t, err, store.ErrNameTaken)
 	_, err = s.GetToken(ctx(t), "unknown")
 	require.ErrorIs(t, err, store.ErrNotFound)
+
+	t.Run("tokens are listed with their id and expiry, and revoked by id", func(t *testing.T) {
+		exp := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+		ci := &store.Token{Hash: strings.Repeat("ab", 32), Name: "ci", Role: "developer", ExpiresAt: &exp}
+		require.NoError(t, s.CreateToken(ctx(t), ci))
+		require.Equal(t, strings.Repeat("ab", 8), ci.ID, "the id defaults to the hash's first 16 digits")
+		list, err := s.ListTokens(ctx(t))
+		require.NoError(t, err)
+		var found *store.Token
+		for _, tk := range list {
+			if tk.ID == ci.ID {
+				found = tk
+			}
+		}
+		require.NotNil(t, found)
+		require.Equal(t, "ci", found.Name)
+		require.NotNil(t, found.ExpiresAt)
+		require.True(t, exp.Equal(*found.ExpiresAt), "%v != %v", exp, *found.ExpiresAt)
+
+		require.NoError(t, s.DeleteToken(ctx(t), ci.ID))
+		_, err = s.GetToken(ctx(t), ci.Hash)
+		require.ErrorIs(t, err, store.ErrNotFound, "a revoked token is gone")
+		require.ErrorIs(t, s.DeleteToken(ctx(t), ci.ID), store.ErrNotFound)
+	})
 }
 
 func testFailedCreateAtomic(t *testing.T, s store.Store) {
