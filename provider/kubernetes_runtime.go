@@ -116,7 +116,7 @@ var kubernetesRuntimeKind = &kind[client.KubernetesRuntimeSpec, client.Kubernete
 		m.Nodes = int64Value(m.Nodes, int64(s.Nodes))
 		m.MinNodes = int64Value(m.MinNodes, int64(s.MinNodes))
 		m.MaxNodes = int64Value(m.MaxNodes, int64(s.MaxNodes))
-		if s.Kubeconfig != "" { // only controller and admin tokens see it; otherwise keep the configured value
+		if s.Kubeconfig != "" { // only the controller role reads it back; keep the configured value
 			m.Kubeconfig = types.StringValue(s.Kubeconfig)
 		} else if m.Kubeconfig.IsUnknown() {
 			m.Kubeconfig = types.StringNull()

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -136,10 +137,13 @@ type App struct {
 
 	relay    *broker.Relay
 	httpSrv  *http.Server
+	ln       net.Listener
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	errMu    sync.Mutex
 	runErr   error
+	failed   chan struct{} // closed by the first part that fails
+	started  atomic.Bool   // every part is running
 	closers  []func(context.Context)
 	ctrlStop []func()
 }
@@ -155,7 +159,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	// client-go logs through klog; send it to our logger instead of stderr.
 	klog.SetSlogLogger(cfg.Logger.With("component", "client-go"))
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	a := &App{cfg: cfg, log: cfg.Logger, cancel: cancel, Registry: prometheus.NewRegistry()}
+	a := &App{cfg: cfg, log: cfg.Logger, cancel: cancel, Registry: prometheus.NewRegistry(), failed: make(chan struct{})}
 	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ok := false
 	defer func() {
@@ -188,7 +192,36 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		}
 	}
 	ok = true
+	a.started.Store(true)
 	return a, nil
+}
+
+// Run serves until ctx ends or a part (API server, relay, a controller, the broker connection) fails,
+// then stops every part. It returns the failed part's error, or nil after ctx ends.
+func (a *App) Run(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+	case <-a.failed:
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	a.Close(sctx)
+	return a.Err()
+}
+
+// ready is the control plane's readiness beyond the store: every part started, none failed, and the
+// broker connected (the relay and the controllers need it).
+func (a *App) ready(context.Context) error {
+	if err := a.Err(); err != nil {
+		return fmt.Errorf("a part failed: %w", err)
+	}
+	if !a.started.Load() {
+		return errors.New("starting")
+	}
+	if a.Broker == nil || !a.Broker.Conn().IsConnected() {
+		return errors.New("broker: not connected")
+	}
+	return nil
 }
 
 func (a *App) startAPI(ctx, runCtx context.Context) error {
@@ -222,7 +255,7 @@ func (a *App) startAPI(ctx, runCtx context.Context) error {
 		return err
 	}
 	srv, err := server.New(server.Config{Store: st, Logger: a.log, Registry: a.Registry, OnCommit: a.relay.Notify, SecretKey: key,
-		MetricsAuth: a.cfg.MetricsAuth == "on" || a.cfg.MetricsAuth != "off" && needsTLS(a.cfg.Listen)})
+		MetricsAuth: a.cfg.MetricsAuth == "on" || a.cfg.MetricsAuth != "off" && needsTLS(a.cfg.Listen), Ready: a.ready})
 	if err != nil {
 		return fmt.Errorf("api server: %w", err)
 	}
@@ -242,6 +275,7 @@ func (a *App) startAPI(ctx, runCtx context.Context) error {
 		ln = tls.NewListener(ln, tc)
 		a.Endpoint = "https://" + endpointAddr(ln.Addr())
 	}
+	a.ln = ln
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
@@ -310,6 +344,7 @@ func (a *App) fail(err error) {
 	a.errMu.Lock()
 	if a.runErr == nil {
 		a.runErr = err
+		close(a.failed)
 	}
 	a.errMu.Unlock()
 }

@@ -54,7 +54,16 @@ func TestStopNATSWhileWritesContinue(t *testing.T) {
 	if testing.Short() {
 		outage = 2 * time.Second
 	}
+	readyz := func() int {
+		resp, err := http.Get(a.Endpoint + "/readyz")
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusOK, readyz())
 	a.Broker.Embedded().Stop()
+	require.Eventually(t, func() bool { return readyz() == http.StatusServiceUnavailable }, 10*time.Second, 50*time.Millisecond,
+		"/readyz reflects the broker the relay and the controllers need")
 	var ids []string
 	deadline := time.Now().Add(outage)
 	for i := 0; time.Now().Before(deadline); i++ {
@@ -67,6 +76,7 @@ func TestStopNATSWhileWritesContinue(t *testing.T) {
 	require.NoError(t, err)
 	require.Positive(t, pending, "writes wait in the outbox while NATS is down")
 	require.NoError(t, a.Broker.Embedded().Start(ctx))
+	require.Eventually(t, func() bool { return readyz() == http.StatusOK }, 30*time.Second, 50*time.Millisecond, "ready again")
 
 	// Resync is an hour away: only the outbox can deliver these.
 	for _, id := range ids {
@@ -163,4 +173,23 @@ func TestServesTLSBeyondLoopback(t *testing.T) {
 		_ = resp.Body.Close()
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 	})
+}
+
+// A part that fails ends Run with its error (and /readyz says so first), instead of the process serving on
+// half broken.
+func TestRunEndsWhenAPartFails(t *testing.T) {
+	t.Parallel()
+	a, err := app.Start(context.Background(), app.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:0", API: true, Controllers: true, Logger: cptest.Logger()})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- a.Run(context.Background()) }()
+	// The API server's listener goes away under it: Serve returns an error.
+	app.BreakListenerForTest(a)
+	select {
+	case err := <-done:
+		require.Error(t, err)
+		require.Contains(t, err.Error(), "api server")
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not end when the API server failed")
+	}
 }

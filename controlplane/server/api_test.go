@@ -303,7 +303,7 @@ func TestWriteOnlyFields(t *testing.T) {
 		role string
 		c    *client.Client
 		sees bool
-	}{{"admin", e.admin, true}, {"controller", e.ctrl, true}, {"developer", e.dev, false}, {"viewer", e.viewer, false}} {
+	}{{"admin", e.admin, false}, {"controller", e.ctrl, true}, {"developer", e.dev, false}, {"viewer", e.viewer, false}} {
 		t.Run(tc.role, func(t *testing.T) {
 			got, err := tc.c.KubernetesRuntimes().Get(ctx, rt.ID)
 			require.NoError(t, err)

@@ -453,7 +453,7 @@ func (s *Server) updateImage(ctx context.Context, id string, rv int64, req image
 			match = cur.ResourceVersion
 		}
 		obj, err := s.storeSpec(ctx, cur, match, cur.Labels, &spec)
-		if rv == 0 && attempt < 3 && (errors.Is(err, store.ErrStale) || client.IsConflict(err) && strings.Contains(err.Error(), "stale")) {
+		if rv == 0 && attempt < 3 && errors.Is(err, store.ErrStale) {
 			continue
 		}
 		return obj, err

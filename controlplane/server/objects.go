@@ -378,7 +378,7 @@ func (s *Server) storeSpec(ctx context.Context, cur *store.Object, rv int64, lab
 		return nil, client.Errorf(client.CodeConflict, "%s %q is being deleted", cur.Kind, cur.Name)
 	}
 	if rv != 0 && rv != cur.ResourceVersion {
-		return nil, client.Errorf(client.CodeConflict, "resource version is stale: If-Match %d, current %d", rv, cur.ResourceVersion)
+		return nil, fmt.Errorf("%w: If-Match %d, current %d", store.ErrStale, rv, cur.ResourceVersion)
 	}
 	c, err := s.check(ctx, ki, cur.Name, labels, spec)
 	if err != nil {

@@ -48,10 +48,18 @@ func TestWriteOnlyFieldsAreEncryptedAtRest(t *testing.T) {
 	cl, err := client.New(hs.URL, client.WithToken(tok))
 	require.NoError(t, err)
 
+	ctrlTok, _ := server.NewToken()
+	require.NoError(t, st.CreateToken(ctx, &store.Token{Hash: server.HashToken(ctrlTok), Name: "c", Role: server.RoleController}))
+	ctrl, err := client.New(hs.URL, client.WithToken(ctrlTok))
+	require.NoError(t, err)
+
 	rt, err := cl.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "byo"},
 		Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderKubeconfig, Kubeconfig: sealKubeconfig}})
 	require.NoError(t, err)
-	require.Equal(t, sealKubeconfig, rt.Spec.Kubeconfig, "privileged roles read the plain value")
+	require.Empty(t, rt.Spec.Kubeconfig, "not even admin reads it back")
+	rt, err = ctrl.KubernetesRuntimes().Get(ctx, rt.ID)
+	require.NoError(t, err)
+	require.Equal(t, sealKubeconfig, rt.Spec.Kubeconfig, "the controller role reads the plain value")
 
 	raw, err := st.Get(ctx, client.KindKubernetesRuntime, rt.ID)
 	require.NoError(t, err)
@@ -63,7 +71,7 @@ func TestWriteOnlyFieldsAreEncryptedAtRest(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, rt.Generation, again.Generation)
 
-	got, err := cl.KubernetesRuntimes().Get(ctx, rt.ID)
+	got, err := ctrl.KubernetesRuntimes().Get(ctx, rt.ID)
 	require.NoError(t, err)
 	require.Equal(t, sealKubeconfig, got.Spec.Kubeconfig)
 
@@ -74,7 +82,7 @@ func TestWriteOnlyFieldsAreEncryptedAtRest(t *testing.T) {
 	require.NoError(t, err)
 	hs2 := httptest.NewServer(srv2)
 	t.Cleanup(hs2.Close)
-	cl2, err := client.New(hs2.URL, client.WithToken(tok))
+	cl2, err := client.New(hs2.URL, client.WithToken(ctrlTok))
 	require.NoError(t, err)
 	_, err = cl2.KubernetesRuntimes().Get(ctx, rt.ID)
 	require.Error(t, err)

@@ -79,12 +79,9 @@ func runServer(ctx context.Context, args []string, m mode) error {
 	} else {
 		fmt.Printf("qleet controller ready in %s, serving %s\n", time.Since(start).Round(time.Millisecond), cfg.APIEndpoint)
 	}
-	<-ctx.Done()
-	fmt.Fprintln(os.Stderr, "qleet: shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	a.Close(sctx)
-	return a.Err()
+	err = a.Run(ctx)
+	fmt.Fprintln(os.Stderr, "qleet: stopped")
+	return err
 }
 
 func modeName(m mode) string {
