@@ -131,7 +131,8 @@ type Container struct {
 type HelmSource struct {
 	// Repository is a chart repository URL; empty when Chart is a local path.
 	Repository string `json:"repository,omitempty"`
-	// Chart is the chart name in Repository, or a local path to a chart directory or archive.
+	// Chart is the chart name in Repository or, with no Repository, a chart directory or archive in the
+	// control plane's chart directory, by a path relative to it (local charts are read from there only).
 	Chart string `json:"chart"`
 	// Version is the chart version; the latest when empty.
 	Version string `json:"version,omitempty"`

@@ -214,7 +214,7 @@ var helmAttributes = map[string]rschema.Attribute{
 		Validators: []validator.String{stringvalidator.RegexMatches(repoURL, "must be an http, https or oci URL")},
 	},
 	"chart": rschema.StringAttribute{
-		Description: "The chart name in repository, or a path to a chart directory or archive on the control plane.", Required: true,
+		Description: "The chart name in repository or, with no repository, a chart directory or archive in the control plane's chart directory (`qleet server --chart-dir`, default `<data-dir>/charts`), by a path relative to it.", Required: true,
 		Validators: []validator.String{stringvalidator.LengthAtLeast(1)},
 	},
 	"version": rschema.StringAttribute{Description: "The chart version; the latest when unset.", Optional: true},

@@ -79,6 +79,9 @@ type Config struct {
 	// SecretKeyFile holds the 32-byte key (base64) that encrypts secrets at rest; API replicas must share
 	// it (default <DataDir>/secret.key, made on first start with mode 0600).
 	SecretKeyFile string
+	// ChartDir is the only directory local Helm charts are read from (default <DataDir>/charts); charts
+	// elsewhere come from a repository.
+	ChartDir string
 	// KubesimBinary overrides where local runtimes' kubesim binary is found.
 	KubesimBinary string
 	// Logger receives logs (default slog.Default()).
@@ -103,6 +106,9 @@ func (c *Config) applyDefaults() error {
 	c.DataDir = abs
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:8080"
+	}
+	if c.ChartDir == "" {
+		c.ChartDir = filepath.Join(c.DataDir, "charts")
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -74,7 +74,7 @@ func (a *App) startControllers(ctx context.Context, endpoint, token string) erro
 
 // workloadControllers returns the workload_definition and workload_instance controllers.
 func (a *App) workloadControllers(cl *client.Client, conn *kube.Connector, cfg reconcile.Config) []starter {
-	renderer := &workload.Renderer{}
+	renderer := &workload.Renderer{ChartDir: a.cfg.ChartDir}
 	return []starter{
 		reconcile.New(a.Broker, cl.WorkloadDefinitions(), &workload.DefinitionReconciler{Client: cl, Renderer: renderer}, cfg),
 		reconcile.New(a.Broker, cl.WorkloadInstances(), &workload.InstanceReconciler{Client: cl, Connector: conn, Renderer: renderer, ProgressDeadline: a.cfg.ProgressDeadline, CleanupGrace: a.cfg.CleanupGrace}, cfg),

@@ -126,7 +126,7 @@ var fieldDocs = map[string]string{
 	"FieldRef.Field":                              "Field is the JSON path of the referencing field, e.g. \"spec.runtime_id\".",
 	"FieldRef.ID":                                 "ID is the referenced object's id.",
 	"FieldRef.Kind":                               "Kind is the referenced object's singular kind.",
-	"HelmSource.Chart":                            "Chart is the chart name in Repository, or a local path to a chart directory or archive.",
+	"HelmSource.Chart":                            "Chart is the chart name in Repository or, with no Repository, a chart directory or archive in the control plane's chart directory, by a path relative to it (local charts are read from there only).",
 	"HelmSource.Repository":                       "Repository is a chart repository URL; empty when Chart is a local path.",
 	"HelmSource.Values":                           "Values is a YAML document of chart values.",
 	"HelmSource.Version":                          "Version is the chart version; the latest when empty.",

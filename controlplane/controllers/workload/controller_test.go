@@ -59,8 +59,8 @@ func setup(t testing.TB) *env {
 	require.NoError(t, err)
 
 	conn := kube.NewConnector(kube.ConnectorConfig{})
-	e.inst = &workload.InstanceReconciler{Client: e.ctrl, Connector: conn, Renderer: &workload.Renderer{HelmCacheDir: t.TempDir()}, PollInterval: 200 * time.Millisecond}
-	e.def = &workload.DefinitionReconciler{Client: e.ctrl}
+	e.inst = &workload.InstanceReconciler{Client: e.ctrl, Connector: conn, Renderer: &workload.Renderer{HelmCacheDir: t.TempDir(), ChartDir: os.TempDir()}, PollInterval: 200 * time.Millisecond}
+	e.def = &workload.DefinitionReconciler{Client: e.ctrl, Renderer: e.inst.Renderer}
 	full, err := e.ctrl.KubernetesRuntimes().Get(ctx, rt.ID)
 	require.NoError(t, err)
 	e.cl, err = conn.Connect(ctx, full)
@@ -403,7 +403,7 @@ func TestDefinitionReconciler(t *testing.T) {
 	require.NoError(t, st.CreateToken(ctx, &store.Token{Hash: server.HashToken(tok), Name: "admin", Role: server.RoleAdmin}))
 	admin, err := client.New(hs.URL, client.WithToken(tok))
 	require.NoError(t, err)
-	rec := &workload.DefinitionReconciler{Client: admin}
+	rec := &workload.DefinitionReconciler{Client: admin, Renderer: &workload.Renderer{ChartDir: os.TempDir()}}
 	rt, err := admin.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "rt"}, Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderLocal}})
 	require.NoError(t, err)
 

@@ -50,6 +50,11 @@ func (e *FetchError) Unwrap() error { return e.Err }
 type Renderer struct {
 	// HelmCacheDir holds downloaded charts and repository indexes (default: <os.TempDir()>/qleet-helm).
 	HelmCacheDir string
+	// ChartDir is the only directory local charts (a chart with no repository) are read from: the
+	// chart names a directory or archive under it, by a path relative to it (or absolute, inside it).
+	// Empty refuses local charts. A chart outside it, missing, or reached through a link leading out of
+	// it gets the same error, so that errors do not tell what exists on the control plane's disk.
+	ChartDir string
 
 	mu     sync.Mutex
 	charts map[string]string // pinned repository charts already downloaded: key -> local path
@@ -476,14 +481,35 @@ func (r *Renderer) renderHelm(ctx context.Context, h *client.HelmSource, release
 	return objs, nil
 }
 
+// localChart resolves a local chart under ChartDir.
+func (r *Renderer) localChart(chart string) (string, error) {
+	unavailable := fmt.Errorf("helm chart %q: no such chart in the control plane's chart directory (local charts are read only from there; give a repository otherwise)", chart)
+	if r.ChartDir == "" {
+		return "", fmt.Errorf("helm chart %q: local charts are disabled (the control plane has no chart directory); give a repository", chart)
+	}
+	root, err := filepath.EvalSymlinks(r.ChartDir)
+	if err != nil {
+		return "", unavailable
+	}
+	p := chart
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(root, p)
+	}
+	real, err := filepath.EvalSymlinks(filepath.Clean(p))
+	if err != nil {
+		return "", unavailable
+	}
+	if rel, err := filepath.Rel(root, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", unavailable
+	}
+	return real, nil
+}
+
 // locateChart returns the local path of the chart: h.Chart itself when no repository is given,
 // otherwise a download into the cache (pinned versions are downloaded once per process).
 func (r *Renderer) locateChart(h *client.HelmSource) (string, error) {
 	if h.Repository == "" {
-		if _, err := os.Stat(h.Chart); err != nil {
-			return "", fmt.Errorf("helm chart %q: %w", h.Chart, err)
-		}
-		return h.Chart, nil
+		return r.localChart(h.Chart)
 	}
 	key := h.Repository + "|" + h.Chart + "|" + h.Version
 	r.mu.Lock()

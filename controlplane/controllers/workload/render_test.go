@@ -2,8 +2,10 @@ package workload
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -403,7 +405,7 @@ spec:
 func TestRenderHelm(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	r := &Renderer{HelmCacheDir: t.TempDir()}
+	r := &Renderer{HelmCacheDir: t.TempDir(), ChartDir: os.TempDir()} // the charts below are in tests' temp dirs
 
 	t.Run("renders a local chart with values", func(t *testing.T) {
 		t.Parallel()
@@ -446,6 +448,33 @@ func TestRenderHelm(t *testing.T) {
 		require.ErrorContains(t, err, "nope")
 		var fe *FetchError
 		require.NotErrorAs(t, err, &fe)
+	})
+
+	t.Run("local charts come only from the chart directory, and errors do not probe the disk", func(t *testing.T) {
+		t.Parallel()
+		root := t.TempDir()
+		confined := &Renderer{HelmCacheDir: t.TempDir(), ChartDir: root}
+		inside := writeChart(t, demoChart)
+		require.NoError(t, os.Rename(inside, filepath.Join(root, "demo")))
+		outside := writeChart(t, demoChart)
+		require.NoError(t, os.Symlink(outside, filepath.Join(root, "link-out")))
+		render := func(r *Renderer, chart string) error {
+			def := &client.WorkloadDefinition{Meta: client.Meta{Name: "demo"}, Spec: client.WorkloadDefinitionSpec{Helm: &client.HelmSource{Chart: chart}}}
+			_, err := r.Render(ctx, def, instance(nil), "")
+			return err
+		}
+		require.NoError(t, render(confined, "demo"), "a chart named relative to the chart directory")
+		require.NoError(t, render(confined, filepath.Join(root, "demo")), "or by its absolute path inside it")
+		msg := func(err error, chart string) string {
+			require.Error(t, err)
+			return strings.ReplaceAll(err.Error(), fmt.Sprintf("%q", chart), "CHART")
+		}
+		want := msg(render(confined, "missing"), "missing")
+		for _, chart := range []string{outside, "../" + filepath.Base(filepath.Dir(outside)), "link-out", "/etc", "/etc/passwd", "/nonexistent"} {
+			require.Equal(t, want, msg(render(confined, chart), chart), "%s: the same answer as a missing chart", chart)
+		}
+		err := render(&Renderer{HelmCacheDir: t.TempDir()}, inside)
+		require.ErrorContains(t, err, "local charts are disabled")
 	})
 
 	t.Run("an unreachable repository is a fetch error", func(t *testing.T) {
