@@ -162,6 +162,10 @@ type WorkloadDefinitionSpec struct {
 	Replicas *int32 `json:"replicas,omitempty"`
 	// Autoscaling, when set, renders a HorizontalPodAutoscaler.
 	Autoscaling *Autoscaling `json:"autoscaling,omitempty"`
+	// ClusterScoped lets the definition's manifests or chart hold cluster-scoped objects (ClusterRoles,
+	// CustomResourceDefinitions, other Namespaces) and objects in namespaces other than the instance's.
+	// Without it such objects fail the instance, naming them. Only an admin token may set it.
+	ClusterScoped bool `json:"cluster_scoped,omitempty"`
 }
 
 // WorkloadDefinitionStatus is the observed state of a definition.

@@ -42,7 +42,7 @@ type KindInfo struct {
 	// FieldRef.Field; may be nil.
 	ValidateRefs func(spec any, refs map[string]any) []FieldError
 	// WriteOnly names the top-level spec fields (JSON names) that are returned only to the controller
-	// and admin roles, e.g. "kubeconfig".
+	// role, e.g. "kubeconfig".
 	WriteOnly []string
 	// SpecType and StatusType are zero values of the spec and status types, for reflection.
 	SpecType, StatusType any

@@ -24,11 +24,12 @@ import (
 // workloadDefinitionModel is qleet_workload_definition.
 type workloadDefinitionModel struct {
 	objectMeta
-	Containers  types.List   `tfsdk:"containers"`
-	Manifests   types.String `tfsdk:"manifests"`
-	Helm        types.Object `tfsdk:"helm"`
-	Replicas    types.Int64  `tfsdk:"replicas"`
-	Autoscaling types.Object `tfsdk:"autoscaling"`
+	Containers    types.List   `tfsdk:"containers"`
+	Manifests     types.String `tfsdk:"manifests"`
+	Helm          types.Object `tfsdk:"helm"`
+	Replicas      types.Int64  `tfsdk:"replicas"`
+	Autoscaling   types.Object `tfsdk:"autoscaling"`
+	ClusterScoped types.Bool   `tfsdk:"cluster_scoped"`
 }
 
 type containerModel struct {
@@ -295,6 +296,12 @@ var workloadDefinitionKind = &kind[client.WorkloadDefinitionSpec, client.Workloa
 			Attributes:  autoscalingAttributes,
 			Validators:  []validator.Object{autoscalingRule},
 		},
+		"cluster_scoped": rschema.BoolAttribute{
+			Description: "Let the manifests or chart hold cluster-scoped objects (ClusterRoles, CustomResourceDefinitions, other " +
+				"Namespaces) and objects in namespaces other than the instance's (default false: such objects fail the instance, " +
+				"naming them). Only an admin token may set it.",
+			Optional: true,
+		},
 	},
 	statusAttributes: map[string]rschema.Attribute{
 		"instances": rschema.Int64Attribute{Description: "How many workload instances run this definition.", Computed: true},
@@ -314,7 +321,7 @@ var workloadDefinitionKind = &kind[client.WorkloadDefinitionSpec, client.Workloa
 
 func workloadDefinitionSpec(ctx context.Context, m *workloadDefinitionModel) (client.WorkloadDefinitionSpec, diag.Diagnostics) {
 	var diags diag.Diagnostics
-	s := client.WorkloadDefinitionSpec{Manifests: m.Manifests.ValueString(), Replicas: int32Ptr(m.Replicas)}
+	s := client.WorkloadDefinitionSpec{Manifests: m.Manifests.ValueString(), Replicas: int32Ptr(m.Replicas), ClusterScoped: m.ClusterScoped.ValueBool()}
 	cms, d := objectsOf[containerModel](ctx, m.Containers)
 	diags.Append(d...)
 	if cms != nil {
@@ -464,6 +471,7 @@ func workloadDefinitionFromSpec(ctx context.Context, s *client.WorkloadDefinitio
 	}
 	m.Autoscaling, d = objectValue(ctx, autoscalingType, a)
 	diags.Append(d...)
+	m.ClusterScoped = boolValue(m.ClusterScoped, s.ClusterScoped)
 	return diags
 }
 

@@ -29,9 +29,9 @@ func TestCoalescing(t *testing.T) {
 		st := streamState(t, ctx, b)
 		require.EqualValues(t, 2, st.Msgs, "one message per object")
 		require.EqualValues(t, 6, st.LastSeq)
-		info, err := c.Info(ctx)
-		require.NoError(t, err)
-		require.EqualValues(t, 2, info.NumPending)
+		// The consumer's counts follow the stream's asynchronously inside nats-server: right after the
+		// publish acks they may still count the replaced messages.
+		consumerSettles(t, c, 2, 0)
 
 		m1 := fetchOne(t, c, time.Second)
 		require.NotNil(t, m1)
@@ -100,7 +100,7 @@ func TestCoalescing(t *testing.T) {
 		require.NoError(t, next.DoubleAck(ctx))
 	})
 
-	t.Run("a replaced in-flight message frees its ack-pending slot at once", func(t *testing.T) {
+	t.Run("a replaced in-flight message frees its ack-pending slot", func(t *testing.T) {
 		t.Parallel()
 		b := startBroker(t, broker.Config{})
 		ctx := testCtx(t)
@@ -111,11 +111,8 @@ func TestCoalescing(t *testing.T) {
 		old := fetchOne(t, c, time.Second)
 		require.NotNil(t, old)
 		require.NoError(t, b.Publish(ctx, "gateways", "g1", ""))
-		info, err := c.Info(ctx)
-		require.NoError(t, err)
 		// So replaced messages never eat into MaxAckPending while their slow reconcile finishes.
-		require.Zero(t, info.NumAckPending)
-		require.EqualValues(t, 1, info.NumPending)
+		consumerSettles(t, c, 1, 0)
 	})
 
 	t.Run("NakWithDelay requeues when nothing newer arrives", func(t *testing.T) {
@@ -212,4 +209,18 @@ func TestCoalescing(t *testing.T) {
 		require.NoError(t, m.DoubleAck(ctx))
 		require.Nil(t, fetchOne(t, c, 200*time.Millisecond))
 	})
+}
+
+// consumerSettles waits (briefly) until the consumer counts pending and ack-pending messages as given:
+// nats-server updates a consumer's counts asynchronously after a stream write, so reading them right
+// after a publish flaked (TestCoalescing failed 5 times in 30 runs with -count=30).
+func consumerSettles(t *testing.T, c jetstream.Consumer, pending uint64, ackPending int) {
+	t.Helper()
+	var info *jetstream.ConsumerInfo
+	require.Eventually(t, func() bool {
+		var err error
+		info, err = c.Info(testCtx(t))
+		require.NoError(t, err)
+		return info.NumPending == pending && info.NumAckPending == ackPending
+	}, 2*time.Second, 5*time.Millisecond, "pending %d, ack pending %d", pending, ackPending)
 }

@@ -106,3 +106,23 @@ func TestRoleRouteMatrix(t *testing.T) {
 	}
 	t.Logf("role x route matrix: %d routes x %d callers = %d rows", len(routes), len(callers), rows)
 }
+
+func TestOnlyAdminMayOptIntoClusterScopedObjects(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	body := `{"name":"%s","spec":{"manifests":"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n","cluster_scoped":true}}`
+	code, data := e.raw(t, server.RoleDeveloper, http.MethodPost, "/v1/workload_definitions", fmt.Sprintf(body, "dev-scoped"), nil)
+	require.Equal(t, http.StatusForbidden, code, string(data))
+	ae := apiErr(t, data)
+	require.Equal(t, "spec.cluster_scoped", ae.Field)
+	_, err := e.admin.WorkloadDefinitions().GetByName(context.Background(), "dev-scoped")
+	require.True(t, client.IsNotFound(err), "nothing was written")
+
+	code, data = e.raw(t, server.RoleAdmin, http.MethodPost, "/v1/workload_definitions", fmt.Sprintf(body, "admin-scoped"), nil)
+	require.Equal(t, http.StatusCreated, code, string(data))
+	def, err := e.dev.WorkloadDefinitions().GetByName(context.Background(), "admin-scoped")
+	require.NoError(t, err)
+	require.True(t, def.Spec.ClusterScoped)
+	_, err = e.dev.WorkloadDefinitions().Patch(context.Background(), def.ID, map[string]any{"labels": map[string]string{"x": "y"}})
+	require.True(t, client.IsForbidden(err), "a developer may not write a definition that keeps the opt-in: %v", err)
+}

@@ -77,6 +77,9 @@ type checked struct {
 // check defaults and validates a spec with the object's name and labels, and resolves its references.
 // Every problem is reported at once, as one 400.
 func (s *Server) check(ctx context.Context, ki *client.KindInfo, name string, labels map[string]string, spec any) (*checked, error) {
+	if err := mayWriteClusterScoped(ctx, spec); err != nil {
+		return nil, err
+	}
 	ki.Default(spec)
 	fes := client.ValidateMeta(name, labels)
 	fes = append(fes, ki.Validate(spec)...)
@@ -113,6 +116,17 @@ func (s *Server) check(ctx context.Context, ki *client.KindInfo, name string, la
 		return nil, fmt.Errorf("encode spec: %w", err)
 	}
 	return &checked{spec: data, refs: refs}, nil
+}
+
+// mayWriteClusterScoped refuses a workload definition that opts into cluster-scoped objects unless the
+// caller is an admin: such objects reach beyond the instance's namespace.
+func mayWriteClusterScoped(ctx context.Context, spec any) error {
+	def, ok := spec.(*client.WorkloadDefinitionSpec)
+	if !ok || !def.ClusterScoped || principalFrom(ctx).role == RoleAdmin {
+		return nil
+	}
+	return &client.Error{Code: client.CodeForbidden, Field: "spec.cluster_scoped",
+		Message: fmt.Sprintf("only an admin token may set cluster_scoped (this token's role is %q)", principalFrom(ctx).role)}
 }
 
 // initialStatus is the status of a new object, before its controller has seen it: the kind's zero status

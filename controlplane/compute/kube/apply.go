@@ -51,6 +51,9 @@ type Owner struct {
 	// Without it such an object is never modified: Apply fails with an *OwnershipError naming it. An
 	// object owned by another QleetOS owner is never taken, adopt or not.
 	Adopt bool
+	// ClusterScoped lets Apply write cluster-scoped objects (other than the owner's own Namespace) and
+	// objects in namespaces other than Namespace. Without it such objects are invalid.
+	ClusterScoped bool
 }
 
 // OwnershipError says that an object Apply would write exists in the cluster and is not the owner's:
@@ -418,6 +421,9 @@ func ownNamespace(o *unstructured.Unstructured, owner Owner) bool {
 func placeNamespace(o *unstructured.Unstructured, m *meta.RESTMapping, owner Owner) error {
 	if m.Scope.Name() != meta.RESTScopeNameNamespace {
 		o.SetNamespace("")
+		if !owner.ClusterScoped && !ownNamespace(o, owner) {
+			return &ApplyError{Ref: RefOf(o), Invalid: true, Err: errors.New("is cluster-scoped: set cluster_scoped = true on the workload definition (admin only) to allow it")}
+		}
 		return nil
 	}
 	if o.GetNamespace() == "" {
@@ -425,6 +431,9 @@ func placeNamespace(o *unstructured.Unstructured, m *meta.RESTMapping, owner Own
 	}
 	if o.GetNamespace() == "" {
 		return &ApplyError{Ref: RefOf(o), Invalid: true, Err: errors.New("namespaced object has no namespace")}
+	}
+	if !owner.ClusterScoped && owner.Namespace != "" && o.GetNamespace() != owner.Namespace {
+		return &ApplyError{Ref: RefOf(o), Invalid: true, Err: fmt.Errorf("is in namespace %q, not the instance's %q: set cluster_scoped = true on the workload definition (admin only) to allow it", o.GetNamespace(), owner.Namespace)}
 	}
 	return nil
 }

@@ -297,6 +297,28 @@ func TestCluster(t *testing.T) {
 		require.Equal(t, "inst-first", cm.Labels[kube.LabelInstanceID])
 	})
 
+	t.Run("cluster-scoped objects and other namespaces need the owner's opt-in", func(t *testing.T) {
+		t.Parallel()
+		owner := kube.Owner{InstanceID: "inst-scope", Namespace: "scope"}
+		role := obj(t, "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: scope-reader}\nrules: []\n")
+		_, err := kube.Apply(ctx, cl, owner, []*unstructured.Unstructured{namespace(t, "scope"), role})
+		require.Error(t, err)
+		require.True(t, kube.IsInvalid(err))
+		require.Contains(t, err.Error(), "ClusterRole/scope-reader: is cluster-scoped: set cluster_scoped = true")
+		_, err = cl.Clientset.RbacV1().ClusterRoles().Get(ctx, "scope-reader", metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "nothing was written: %v", err)
+
+		elsewhere := obj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x, namespace: kube-system}\n")
+		_, err = kube.Apply(ctx, cl, owner, []*unstructured.Unstructured{elsewhere})
+		require.Error(t, err)
+		require.Contains(t, err.Error(), `is in namespace "kube-system", not the instance's "scope"`)
+
+		owner.ClusterScoped = true
+		_, err = kube.Apply(ctx, cl, owner, []*unstructured.Unstructured{namespace(t, "scope"), role})
+		require.NoError(t, err)
+		require.NoError(t, kube.DeleteAll(ctx, cl, owner))
+	})
+
 	t.Run("DeleteAll leaves nothing behind", func(t *testing.T) {
 		t.Parallel()
 		owner := kube.Owner{InstanceID: "inst-gone", Namespace: "gone"}
@@ -344,7 +366,7 @@ func TestCluster(t *testing.T) {
 
 	t.Run("a CRD and its custom resources apply together", func(t *testing.T) {
 		t.Parallel()
-		owner := kube.Owner{InstanceID: "inst-crd", Namespace: "crd"}
+		owner := kube.Owner{InstanceID: "inst-crd", Namespace: "crd", ClusterScoped: true}
 		crd := obj(t, `apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata: {name: gadgets.example.com}

@@ -110,7 +110,7 @@ func (r *InstanceReconciler) Reconcile(ctx context.Context, inst *client.Workloa
 
 	ns := Namespace(inst)
 	previous := refsOf(inst.Status.Objects)
-	owner := kube.Owner{InstanceID: inst.ID, Namespace: ns, Previous: previous, Adopt: inst.Spec.Adopt}
+	owner := kube.Owner{InstanceID: inst.ID, Namespace: ns, Previous: previous, Adopt: inst.Spec.Adopt, ClusterScoped: def.Spec.ClusterScoped}
 	inst.Status.Namespace = ns
 	hash := desiredHash(rt.ID, objs)
 	applied, fresh := r.recentlyApplied(inst.ID, hash)
