@@ -325,14 +325,20 @@ func (r *Resource[S, T]) Delete(ctx context.Context, id string, opts DeleteOptio
 	return r.WaitGone(ctx, id)
 }
 
-// WaitGone blocks until the object no longer exists.
+// WaitGone blocks until the object no longer exists. Like WaitReconciled, it rides out a control plane
+// that cannot be reached for a while.
 func (r *Resource[S, T]) WaitGone(ctx context.Context, id string) error {
+	var retry backoff
 	for {
 		q := url.Values{"wait": {"gone"}, "timeout": {"30s"}}
 		err := r.c.Do(ctx, http.MethodGet, r.path(id), q, nil, nil, nil)
 		if IsNotFound(err) {
 			return nil
 		}
+		if err != nil && ctx.Err() == nil && unreachable(err) && retry.wait(ctx) {
+			continue
+		}
+		retry.reset()
 		if err != nil {
 			return err
 		}
@@ -403,11 +409,12 @@ func IsFailed(err error) bool {
 
 // WaitReconciled blocks until the object is reconciled (phase Ready at its current generation) and returns
 // it. It returns at once with a *FailedError when the object goes Failed, or Stalled, at its current
-// generation, and
-// with ctx's error (wrapped with the last status) when ctx ends first. It uses the server-side wait, so
-// it does not poll.
+// generation, and with ctx's error (wrapped with the last status) when ctx ends first. It uses the
+// server-side wait, so it does not poll. A control plane that cannot be reached for a while (restarting,
+// behind a load balancer answering 502-504) is retried with backoff until ctx ends.
 func (r *Resource[S, T]) WaitReconciled(ctx context.Context, id string) (*Object[S, T], error) {
 	var last *Object[S, T]
+	var retry backoff
 	for {
 		timeout := 30 * time.Second
 		if dl, ok := ctx.Deadline(); ok {
@@ -419,6 +426,10 @@ func (r *Resource[S, T]) WaitReconciled(ctx context.Context, id string) (*Object
 		q := url.Values{"wait": {"reconciled"}, "timeout": {timeout.String()}}
 		obj := new(Object[S, T])
 		err := r.c.Do(ctx, http.MethodGet, r.path(id), q, nil, nil, obj)
+		if err != nil && ctx.Err() == nil && unreachable(err) && retry.wait(ctx) {
+			continue
+		}
+		retry.reset()
 		if err != nil {
 			if ctx.Err() != nil && last != nil {
 				return last, fmt.Errorf("waiting for %s %q: %w (last phase %s: %s)", r.kind, last.Name, ctx.Err(), statusOf(last).Phase, statusOf(last).Message)
@@ -456,3 +467,26 @@ func statusOf[S any, T any](obj *Object[S, T]) *Status {
 
 // CommonStatus returns the common status fields of any object, typed or raw.
 func CommonStatus[S any, T any](obj *Object[S, T]) *Status { return statusOf(obj) }
+
+// unreachable reports whether err says the control plane could not be reached or answered that it is
+// unavailable: a transport error (connection refused or reset, EOF) or 502, 503 or 504.
+func unreachable(err error) bool {
+	var ue *url.Error
+	return errors.As(err, &ue) || ErrorCode(err) == CodeUnavailable
+}
+
+// backoff paces retries of an unreachable control plane: 100ms, doubling to 5s.
+type backoff struct{ next time.Duration }
+
+// wait sleeps the next delay and reports true, or reports false when ctx ends first.
+func (b *backoff) wait(ctx context.Context) bool {
+	b.next = min(max(2*b.next, 100*time.Millisecond), 5*time.Second)
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(b.next):
+		return true
+	}
+}
+
+func (b *backoff) reset() { b.next = 0 }

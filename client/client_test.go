@@ -2,6 +2,10 @@ package client_test
 
 import (
 	"context"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"testing"
 	"time"
 
@@ -9,6 +13,7 @@ import (
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
 	"github.com/qleetos/terraform-provider-qleet/internal/apitest"
 )
 
@@ -82,4 +87,72 @@ func TestClientAgainstServer(t *testing.T) {
 		_, err = ctrl.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "x"}, Spec: client.KubernetesRuntimeSpec{Provider: "local"}})
 		require.True(t, client.IsForbidden(err), "%v", err)
 	})
+}
+
+// A wait rides out a control plane that goes away and comes back (a restart, a deploy), instead of
+// failing the Terraform apply or CLI command that waits.
+func TestWaitsRideOutAControlPlaneRestart(t *testing.T) {
+	t.Parallel()
+	api := apitest.Start(t)
+	ctx := context.Background()
+	ctrl := api.Client(t, server.RoleController)
+	target, err := url.Parse(api.URL)
+	require.NoError(t, err)
+
+	// A front door that can be shut (connection refused) and opened again on the same address.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	serve := func(ln net.Listener) *http.Server {
+		hs := &http.Server{Handler: httputil.NewSingleHostReverseProxy(target), ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = hs.Serve(ln) }()
+		return hs
+	}
+	front := serve(ln)
+	t.Cleanup(func() { _ = front.Close() })
+	tok, err := server.NewToken()
+	require.NoError(t, err)
+	require.NoError(t, api.Store.CreateToken(ctx, &store.Token{Hash: server.HashToken(tok), Name: "dev", Role: server.RoleDeveloper}))
+	dev, err := client.New("http://"+addr, client.WithToken(tok))
+	require.NoError(t, err)
+
+	rt, err := dev.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "restarts"},
+		Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderLocal}})
+	require.NoError(t, err)
+
+	type result struct {
+		obj *client.KubernetesRuntime
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		obj, err := dev.KubernetesRuntimes().WaitReconciled(wctx, rt.ID)
+		done <- result{obj, err}
+	}()
+
+	require.NoError(t, front.Close()) // the control plane goes away: connections are refused
+	_, err = dev.KubernetesRuntimes().Get(ctx, rt.ID)
+	require.Error(t, err, "the front door is shut")
+	_, err = ctrl.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, 0, client.KubernetesRuntimeStatus{
+		Status: client.Status{Phase: client.PhaseReady, ObservedGeneration: rt.Generation}})
+	require.NoError(t, err)
+	select {
+	case r := <-done:
+		t.Fatalf("the wait ended while the control plane was away: %v", r.err)
+	case <-time.After(time.Second):
+	}
+	ln, err = net.Listen("tcp", addr)
+	require.NoError(t, err)
+	front = serve(ln)
+	t.Cleanup(func() { _ = front.Close() })
+
+	select {
+	case r := <-done:
+		require.NoError(t, r.err)
+		require.Equal(t, client.PhaseReady, r.obj.Status.Phase)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the wait did not resume after the control plane came back")
+	}
 }

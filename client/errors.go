@@ -45,7 +45,10 @@ func CodeForStatus(status int) string {
 			return c
 		}
 	}
-	if status >= 500 {
+	switch {
+	case status == http.StatusBadGateway || status == http.StatusGatewayTimeout:
+		return CodeUnavailable // a proxy in front of a control plane that is not there
+	case status >= 500:
 		return CodeInternal
 	}
 	return CodeInvalid

@@ -59,10 +59,11 @@ var kubernetesRuntimeKind = &kind[client.KubernetesRuntimeSpec, client.Kubernete
 			Validators:  []validator.List{listvalidator.UniqueValues()},
 		},
 		"nodes": rschema.Int64Attribute{
-			Description: "The node count of a local cluster, 0-100 (the API defaults it to 3). Only valid for local runtimes.",
-			Optional:    true,
-			Computed:    true,
-			Validators:  []validator.Int64{int64validator.Between(0, 100)},
+			Description:   "The node count of a local cluster, 0-100 (the API defaults it to 3). Only valid for local runtimes.",
+			Optional:      true,
+			Computed:      true,
+			Validators:    []validator.Int64{int64validator.Between(0, 100)},
+			PlanModifiers: []planmodifier.Int64{serverDefault{value: 3, when: path.Root("provider_type"), whenValue: client.ProviderLocal}},
 		},
 		"min_nodes": rschema.Int64Attribute{
 			Description: "The lower node bound for autoscaling, where the provider supports it.",

@@ -33,6 +33,7 @@ var (
 	_ resource.ResourceWithConfigure        = (*objectResource[int, int, int])(nil)
 	_ resource.ResourceWithImportState      = (*objectResource[int, int, int])(nil)
 	_ resource.ResourceWithConfigValidators = (*objectResource[int, int, int])(nil)
+	_ resource.ResourceWithModifyPlan       = (*objectResource[int, int, int])(nil)
 )
 
 // resource returns the kind's resource; its method value is a resource constructor.
@@ -270,6 +271,22 @@ func conditionTrue(st *client.Status, t string) *client.Condition {
 		}
 	}
 	return nil
+}
+
+// ModifyPlan marks the status unknown whenever the plan changes the object. Terraform marks computed
+// attributes unknown by itself only when the configuration changed; a change that a plan modifier
+// makes (an unset attribute going back to the API default, see serverDefault) must do so too, or the
+// new status would contradict the plan.
+func (r *objectResource[S, T, M]) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.State.Raw.IsNull() || req.Plan.Raw.IsNull() || req.Plan.Raw.Equal(req.State.Raw) {
+		return
+	}
+	var st types.Object
+	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("status"), &st)...)
+	if resp.Diagnostics.HasError() || st.IsUnknown() {
+		return
+	}
+	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("status"), types.ObjectUnknown(st.AttributeTypes(ctx)))...)
 }
 
 // ImportState accepts an ID, "name:<name>", or a bare name (anything that is not a UUID).

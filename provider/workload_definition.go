@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	rschema "github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
@@ -233,7 +234,8 @@ var autoscalingAttributes = map[string]rschema.Attribute{
 	},
 	"target_cpu_percent": rschema.Int64Attribute{
 		Description: "The average CPU utilization target, 1-100 (the API defaults it to 80).", Optional: true, Computed: true,
-		Validators: []validator.Int64{int64validator.Between(1, 100)},
+		Validators:    []validator.Int64{int64validator.Between(1, 100)},
+		PlanModifiers: []planmodifier.Int64{serverDefault{value: 80}},
 	},
 }
 
@@ -285,10 +287,11 @@ var workloadDefinitionKind = &kind[client.WorkloadDefinitionSpec, client.Workloa
 			Attributes:  helmAttributes,
 		},
 		"replicas": rschema.Int64Attribute{
-			Description: "The default replica count, at least 0 (the API defaults it to 1). Instances may override it.",
-			Optional:    true,
-			Computed:    true,
-			Validators:  []validator.Int64{int64validator.AtLeast(0)},
+			Description:   "The default replica count, at least 0 (the API defaults it to 1). Instances may override it.",
+			Optional:      true,
+			Computed:      true,
+			PlanModifiers: []planmodifier.Int64{serverDefault{value: 1}},
+			Validators:    []validator.Int64{int64validator.AtLeast(0)},
 		},
 		"autoscaling": rschema.SingleNestedAttribute{
 			Description: "When set, a HorizontalPodAutoscaler scales the workload between the bounds.",

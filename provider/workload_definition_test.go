@@ -8,8 +8,10 @@ import (
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 )
 
 func definitionConfig(name, image string) string {
@@ -145,4 +147,59 @@ func TestAccWorkloadDefinition_planTimeValidation(t *testing.T) {
 		})
 	}
 	resource.ParallelTest(t, resource.TestCase{ProtoV6ProviderFactories: testProviders, Steps: steps})
+}
+
+// Removing an Optional+Computed attribute from the configuration plans it back to the API's default,
+// instead of silently keeping the old value.
+func TestAccWorkloadDefinition_removedAttributeGoesBackToTheDefault(t *testing.T) {
+	env := testAccEnv(t)
+	name := randomName("acc-default")
+	addr := "qleet_workload_definition.d"
+	config := func(extra string) string {
+		return fmt.Sprintf(`
+resource "qleet_workload_definition" "d" {
+  name       = %q
+  containers = [{ name = "web", image = "nginx:1.27" }]
+  %s
+}
+`, name, extra)
+	}
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviders,
+		CheckDestroy:             env.checkDestroyed,
+		Steps: []resource.TestStep{
+			{
+				Config: config("replicas = 3\n  autoscaling = { min_replicas = 1, max_replicas = 4, target_cpu_percent = 50 }"),
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckResourceAttr(addr, "replicas", "3"),
+					resource.TestCheckResourceAttr(addr, "autoscaling.target_cpu_percent", "50"),
+				),
+			},
+			{
+				Config: config("autoscaling = { min_replicas = 1, max_replicas = 4 }"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{
+					PreApply: []plancheck.PlanCheck{
+						plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
+						plancheck.ExpectKnownValue(addr, tfjsonpath.New("replicas"), knownvalue.Int64Exact(1)),
+						plancheck.ExpectKnownValue(addr, tfjsonpath.New("autoscaling").AtMapKey("target_cpu_percent"), knownvalue.Int64Exact(80)),
+					},
+					PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
+				},
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckResourceAttr(addr, "replicas", "1"),
+					resource.TestCheckResourceAttr(addr, "autoscaling.target_cpu_percent", "80"),
+					func(*terraform.State) error {
+						d, err := env.api.WorkloadDefinitions().GetByName(context.Background(), name)
+						if err != nil {
+							return err
+						}
+						if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 || d.Spec.Autoscaling.TargetCPUPercent != 80 {
+							return fmt.Errorf("API spec: replicas %v, autoscaling %+v", d.Spec.Replicas, d.Spec.Autoscaling)
+						}
+						return nil
+					},
+				),
+			},
+		},
+	})
 }
