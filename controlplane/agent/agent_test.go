@@ -57,7 +57,8 @@ func TestAgent(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 
 	// A real API server to mirror events into.
-	api := apitest.Start(t).Client(t, server.RoleAdmin)
+	srv := apitest.Start(t)
+	api := srv.Client(t, server.RoleAdmin)
 
 	sim := kubesimtest.Start(t)
 	raw, err := os.ReadFile(sim.Kubeconfig)
@@ -65,6 +66,9 @@ func TestAgent(t *testing.T) {
 	rt, err := api.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{
 		Meta: client.Meta{Name: "sim"}, Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderKubeconfig, Kubeconfig: string(raw)},
 	})
+	require.NoError(t, err)
+	// The agent runs with a controller token: only that role reads the kubeconfig back.
+	rt, err = srv.Client(t, server.RoleController).KubernetesRuntimes().Get(ctx, rt.ID)
 	require.NoError(t, err)
 	def, err := api.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{
 		Meta: client.Meta{Name: "web"},

@@ -222,11 +222,12 @@ func TestAStalledRolloutEndsTheWaitWithItsReason(t *testing.T) {
 	require.Equal(t, client.PhaseReconciling, got.Status.Phase, "stalled is not Failed: the world may still heal")
 	t.Logf("stalled after %s (deadline 2s)", time.Since(start).Round(time.Millisecond))
 
-	_, err = cl.WorkloadDefinitions().WaitReconciled(cptest.Wait(t, time.Minute), def.ID)
-	require.ErrorAs(t, err, &fe, "the definition's wait follows its instance's deadline")
-	require.NotNil(t, fe.Stalled)
-	require.Contains(t, fe.Stalled.Message, `workload_instance "huge-a"`)
-
+	// Give the instance a few more reconciles while stalled.
+	require.Eventually(t, func() bool {
+		evs, err := cl.WorkloadInstances().Events(ctx, inst.ID)
+		require.NoError(t, err)
+		return len(evs) >= 4
+	}, 30*time.Second, 100*time.Millisecond)
 	evs, err := cl.WorkloadInstances().Events(ctx, inst.ID)
 	require.NoError(t, err)
 	var stalledEvents int
@@ -236,6 +237,16 @@ func TestAStalledRolloutEndsTheWaitWithItsReason(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, stalledEvents, "one Stalled event, not one per reconcile")
+
+	// A definition change rolls out to the stuck instance: the definition's wait follows the instance's
+	// deadline instead of blocking until its own timeout.
+	_, err = cl.WorkloadDefinitions().Patch(ctx, def.ID, map[string]any{"spec": map[string]any{"replicas": 2}})
+	require.NoError(t, err)
+	_, err = cl.WorkloadDefinitions().WaitReconciled(cptest.Wait(t, time.Minute), def.ID)
+	require.ErrorAs(t, err, &fe, "the definition's wait follows its instance's deadline")
+	require.NotNil(t, fe.Stalled)
+	require.Contains(t, fe.Stalled.Message, `workload_instance "huge-a"`)
+
 
 	// Fixing the spec clears the stall: the definition is reconciled once every instance rolled it out.
 	_, err = cl.WorkloadDefinitions().Patch(ctx, def.ID, map[string]any{"spec": map[string]any{"containers": []any{

@@ -42,6 +42,7 @@ var typeDocs = map[string]string{
 	"WorkloadDefinitionStatus": "WorkloadDefinitionStatus is the observed state of a definition.",
 	"WorkloadInstanceSpec":     "WorkloadInstanceSpec says where and how to run a definition.",
 	"WorkloadInstanceStatus":   "WorkloadInstanceStatus is the observed state of an instance.",
+	"backoff":                  "backoff paces retries of an unreachable control plane: 100ms, doubling to 5s.",
 	"checked":                  "checked is a spec that passed defaults, validation and reference checks, ready for the store.",
 	"hub":                      "hub wakes the requests that wait on an object (?wait=reconciled, ?wait=gone, cascading deletes) when this server writes it. Writes made by other API replicas are seen by the waiters' fallback poll.",
 	"imageRequest":             "imageRequest is the body of the CI hook POST /v1/workload_definitions/{id}/image.",
