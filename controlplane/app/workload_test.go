@@ -247,7 +247,6 @@ func TestAStalledRolloutEndsTheWaitWithItsReason(t *testing.T) {
 	require.NotNil(t, fe.Stalled)
 	require.Contains(t, fe.Stalled.Message, `workload_instance "huge-a"`)
 
-
 	// Fixing the spec clears the stall: the definition is reconciled once every instance rolled it out.
 	_, err = cl.WorkloadDefinitions().Patch(ctx, def.ID, map[string]any{"spec": map[string]any{"containers": []any{
 		map[string]any{"name": "app", "image": "nginx:1.27", "resources": map[string]any{"requests": map[string]any{"cpu": "10m"}}}}}})
