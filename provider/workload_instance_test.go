@@ -232,11 +232,11 @@ func TestAccWorkloadInstanceAdopt(t *testing.T) {
 		CheckDestroy: func(*terraform.State) error {
 			ns, err := env.kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
 			if err != nil || ns.DeletionTimestamp != nil {
-				return fmt.Errorf("the namespace QleetOS did not create was deleted: %v", err)
+				return fmt.Errorf("the namespace QleetOS did not create was deleted: %w", err)
 			}
 			cm, err := env.kube.CoreV1().ConfigMaps(name).Get(ctx, "data", metav1.GetOptions{})
 			if err != nil || cm.Data["k"] != "by hand" {
-				return fmt.Errorf("data put there by hand is gone: %v", err)
+				return fmt.Errorf("data put there by hand is gone: %w", err)
 			}
 			return nil
 		},

@@ -139,7 +139,7 @@ func (s *Server) routes() chi.Router {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.Get("/readyz", s.readyz)
-	metrics := http.Handler(promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+	metrics := promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 	if s.cfg.MetricsAuth {
 		metrics = s.authenticate(s.require(permRead)(metrics))
 	}

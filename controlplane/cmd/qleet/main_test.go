@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -174,7 +175,8 @@ func TestTokensAndSecrets(t *testing.T) {
 		cmd := exec.Command(bin, args...)
 		cmd.Env = append(os.Environ(), "QLEET_ENDPOINT="+endpoint, "QLEET_DATA_DIR="+dir, "QLEET_TOKEN="+token)
 		out, err := cmd.Output()
-		if ee, ok := err.(*exec.ExitError); ok {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
 			out = append(out, ee.Stderr...)
 		}
 		return string(out), err

@@ -359,7 +359,8 @@ func (r *InstanceReconciler) connect(ctx context.Context, inst *client.WorkloadI
 	if err != nil {
 		return nil, nil, fmt.Errorf("get kubernetes_runtime: %w", err)
 	}
-	if rt.Status.Phase != client.PhaseReady && !(cleanup && rt.Status.Phase == client.PhaseDeleting) {
+	usable := rt.Status.Phase == client.PhaseReady || cleanup && rt.Status.Phase == client.PhaseDeleting
+	if !usable {
 		state := string(rt.Status.Phase)
 		if state == "" {
 			state = string(client.PhasePending)
