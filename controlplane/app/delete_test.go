@@ -22,11 +22,7 @@ func TestDeletingWhenTheClusterIsGone(t *testing.T) {
 	sim := kubesimtest.Start(t, kubesimtest.WithName("doomed"))
 	_, cl := cptest.Start(t, app.Config{CleanupGrace: 2 * time.Second, ResyncInterval: time.Second})
 	ctx := context.Background()
-	rt, err := cl.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "doomed"},
-		Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderKubeconfig, Kubeconfig: cptest.Kubeconfig(t, sim.Kubeconfig)}})
-	require.NoError(t, err)
-	_, err = cl.KubernetesRuntimes().WaitReconciled(cptest.Wait(t, time.Minute), rt.ID)
-	require.NoError(t, err)
+	rt := readyRuntime(t, cl, "doomed", sim.Kubeconfig)
 	def, err := cl.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "web"},
 		Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "web", Image: "nginx:1.27"}}}})
 	require.NoError(t, err)

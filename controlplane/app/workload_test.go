@@ -29,6 +29,17 @@ func clientset(t *testing.T, kubeconfig string) kubernetes.Interface {
 
 func ptr[T any](v T) *T { return &v }
 
+// readyRuntime registers the kubeconfig file's cluster as a runtime and waits until it is Ready.
+func readyRuntime(t *testing.T, cl *client.Client, name, kubeconfig string) *client.KubernetesRuntime {
+	t.Helper()
+	rt, err := cl.KubernetesRuntimes().Create(context.Background(), &client.KubernetesRuntime{Meta: client.Meta{Name: name},
+		Spec: runtimeSpec(cptest.Kubeconfig(t, kubeconfig))})
+	require.NoError(t, err)
+	rt, err = cl.KubernetesRuntimes().WaitReconciled(cptest.Wait(t, time.Minute), rt.ID)
+	require.NoError(t, err)
+	return rt
+}
+
 func deployment(t *testing.T, cs kubernetes.Interface, ns, name string) *appsv1.Deployment {
 	t.Helper()
 	d, err := cs.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
@@ -198,11 +209,7 @@ func TestAStalledRolloutEndsTheWaitWithItsReason(t *testing.T) {
 	sim := kubesimtest.Start(t, kubesimtest.WithName("stall"))
 	_, cl := cptest.Start(t, app.Config{ProgressDeadline: 2 * time.Second, ResyncInterval: time.Second})
 	ctx := context.Background()
-	rt, err := cl.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "stall"},
-		Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderKubeconfig, Kubeconfig: cptest.Kubeconfig(t, sim.Kubeconfig)}})
-	require.NoError(t, err)
-	_, err = cl.KubernetesRuntimes().WaitReconciled(cptest.Wait(t, time.Minute), rt.ID)
-	require.NoError(t, err)
+	rt := readyRuntime(t, cl, "stall", sim.Kubeconfig)
 
 	def, err := cl.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "huge"},
 		Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "app", Image: "nginx:1.27",
