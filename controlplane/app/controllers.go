@@ -9,6 +9,7 @@ import (
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kubesim"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/runtime"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/workload"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
@@ -46,9 +47,9 @@ func (a *App) startControllers(ctx context.Context, endpoint, token string) erro
 	}
 	conn := kube.NewConnector(kube.ConnectorConfig{LocalDir: localDir})
 	a.closers = append(a.closers, func(context.Context) { conn.Close() })
-	var local *runtime.LocalClusters
+	var local *kubesim.Supervisor
 	if localDir != "" {
-		local = runtime.NewLocalClusters(runtime.LocalConfig{Dir: localDir, Binary: a.cfg.KubesimBinary, Logger: a.log,
+		local = kubesim.NewSupervisor(kubesim.SupervisorConfig{Dir: localDir, Binary: a.cfg.KubesimBinary, Logger: a.log,
 			OnExit: func(id string, err error) { runtime.ReportExit(ctx, cl.KubernetesRuntimes(), conn, id, err) }})
 		a.closers = append(a.closers, local.StopAll)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kubesim"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 )
 
@@ -23,8 +24,8 @@ const ConditionConnected = "Connected"
 type Reconciler struct {
 	// Connector opens connections to clusters.
 	Connector *kube.Connector
-	// Local runs local runtimes; nil when this controller does not serve them.
-	Local *LocalClusters
+	// Local runs local runtimes' kubesim clusters; nil when this controller does not serve them.
+	Local *kubesim.Supervisor
 }
 
 // Reconcile connects to the runtime's cluster and reports what it finds.
@@ -34,7 +35,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, rt *client.KubernetesRuntime
 		if r.Local == nil {
 			return reconcile.Result{}, reconcile.Terminal(errors.New("local runtimes need the all-in-one `qleet server` (this controller has no local data dir)"))
 		}
-		if err := r.Local.Ensure(ctx, rt); err != nil {
+		spec := kubesim.Spec{Name: rt.Name, Region: rt.Spec.Region, Zones: rt.Spec.Zones, Nodes: rt.Spec.Nodes}
+		if err := r.Local.Ensure(ctx, rt.ID, spec); err != nil {
 			return reconcile.Result{}, fmt.Errorf("start local cluster: %w", err)
 		}
 	}
@@ -102,7 +104,7 @@ func (r *Reconciler) Finalize(ctx context.Context, rt *client.KubernetesRuntime)
 // ReasonLocalClusterExited is the event reason of a local cluster whose process exited on its own.
 const ReasonLocalClusterExited = "LocalClusterExited"
 
-// ReportExit is LocalConfig.OnExit for a control plane: it drops the connection to the dead cluster,
+// ReportExit is kubesim.SupervisorConfig.OnExit for a control plane: it drops the connection to the dead cluster,
 // records a Warning event on the runtime, and asks for a reconcile (through the API, like every
 // notification), which starts the cluster again on its data.
 func ReportExit(ctx context.Context, rts *client.Resource[client.KubernetesRuntimeSpec, client.KubernetesRuntimeStatus], conn *kube.Connector, id string, exitErr error) {

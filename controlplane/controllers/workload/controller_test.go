@@ -383,8 +383,16 @@ func TestInstanceWaitsForRuntime(t *testing.T) {
 	var we *reconcile.WaitError
 	require.True(t, errors.As(err, &we), "%v", err)
 	require.Equal(t, `kubernetes_runtime "us-east"`, we.On)
-	require.Equal(t, "RuntimeNotReady", we.Reason)
+	require.Equal(t, "KubernetesRuntimeNotReady", we.Reason)
 	require.Equal(t, string(client.PhasePending), we.State)
+
+	// A Failed runtime fails its instances with its reason instead of leaving them waiting in silence.
+	_, err = e.admin.KubernetesRuntimes().UpdateStatus(ctx, e.rt.ID, 0, client.KubernetesRuntimeStatus{
+		Status: client.Status{Phase: client.PhaseFailed, ObservedGeneration: e.rt.Generation, Message: "no kubesim binary"}})
+	require.NoError(t, err)
+	_, err = e.inst.Reconcile(ctx, inst)
+	require.True(t, reconcile.IsTerminal(err), "%v", err)
+	require.Contains(t, err.Error(), `kubernetes_runtime "us-east" failed: no kubesim binary`)
 }
 
 func TestDefinitionReconciler(t *testing.T) {

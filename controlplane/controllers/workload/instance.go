@@ -61,8 +61,18 @@ type InstanceReconciler struct {
 	recent   map[string]recentApply  // instance id -> what was last applied while not ready
 	progress map[string]progressMark // instance id -> the last progress seen while not ready
 
-	defs     sharedReads[*client.WorkloadDefinition]
-	runtimes sharedReads[*client.KubernetesRuntime]
+	depsOnce    sync.Once
+	definitions reconcile.Deps[client.WorkloadDefinitionSpec, client.WorkloadDefinitionStatus]
+	runtimes    reconcile.Deps[client.KubernetesRuntimeSpec, client.KubernetesRuntimeStatus]
+}
+
+// deps returns the reconciler's dependency readers.
+func (r *InstanceReconciler) deps() *InstanceReconciler {
+	r.depsOnce.Do(func() {
+		r.definitions.Resource = r.Client.WorkloadDefinitions()
+		r.runtimes.Resource = r.Client.KubernetesRuntimes()
+	})
+	return r
 }
 
 // progressMark is the state of a rollout when it last made progress.
@@ -82,11 +92,10 @@ type recentApply struct {
 
 // Reconcile implements reconcile.Reconciler.
 func (r *InstanceReconciler) Reconcile(ctx context.Context, inst *client.WorkloadInstance) (reconcile.Result, error) {
-	def, err := r.defs.get(ctx, inst.Spec.DefinitionID, reconcile.StartedAt(ctx), func(ctx context.Context) (*client.WorkloadDefinition, error) {
-		return r.Client.WorkloadDefinitions().Get(ctx, inst.Spec.DefinitionID)
-	})
+	// The definition is used whatever its phase: it is Reconciling while its instances roll it out.
+	def, err := r.deps().definitions.Get(ctx, inst.Spec.DefinitionID)
 	if client.IsNotFound(err) {
-		return reconcile.Result{}, reconcile.Wait(fmt.Sprintf("workload_definition %q", inst.Spec.DefinitionID), "NotFound", "DefinitionNotFound", 5*time.Second)
+		return reconcile.Result{}, reconcile.Wait(fmt.Sprintf("workload_definition %q", inst.Spec.DefinitionID), "NotFound", "WorkloadDefinitionNotFound", 5*time.Second)
 	}
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("get workload_definition: %w", err)
@@ -241,11 +250,11 @@ func (r *InstanceReconciler) pollAfter(id string) time.Duration {
 	r.mu.Lock()
 	e, ok := r.recent[id]
 	r.mu.Unlock()
-	d := r.pollInterval()
+	var since time.Time
 	if ok {
-		d = max(d, min(time.Since(e.since)/2, 30*time.Second))
+		since = e.since
 	}
-	return d
+	return reconcile.PollAfter(r.pollInterval(), 30*time.Second, since)
 }
 
 func (r *InstanceReconciler) forget(id string) {
@@ -349,23 +358,22 @@ func (r *InstanceReconciler) pollInterval() time.Duration {
 }
 
 // connect fetches the instance's runtime and connects to its cluster. A runtime that is not Ready gives
-// a WaitError, except that cleanup may use a runtime being deleted (its cluster is still there until
-// its own finalizer runs, which waits for its dependents); a runtime that does not exist gives the
-// client's not-found error.
+// a WaitError, and a Failed one a Terminal error with its reason (reconcile.Deps.RequireReady). Cleanup
+// may use a runtime being deleted (its cluster is still there until its own finalizer runs, which waits
+// for its dependents), and gets the client's not-found error when the runtime is gone.
 func (r *InstanceReconciler) connect(ctx context.Context, inst *client.WorkloadInstance, cleanup bool) (*client.KubernetesRuntime, *kube.Cluster, error) {
-	rt, err := r.runtimes.get(ctx, inst.Spec.RuntimeID, reconcile.StartedAt(ctx), func(ctx context.Context) (*client.KubernetesRuntime, error) {
-		return r.Client.KubernetesRuntimes().Get(ctx, inst.Spec.RuntimeID)
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("get kubernetes_runtime: %w", err)
-	}
-	usable := rt.Status.Phase == client.PhaseReady || cleanup && rt.Status.Phase == client.PhaseDeleting
-	if !usable {
-		state := string(rt.Status.Phase)
-		if state == "" {
-			state = string(client.PhasePending)
+	var rt *client.KubernetesRuntime
+	var err error
+	if cleanup {
+		rt, err = r.deps().runtimes.Get(ctx, inst.Spec.RuntimeID)
+		if err == nil && rt.Status.Phase != client.PhaseReady && rt.Status.Phase != client.PhaseDeleting {
+			err = reconcile.Wait(fmt.Sprintf("kubernetes_runtime %q", rt.Name), string(rt.Status.Phase), "KubernetesRuntimeNotReady", 5*time.Second)
 		}
-		return nil, nil, reconcile.Wait(fmt.Sprintf("kubernetes_runtime %q", rt.Name), state, "RuntimeNotReady", 5*time.Second)
+	} else {
+		rt, err = r.deps().runtimes.RequireReady(ctx, inst.Spec.RuntimeID)
+	}
+	if err != nil {
+		return nil, nil, err
 	}
 	cl, err := r.Connector.Connect(ctx, rt)
 	if err != nil {

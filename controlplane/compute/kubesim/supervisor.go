@@ -1,4 +1,4 @@
-package runtime
+package kubesim
 
 import (
 	"context"
@@ -9,17 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-
-	"github.com/qleetos/terraform-provider-qleet/client"
-	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kubesim"
 )
 
-// LocalConfig configures LocalClusters.
-type LocalConfig struct {
-	// Dir holds one data directory per local runtime, named by runtime id (required). The kubeconfig is
-	// written to <Dir>/<id>/kubeconfig, where kube.Connector looks for it.
+// SupervisorConfig configures a Supervisor.
+type SupervisorConfig struct {
+	// Dir holds one data directory per cluster, named by its id (required). The kubeconfig is written to
+	// <Dir>/<id>/kubeconfig, where kube.Connector looks for a local runtime's.
 	Dir string
-	// Binary is the kubesim binary (default: kubesim.FindBinary()).
+	// Binary is the kubesim binary (default: FindBinary()).
 	Binary string
 	// Logger receives lifecycle logs (default slog.Default()).
 	Logger *slog.Logger
@@ -29,40 +26,54 @@ type LocalConfig struct {
 	OnExit func(id string, err error)
 }
 
-// LocalClusters runs the kubesim clusters of local runtimes as child processes of the control plane.
-type LocalClusters struct {
-	cfg LocalConfig
+// Supervisor runs kubesim clusters (those of local runtimes) as child processes of the control plane:
+// it starts each on demand, notices at once when one exits on its own, and stops them.
+type Supervisor struct {
+	cfg SupervisorConfig
 	mu  sync.Mutex
-	run map[string]*kubesim.Cluster
+	run map[string]*Cluster
 	// per-runtime start locks, so that two reconciles never start one cluster twice
 	starting map[string]*sync.Mutex
 }
 
-// NewLocalClusters returns a manager; clusters start on demand in Ensure.
-func NewLocalClusters(cfg LocalConfig) *LocalClusters {
+// NewSupervisor returns a supervisor; clusters start on demand in Ensure.
+func NewSupervisor(cfg SupervisorConfig) *Supervisor {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &LocalClusters{cfg: cfg, run: map[string]*kubesim.Cluster{}, starting: map[string]*sync.Mutex{}}
+	return &Supervisor{cfg: cfg, run: map[string]*Cluster{}, starting: map[string]*sync.Mutex{}}
 }
 
-func (l *LocalClusters) dir(id string) string { return filepath.Join(l.cfg.Dir, id) }
+func (l *Supervisor) dir(id string) string { return filepath.Join(l.cfg.Dir, id) }
 
-// Ensure starts the runtime's cluster unless it is already running. Restarting on an existing data dir
-// brings back the same cluster and its objects.
-func (l *LocalClusters) Ensure(ctx context.Context, rt *client.KubernetesRuntime) error {
+// Spec is what a supervised cluster looks like. Zero values take Start's defaults, except Nodes (3)
+// and Region ("local").
+type Spec struct {
+	// Name is the cluster name.
+	Name string
+	// Region labels the nodes.
+	Region string
+	// Zones are spread over the nodes.
+	Zones []string
+	// Nodes is the node count.
+	Nodes int
+}
+
+// Ensure starts the cluster with that id unless it is already running. Restarting on an existing data
+// dir brings back the same cluster and its objects.
+func (l *Supervisor) Ensure(ctx context.Context, id string, spec Spec) error {
 	l.mu.Lock()
-	m, ok := l.starting[rt.ID]
+	m, ok := l.starting[id]
 	if !ok {
 		m = &sync.Mutex{}
-		l.starting[rt.ID] = m
+		l.starting[id] = m
 	}
 	l.mu.Unlock()
 	m.Lock()
 	defer m.Unlock()
 
 	l.mu.Lock()
-	c := l.run[rt.ID]
+	c := l.run[id]
 	l.mu.Unlock()
 	if c != nil && c.Running() {
 		return nil
@@ -70,28 +81,28 @@ func (l *LocalClusters) Ensure(ctx context.Context, rt *client.KubernetesRuntime
 	bin := l.cfg.Binary
 	if bin == "" {
 		var err error
-		if bin, err = kubesim.FindBinary(); err != nil {
+		if bin, err = FindBinary(); err != nil {
 			return err
 		}
 	}
-	if err := os.MkdirAll(l.dir(rt.ID), 0o700); err != nil {
+	if err := os.MkdirAll(l.dir(id), 0o700); err != nil {
 		return fmt.Errorf("local runtime data dir: %w", err)
 	}
-	logf, err := os.OpenFile(filepath.Join(l.dir(rt.ID), "kubesim.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logf, err := os.OpenFile(filepath.Join(l.dir(id), "kubesim.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("local runtime log: %w", err)
 	}
-	nodes := rt.Spec.Nodes
+	nodes := spec.Nodes
 	if nodes == 0 {
 		nodes = 3
 	}
-	region := rt.Spec.Region
+	region := spec.Region
 	if region == "" {
 		region = "local"
 	}
-	l.cfg.Logger.Info("starting local cluster", "runtime", rt.Name, "id", rt.ID)
-	c, err = kubesim.Start(ctx, kubesim.Config{
-		Binary: bin, DataDir: l.dir(rt.ID), Name: rt.Name, Region: region, Zones: rt.Spec.Zones,
+	l.cfg.Logger.Info("starting local cluster", "name", spec.Name, "id", id)
+	c, err = Start(ctx, Config{
+		Binary: bin, DataDir: l.dir(id), Name: spec.Name, Region: region, Zones: spec.Zones,
 		Nodes: nodes, Stderr: io.Writer(logf),
 	})
 	if err != nil {
@@ -99,15 +110,15 @@ func (l *LocalClusters) Ensure(ctx context.Context, rt *client.KubernetesRuntime
 		return err
 	}
 	l.mu.Lock()
-	l.run[rt.ID] = c
+	l.run[id] = c
 	l.mu.Unlock()
-	l.cfg.Logger.Info("local cluster ready", "runtime", rt.Name, "endpoint", c.Endpoint)
-	go l.watch(rt.ID, c)
+	l.cfg.Logger.Info("local cluster ready", "name", spec.Name, "endpoint", c.Endpoint)
+	go l.watch(id, c)
 	return nil
 }
 
 // watch waits for c to exit and reports an exit nobody asked for.
-func (l *LocalClusters) watch(id string, c *kubesim.Cluster) {
+func (l *Supervisor) watch(id string, c *Cluster) {
 	err := c.Wait()
 	l.mu.Lock()
 	unexpected := l.run[id] == c
@@ -128,7 +139,7 @@ func (l *LocalClusters) watch(id string, c *kubesim.Cluster) {
 }
 
 // Remove stops the runtime's cluster and deletes its data.
-func (l *LocalClusters) Remove(ctx context.Context, id string) error {
+func (l *Supervisor) Remove(ctx context.Context, id string) error {
 	l.mu.Lock()
 	c := l.run[id]
 	delete(l.run, id)
@@ -145,10 +156,10 @@ func (l *LocalClusters) Remove(ctx context.Context, id string) error {
 }
 
 // StopAll stops every running cluster and keeps their data, for a control-plane shutdown.
-func (l *LocalClusters) StopAll(ctx context.Context) {
+func (l *Supervisor) StopAll(ctx context.Context) {
 	l.mu.Lock()
 	run := l.run
-	l.run = map[string]*kubesim.Cluster{}
+	l.run = map[string]*Cluster{}
 	l.mu.Unlock()
 	var wg sync.WaitGroup
 	for id, c := range run {
