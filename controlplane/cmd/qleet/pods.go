@@ -9,11 +9,13 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 )
 
 // runPods lists the pods of a workload instance in its runtime's cluster. It needs the runtime's
-// connection details: the local data dir for local runtimes, or a token allowed to read kubeconfigs.
+// connection details: the local data dir for local runtimes, or a controller token (the only role that
+// reads kubeconfigs) for kubeconfig runtimes.
 func runPods(ctx context.Context, args []string) error {
 	if len(args) != 1 {
 		return usageError{"usage: qleet pods <workload_instance>"}
@@ -29,6 +31,10 @@ func runPods(ctx context.Context, args []string) error {
 	rt, err := cl.KubernetesRuntimes().Get(ctx, inst.Spec.RuntimeID)
 	if err != nil {
 		return err
+	}
+	if rt.Spec.Provider == client.ProviderKubeconfig && rt.Spec.Kubeconfig == "" {
+		return fmt.Errorf("the kubeconfig of kubernetes_runtime %q is returned to the controller role only: "+
+			"run qleet pods with QLEET_TOKEN set to a controller token (qleet token create --role controller)", rt.Name)
 	}
 	conn := kube.NewConnector(kube.ConnectorConfig{LocalDir: filepath.Join(envDefault("data-dir", ".qleet"), "runtimes")})
 	kc, err := conn.Connect(ctx, rt)
