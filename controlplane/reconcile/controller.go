@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"time"
 
@@ -564,9 +563,7 @@ func stalled(st *client.Status, deleting bool, res Result) string {
 	}
 	isNew := client.StalledCondition(st.ObservedGeneration, st) == nil
 	st.SetCondition(client.Condition{Type: client.ConditionStalled, Status: client.ConditionTrue, Reason: res.Stalled.Reason, Message: res.Stalled.Message})
-	if st.Message == "" || !strings.HasPrefix(st.Message, "stalled") {
-		st.Message = fmt.Sprintf("stalled (%s): %s", res.Stalled.Reason, res.Stalled.Message)
-	}
+	st.Message = fmt.Sprintf("stalled (%s): %s", res.Stalled.Reason, res.Stalled.Message)
 	if !isNew {
 		return ""
 	}

@@ -102,18 +102,17 @@ func (s *Server) waitFor(ctx context.Context, kind, id string, done func(*store.
 
 func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 	ki, id := kindFrom(r), chi.URLParam(r, "id")
-	var flags [2]bool // cascade, orphan
-	for i, name := range []string{"cascade", "orphan"} {
-		if v := r.URL.Query().Get(name); v != "" {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				s.fail(w, r, invalid(name, "must be true or false"))
-				return
-			}
-			flags[i] = b
-		}
+	cascade, err := boolParam(r, "cascade")
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
-	cascade, opts := flags[0], store.DeletionOptions{Orphan: flags[1]}
+	orphan, err := boolParam(r, "orphan")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	opts := store.DeletionOptions{Orphan: orphan}
 	ctx := r.Context()
 	if cascade {
 		var cancel context.CancelFunc
@@ -126,6 +125,19 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.respond(w, r, http.StatusAccepted, obj)
+}
+
+// boolParam reads an optional true/false query parameter.
+func boolParam(r *http.Request, name string) (bool, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, invalid(name, "must be true or false")
+	}
+	return b, nil
 }
 
 // requestDeletion requests deletion of one object. With cascade it first deletes the objects that depend

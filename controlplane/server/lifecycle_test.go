@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -55,6 +56,31 @@ func TestDelete(t *testing.T) {
 		got, err := e.dev.KubernetesRuntimes().Get(ctx, rt.ID)
 		require.NoError(t, err)
 		require.Nil(t, got.DeletionRequestedAt, "nothing written")
+	})
+	t.Run("orphan is recorded with the deletion, also on one under way, and bad flags write nothing", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t)
+		_, _, inst := e.world(t, "o")
+		for _, q := range []string{"cascade=maybe", "orphan=maybe"} {
+			code, data := e.raw(t, server.RoleDeveloper, http.MethodDelete, "/v1/workload_instances/"+inst.ID+"?"+q, "", nil)
+			require.Equal(t, http.StatusBadRequest, code, string(data))
+			require.Equal(t, strings.Split(q, "=")[0], apiErr(t, data).Field)
+		}
+		got, err := e.dev.WorkloadInstances().Get(ctx, inst.ID)
+		require.NoError(t, err)
+		require.Nil(t, got.DeletionRequestedAt, "nothing written")
+
+		require.NoError(t, e.dev.WorkloadInstances().Delete(ctx, inst.ID, client.DeleteOptions{}))
+		got, err = e.dev.WorkloadInstances().Get(ctx, inst.ID)
+		require.NoError(t, err)
+		require.NotNil(t, got.DeletionRequestedAt)
+		require.False(t, got.DeletionOrphan)
+		require.NoError(t, e.dev.WorkloadInstances().Delete(ctx, inst.ID, client.DeleteOptions{Orphan: true}))
+		again, err := e.dev.WorkloadInstances().Get(ctx, inst.ID)
+		require.NoError(t, err)
+		require.True(t, again.DeletionOrphan, "a deletion under way turns into orphaning")
+		require.Equal(t, *got.DeletionRequestedAt, *again.DeletionRequestedAt, "the deletion keeps its start")
+		require.Greater(t, again.ResourceVersion, got.ResourceVersion)
 	})
 	t.Run("delete requests deletion, is idempotent, and finalize removes the object", func(t *testing.T) {
 		t.Parallel()
