@@ -197,15 +197,19 @@ func ifMatch(rv int64) http.Header {
 type writeBody[S any] struct {
 	Name   string            `json:"name"`
 	Labels map[string]string `json:"labels,omitempty"`
+	Owners []ObjectRef       `json:"owners,omitempty"`
 	Spec   S                 `json:"spec"`
 }
 
-// Create creates the object from its name, labels and spec.
+// Create creates the object from its name, labels, owners and spec.
 func (r *Resource[S, T]) Create(ctx context.Context, obj *Object[S, T]) (*Object[S, T], error) {
 	out := new(Object[S, T])
-	err := r.c.Do(ctx, http.MethodPost, r.path(), nil, nil, writeBody[S]{obj.Name, obj.Labels, obj.Spec}, out)
+	err := r.c.Do(ctx, http.MethodPost, r.path(), nil, nil, writeBody[S]{obj.Name, obj.Labels, obj.Owners, obj.Spec}, out)
 	return out, err
 }
+
+// Client returns the client this resource talks through.
+func (r *Resource[S, T]) Client() *Client { return r.c }
 
 // Get returns the object with the given id.
 func (r *Resource[S, T]) Get(ctx context.Context, id string) (*Object[S, T], error) {
@@ -280,7 +284,7 @@ func (r *Resource[S, T]) All(ctx context.Context, opts ListOptions) iter.Seq2[*O
 // so a concurrent write makes it fail with a conflict.
 func (r *Resource[S, T]) Update(ctx context.Context, obj *Object[S, T]) (*Object[S, T], error) {
 	out := new(Object[S, T])
-	err := r.c.Do(ctx, http.MethodPut, r.path(obj.ID), nil, ifMatch(obj.ResourceVersion), writeBody[S]{obj.Name, obj.Labels, obj.Spec}, out)
+	err := r.c.Do(ctx, http.MethodPut, r.path(obj.ID), nil, ifMatch(obj.ResourceVersion), writeBody[S]{obj.Name, obj.Labels, obj.Owners, obj.Spec}, out)
 	return out, err
 }
 

@@ -84,8 +84,8 @@ func TestClientAgainstServer(t *testing.T) {
 		var ae *client.Error
 		require.ErrorAs(t, err, &ae)
 		require.Len(t, ae.Fields, 2)
-		_, err = ctrl.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "x"}, Spec: client.KubernetesRuntimeSpec{Provider: "local"}})
-		require.True(t, client.IsForbidden(err), "%v", err)
+		_, err = dev.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, 0, client.KubernetesRuntimeStatus{})
+		require.True(t, client.IsForbidden(err), "a developer may not write status: %v", err)
 	})
 }
 

@@ -15,7 +15,8 @@ const (
 	RoleDeveloper = "developer"
 	// RoleViewer only reads objects.
 	RoleViewer = "viewer"
-	// RoleController reads objects including write-only fields, and writes status, finalizes and events.
+	// RoleController reads objects including write-only fields, writes status, finalizes and events, and
+	// writes the objects it creates on behalf of others.
 	RoleController = "controller"
 )
 

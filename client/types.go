@@ -160,6 +160,10 @@ type Meta struct {
 	// DeletionOrphan is set when the deletion abandons what the object made in the compute space
 	// (DELETE ?orphan=true) instead of cleaning it up.
 	DeletionOrphan bool `json:"deletion_orphan,omitempty"`
+	// Owners are the objects this one was created for, by a controller (a runtime provisioned for an
+	// instance, say), set at creation. Once none of them remains and nothing depends on the object, it
+	// is garbage-collected after a grace period. An object without owners, which a user declared, never is.
+	Owners []ObjectRef `json:"owners,omitempty"`
 }
 
 // Object is the v1 envelope: identity, the desired state (Spec) and the observed state (Status).

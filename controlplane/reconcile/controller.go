@@ -42,6 +42,9 @@ type Config struct {
 	// FailedRecheckInterval is how often objects Failed at their current generation are reconciled
 	// again (default 5m), so that a world fixed outside QleetOS heals without a spec change.
 	FailedRecheckInterval time.Duration
+	// OwnerGrace is how long an object created for owners (Meta.Owners) outlives the last of them
+	// before it is garbage-collected, when nothing depends on it (default 5m). Resync passes look.
+	OwnerGrace time.Duration
 	// ShutdownGrace is how long in-flight reconciles may run after Start's context ends (default 10s).
 	ShutdownGrace time.Duration
 	// LockTTL is the per-object lock TTL: how long a crashed worker blocks its object (default 10s).
@@ -85,6 +88,9 @@ func (c *Config) applyDefaults(kind string) {
 	if c.FailedRecheckInterval <= 0 {
 		c.FailedRecheckInterval = 5 * time.Minute
 	}
+	if c.OwnerGrace <= 0 {
+		c.OwnerGrace = 5 * time.Minute
+	}
 	if c.ShutdownGrace <= 0 {
 		c.ShutdownGrace = 10 * time.Second
 	}
@@ -120,6 +126,8 @@ type Controller[S any, T any] struct {
 	// of the lock.
 	inflight map[string]bool
 	dirty    map[string][]jetstream.Msg
+	// unowned holds, per object created for owners, since when none of them remains (see collect).
+	unowned map[string]time.Time
 }
 
 type requeueTimer struct {
@@ -138,6 +146,7 @@ func New[S any, T any](queue Queue, res *client.Resource[S, T], rec Reconciler[S
 		timers:   map[string]*requeueTimer{},
 		inflight: map[string]bool{},
 		dirty:    map[string][]jetstream.Msg{},
+		unowned:  map[string]time.Time{},
 	}
 }
 
@@ -695,6 +704,9 @@ func (c *Controller[S, T]) resyncPass(ctx context.Context, ready, failed bool) (
 		if err != nil {
 			return n, err
 		}
+		if err := c.collect(ctx, obj); err != nil && ctx.Err() == nil {
+			c.log.Warn("garbage collection check failed", "id", obj.ID, "err", err)
+		}
 		st := client.CommonStatus(obj)
 		deleting := obj.DeletionRequestedAt != nil
 		if !failed && st.Phase == client.PhaseFailed && st.ObservedGeneration == obj.Generation && !deleting {
@@ -710,6 +722,64 @@ func (c *Controller[S, T]) resyncPass(ctx context.Context, ready, failed bool) (
 		n++
 	}
 	return n, nil
+}
+
+// ReasonGarbageCollected is the event reason of an object deleted because its owners are gone.
+const ReasonGarbageCollected = "GarbageCollected"
+
+// collect garbage-collects an object created for owners once none of them remains (gone, or being
+// deleted) for OwnerGrace and nothing depends on it: the API refuses to delete an object with
+// dependents, so a consumer keeps it. Objects without owners, which users declared, are never
+// collected. The grace is counted in memory, so a restart starts it again: later, never sooner.
+func (c *Controller[S, T]) collect(ctx context.Context, obj *client.Object[S, T]) error {
+	if len(obj.Owners) == 0 || obj.DeletionRequestedAt != nil {
+		c.setUnowned(obj.ID, false)
+		return nil
+	}
+	for _, o := range obj.Owners {
+		owner, err := c.res.Client().Raw(o.Kind).Get(ctx, o.ID)
+		if err != nil && !client.IsNotFound(err) {
+			return fmt.Errorf("get owner %s %q: %w", o.Kind, o.ID, err)
+		}
+		if err == nil && owner.DeletionRequestedAt == nil {
+			c.setUnowned(obj.ID, false)
+			return nil
+		}
+	}
+	since := c.setUnowned(obj.ID, true)
+	if time.Since(since) < c.cfg.OwnerGrace {
+		return nil
+	}
+	err := c.res.Delete(ctx, obj.ID, client.DeleteOptions{})
+	if client.IsConflict(err) {
+		return nil // something still depends on it
+	}
+	if err != nil {
+		return fmt.Errorf("delete: %w", err)
+	}
+	c.setUnowned(obj.ID, false)
+	ev := client.Event{Type: client.EventNormal, Reason: ReasonGarbageCollected, Source: c.cfg.Source, Generation: obj.Generation,
+		Message: fmt.Sprintf("deleted: its owners are gone since %s and nothing depends on it", since.UTC().Format(time.RFC3339))}
+	if err := c.res.RecordEvent(ctx, obj.ID, ev); err != nil && !client.IsNotFound(err) {
+		return fmt.Errorf("record event: %w", err)
+	}
+	return nil
+}
+
+// setUnowned records whether id has lost its owners and returns since when.
+func (c *Controller[S, T]) setUnowned(id string, unowned bool) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !unowned {
+		delete(c.unowned, id)
+		return time.Time{}
+	}
+	since, ok := c.unowned[id]
+	if !ok {
+		since = time.Now()
+		c.unowned[id] = since
+	}
+	return since
 }
 
 type loggerKey struct{}

@@ -244,7 +244,7 @@ func TestAuthRoles(t *testing.T) {
 		server.RoleAdmin:      {"list", "get", "events", "create", "update", "delete", "status", "finalize", "record event", "reconcile"},
 		server.RoleDeveloper:  {"list", "get", "events", "create", "update", "delete", "reconcile"},
 		server.RoleViewer:     {"list", "get", "events"},
-		server.RoleController: {"list", "get", "events", "status", "finalize", "record event", "reconcile"},
+		server.RoleController: {"list", "get", "events", "create", "update", "delete", "status", "finalize", "record event", "reconcile"},
 	}
 	for role, ok := range allowed {
 		for _, c := range calls {

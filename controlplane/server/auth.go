@@ -39,10 +39,12 @@ const (
 // rolePerms: write-only fields (kubeconfigs, secret values) are for the controllers that use them, so
 // no other role, admin included, ever reads them back.
 var rolePerms = map[string][]permission{
-	RoleAdmin:      {permRead, permWrite, permStatus, permTokens},
-	RoleDeveloper:  {permRead, permWrite},
-	RoleViewer:     {permRead},
-	RoleController: {permRead, permStatus, permReadSecrets},
+	RoleAdmin:     {permRead, permWrite, permStatus, permTokens},
+	RoleDeveloper: {permRead, permWrite},
+	RoleViewer:    {permRead},
+	// Controllers also write objects: those they create on behalf of others (Meta.Owners), and delete
+	// when their owners are gone.
+	RoleController: {permRead, permWrite, permStatus, permReadSecrets},
 }
 
 func roleCan(role string, p permission) bool {

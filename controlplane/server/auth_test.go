@@ -48,7 +48,7 @@ func TestRoleRouteMatrix(t *testing.T) {
 	allowed := map[string][]string{
 		public: {server.RoleAdmin, server.RoleDeveloper, server.RoleViewer, server.RoleController, "none", "expired", "revoked"},
 		read:   {server.RoleAdmin, server.RoleDeveloper, server.RoleViewer, server.RoleController},
-		write:  {server.RoleAdmin, server.RoleDeveloper},
+		write:  {server.RoleAdmin, server.RoleDeveloper, server.RoleController},
 		status: {server.RoleAdmin, server.RoleController},
 		tokens: {server.RoleAdmin},
 		nudge:  {server.RoleAdmin, server.RoleDeveloper, server.RoleController},

@@ -26,9 +26,10 @@ const (
 
 // writeBody is the body of POST and PUT, and the document a merge patch applies to.
 type writeBody struct {
-	Name   string            `json:"name"`
-	Labels map[string]string `json:"labels,omitempty"`
-	Spec   json.RawMessage   `json:"spec"`
+	Name   string             `json:"name"`
+	Labels map[string]string  `json:"labels,omitempty"`
+	Owners []client.ObjectRef `json:"owners,omitempty"`
+	Spec   json.RawMessage    `json:"spec"`
 }
 
 // patchBody is the part of an object a merge patch may change.
@@ -66,6 +67,60 @@ func decodeWrite(ki *client.KindInfo, data []byte, into any) (any, error) {
 		return nil, err
 	}
 	return spec, nil
+}
+
+// owners resolves the owners of a new object: each must name a known kind and an existing object that
+// is not being deleted.
+func (s *Server) owners(ctx context.Context, refs []client.ObjectRef) ([]store.Ref, error) {
+	var out []store.Ref
+	var fes []client.FieldError
+	for i, o := range refs {
+		field := fmt.Sprintf("owners[%d]", i)
+		if _, ok := client.LookupKind(o.Kind); !ok {
+			fes = append(fes, client.FieldError{Field: field + ".kind", Message: fmt.Sprintf("unknown kind %q", o.Kind)})
+			continue
+		}
+		got, err := s.cfg.Store.Get(ctx, o.Kind, o.ID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			fes = append(fes, client.FieldError{Field: field + ".id", Message: fmt.Sprintf("%s %q not found", o.Kind, o.ID)})
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("resolve %s: %w", field, err)
+		case got.DeletionRequestedAt != nil:
+			fes = append(fes, client.FieldError{Field: field + ".id", Message: fmt.Sprintf("%s %q is being deleted", o.Kind, got.Name)})
+			continue
+		}
+		out = append(out, store.Ref{Kind: o.Kind, ID: o.ID, Name: got.Name})
+	}
+	if len(fes) > 0 {
+		return nil, client.Invalid(fes...)
+	}
+	return out, nil
+}
+
+// sameOwners reports whether an update's owners (nil when not sent) leave the object's unchanged.
+func sameOwners(sent []client.ObjectRef, cur []store.Ref) bool {
+	if sent == nil {
+		return true
+	}
+	if len(sent) != len(cur) {
+		return false
+	}
+	for i := range sent {
+		if sent[i].Kind != cur[i].Kind || sent[i].ID != cur[i].ID {
+			return false
+		}
+	}
+	return true
+}
+
+// wireRefs converts store refs to the wire form; nil for none.
+func wireRefs(refs []store.Ref) []client.ObjectRef {
+	if len(refs) == 0 {
+		return nil
+	}
+	return storeRefs(refs)
 }
 
 // checked is a spec that passed defaults, validation and reference checks, ready for the store.
@@ -166,8 +221,13 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	owners, err := s.owners(r.Context(), body.Owners)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	obj, err := s.cfg.Store.Create(r.Context(), &store.CreateParams{
-		Kind: ki.Kind, Name: body.Name, Labels: body.Labels, Spec: c.spec, Status: status, Refs: c.refs,
+		Kind: ki.Kind, Name: body.Name, Labels: body.Labels, Spec: c.spec, Status: status, Refs: c.refs, Owners: owners,
 	})
 	if err != nil {
 		s.fail(w, r, err)
@@ -310,6 +370,10 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	if !sameOwners(body.Owners, cur.Owners) {
+		s.fail(w, r, invalid("owners", "are set at creation and cannot change"))
+		return
+	}
 	if body.Name != "" && body.Name != cur.Name {
 		s.fail(w, r, invalid("name", fmt.Sprintf("is immutable (the object is named %q)", cur.Name)))
 		return
@@ -436,6 +500,7 @@ func (s *Server) wire(r *http.Request, o *store.Object) (*client.RawObject, erro
 			ID: o.ID, Kind: o.Kind, Name: o.Name, Labels: o.Labels,
 			Generation: o.Generation, ResourceVersion: o.ResourceVersion,
 			CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt, DeletionRequestedAt: o.DeletionRequestedAt, DeletionOrphan: o.DeletionOrphan,
+			Owners: wireRefs(o.Owners),
 		},
 		Spec:   spec,
 		Status: status,

@@ -177,6 +177,7 @@ var fieldDocs = map[string]string{
 	"Meta.Kind":                                   "Kind is the singular kind name, e.g. \"kubernetes_runtime\".",
 	"Meta.Labels":                                 "Labels are free-form key/value pairs used by selectors.",
 	"Meta.Name":                                   "Name is unique per kind and a DNS-1123 label.",
+	"Meta.Owners":                                 "Owners are the objects this one was created for, by a controller (a runtime provisioned for an instance, say), set at creation. Once none of them remains and nothing depends on the object, it is garbage-collected after a grace period. An object without owners, which a user declared, never is.",
 	"Meta.ResourceVersion":                        "ResourceVersion increases on every write. Send it as If-Match for optimistic concurrency.",
 	"Meta.UpdatedAt":                              "UpdatedAt is when the object was last written.",
 	"NewToken.Token":                              "Token is the bearer token. Only its hash is stored: it cannot be shown again.",

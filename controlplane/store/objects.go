@@ -45,8 +45,17 @@ func (s *bunStore) Create(ctx context.Context, p *CreateParams) (*Object, error)
 	if err != nil {
 		return nil, fmt.Errorf("store: create %s %q: new id: %w", p.Kind, p.Name, err)
 	}
+	owners := "[]"
+	if len(p.Owners) > 0 {
+		data, err := json.Marshal(p.Owners)
+		if err != nil {
+			return nil, fmt.Errorf("store: create %s %q: owners: %w", p.Kind, p.Name, err)
+		}
+		owners = string(data)
+	}
 	t := now()
 	row := &objectRow{
+		Owners:          owners,
 		ID:              id.String(),
 		Kind:            p.Kind,
 		Name:            p.Name,

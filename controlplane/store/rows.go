@@ -32,6 +32,7 @@ type objectRow struct {
 	UpdatedAt           time.Time  `bun:"updated_at"`
 	DeletionRequestedAt *time.Time `bun:"deletion_requested_at"`
 	DeletionOrphan      bool       `bun:"deletion_orphan"`
+	Owners              string     `bun:"owners"`
 }
 
 type labelRow struct {
@@ -113,6 +114,9 @@ func (r *objectRow) toObject(labels map[string]string) *Object {
 		t := r.DeletionRequestedAt.UTC()
 		o.DeletionRequestedAt = &t
 		o.DeletionOrphan = r.DeletionOrphan
+	}
+	if r.Owners != "" && r.Owners != "[]" {
+		_ = json.Unmarshal([]byte(r.Owners), &o.Owners) // written by Create from []Ref
 	}
 	return o
 }

@@ -49,6 +49,8 @@ type Object struct {
 	DeletionRequestedAt *time.Time
 	// DeletionOrphan says the deletion abandons what the object made in the compute space.
 	DeletionOrphan bool
+	// Owners are the objects this one was created for, recorded at creation.
+	Owners []Ref
 }
 
 // DeletionOptions tune RequestDeletion.
@@ -61,9 +63,9 @@ type DeletionOptions struct {
 // Ref is a reference from one object to another; references form the dependency graph.
 type Ref struct {
 	// Kind, ID and Name identify the referencing (for Dependents) or referenced object.
-	Kind string
-	ID   string
-	Name string
+	Kind string `json:"kind"`
+	ID   string `json:"id"`
+	Name string `json:"name,omitempty"`
 }
 
 // CreateParams create an object. ID, Generation (1), ResourceVersion (1) and timestamps are assigned by the store.
@@ -75,6 +77,9 @@ type CreateParams struct {
 	Status json.RawMessage
 	// Refs are the objects the new object references (by kind and id); each must exist and not be deleting.
 	Refs []Ref
+	// Owners are the objects the new object is created for (by a controller). Unlike Refs they do not
+	// protect the owner from deletion: the owned object is garbage-collected after its owners go.
+	Owners []Ref
 }
 
 // UpdateSpecParams replace an object's labels and spec.

@@ -1,0 +1,69 @@
+package reconcile_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
+)
+
+// TestOwnedObjectsAreCollectedWhenTheirOwnersAreGone: an object created for owners goes a grace period
+// after the last of them, unless something depends on it; an object a user declared never goes.
+func TestOwnedObjectsAreCollectedWhenTheirOwnersAreGone(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ctx := context.Background()
+	defs := b.client.WorkloadDefinitions()
+	b.run(t, recFunc(func(context.Context, *defObj) (reconcile.Result, error) { return reconcile.Result{}, nil }),
+		reconcile.Config{ResyncInterval: 50 * time.Millisecond, DriftInterval: 50 * time.Millisecond, OwnerGrace: 300 * time.Millisecond})
+
+	owner := b.createDef(t, "owner")
+	owned, err := defs.Create(ctx, &defObj{Meta: client.Meta{Name: "owned", Owners: []client.ObjectRef{{Kind: client.KindWorkloadDefinition, ID: owner.ID}}},
+		Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "web", Image: "nginx:1.27"}}}})
+	require.NoError(t, err)
+	require.Equal(t, []client.ObjectRef{{Kind: client.KindWorkloadDefinition, ID: owner.ID, Name: "owner"}}, owned.Owners, "the owner is recorded, by name too")
+	used, err := defs.Create(ctx, &defObj{Meta: client.Meta{Name: "used", Owners: []client.ObjectRef{{Kind: client.KindWorkloadDefinition, ID: owner.ID}}},
+		Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "web", Image: "nginx:1.27"}}}})
+	require.NoError(t, err)
+	declared := b.createDef(t, "declared")
+	rt, err := b.client.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "rt"}, Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderLocal}})
+	require.NoError(t, err)
+	_, err = b.client.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "consumer"},
+		Spec: client.WorkloadInstanceSpec{DefinitionID: used.ID, RuntimeID: rt.ID}})
+	require.NoError(t, err)
+
+	// While the owner exists nothing is collected, well past the grace.
+	time.Sleep(time.Second) // a window in which the controller must not act: there is no signal for "did nothing"
+	_, err = defs.Get(ctx, owned.ID)
+	require.NoError(t, err, "an owned object stays while its owner does")
+
+	start := time.Now()
+	require.NoError(t, defs.Delete(ctx, owner.ID, client.DeleteOptions{Wait: true}))
+	require.Eventually(t, func() bool {
+		_, err := defs.Get(ctx, owned.ID)
+		return client.IsNotFound(err)
+	}, 10*time.Second, 20*time.Millisecond, "the owned object is collected after its owner goes")
+	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond, "not before the grace")
+
+	_, err = defs.Get(ctx, used.ID)
+	require.NoError(t, err, "an owned object something depends on stays")
+	_, err = defs.Get(ctx, declared.ID)
+	require.NoError(t, err, "an object a user declared is never collected")
+
+	t.Run("owners must exist, and cannot change", func(t *testing.T) {
+		_, err := defs.Create(ctx, &defObj{Meta: client.Meta{Name: "bad-owner", Owners: []client.ObjectRef{{Kind: client.KindWorkloadDefinition, ID: owner.ID}}},
+			Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "web", Image: "nginx:1.27"}}}})
+		require.True(t, client.IsInvalid(err), "%v", err)
+		require.Contains(t, err.Error(), "not found")
+		got, err := defs.Get(ctx, used.ID)
+		require.NoError(t, err)
+		got.Owners = []client.ObjectRef{{Kind: client.KindWorkloadDefinition, ID: declared.ID}}
+		_, err = defs.Update(ctx, got)
+		require.True(t, client.IsInvalid(err), "%v", err)
+		require.Contains(t, err.Error(), "owners")
+	})
+}
