@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -201,6 +202,14 @@ func TestLocker(t *testing.T) {
 		b.Embedded().Stop()
 		require.NoError(t, b.Embedded().Start(ctx))
 		eventually(t, 10*time.Second, b.Conn().IsConnected, "client reconnected")
+		// Connected is not serving: JetStream recovers its streams after the connection is back, and a
+		// lock request sent before that waited out the test's context on a loaded machine.
+		eventually(t, 30*time.Second, func() bool {
+			c, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			_, err := b.JetStream().AccountInfo(c)
+			return err == nil
+		}, "JetStream serves again")
 
 		_, err = l.Acquire(ctx, "gateways.g1")
 		require.ErrorIs(t, err, broker.ErrLocked)
