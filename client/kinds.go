@@ -1,5 +1,7 @@
 package client
 
+import "time"
+
 // Kind names. Each kind has a REST collection /v1/<plural> and a Terraform resource qleet_<singular>.
 const (
 	KindKubernetesRuntime  = "kubernetes_runtime"
@@ -35,6 +37,9 @@ type KubernetesRuntimeSpec struct {
 	Kubeconfig string `json:"kubeconfig,omitempty"`
 	// Context selects a kubeconfig context; the current context when empty.
 	Context string `json:"context,omitempty"`
+	// KubernetesVersion is the version the cluster must run, e.g. "v1.31"; any when empty. A cluster
+	// running another version fails the runtime.
+	KubernetesVersion string `json:"kubernetes_version,omitempty"`
 }
 
 // KubernetesRuntimeStatus is the observed state of a runtime.
@@ -50,6 +55,15 @@ type KubernetesRuntimeStatus struct {
 	NodesTotal int `json:"nodes_total"`
 	// Region is the region reported by the nodes' topology labels.
 	Region string `json:"region,omitempty"`
+	// Placements counts the workload instances placed on the runtime.
+	Placements int `json:"placements"`
+	// IdleSince is when the last instance placed on the runtime left it; unset while any is placed.
+	// A runtime provisioned from a profile with reclaim_after is removed once idle that long.
+	IdleSince *time.Time `json:"idle_since,omitempty"`
+	// NodesAdded and NodesRemoved count the nodes node autoscaling added and removed.
+	NodesAdded int `json:"nodes_added,omitempty"`
+	// NodesRemoved counts nodes removed by node autoscaling.
+	NodesRemoved int `json:"nodes_removed,omitempty"`
 }
 
 // KubernetesRuntime is a cluster in the compute space.
@@ -182,8 +196,12 @@ type WorkloadDefinition = Object[WorkloadDefinitionSpec, WorkloadDefinitionStatu
 type WorkloadInstanceSpec struct {
 	// DefinitionID is the workload definition to run.
 	DefinitionID string `json:"definition_id"`
-	// RuntimeID is the kubernetes runtime to run it on.
-	RuntimeID string `json:"runtime_id"`
+	// RuntimeID pins the instance to one kubernetes runtime, which it never fails over from. Exactly one
+	// of RuntimeID and Placement is set.
+	RuntimeID string `json:"runtime_id,omitempty"`
+	// Placement places the instance across regions on matching runtimes, provisioned from runtime
+	// profiles where none exists.
+	Placement *Placement `json:"placement,omitempty"`
 	// Namespace is the Kubernetes namespace; derived from the instance name when empty.
 	Namespace string `json:"namespace,omitempty"`
 	// Replicas overrides the definition's replica count.
@@ -229,8 +247,11 @@ type WorkloadInstanceStatus struct {
 	ReadyReplicas int32 `json:"ready_replicas"`
 	// AvailableReplicas counts available pods.
 	AvailableReplicas int32 `json:"available_replicas"`
-	// Objects are the applied Kubernetes objects.
+	// Objects are the applied Kubernetes objects, on every runtime.
 	Objects []AppliedObject `json:"objects,omitempty"`
+	// Placements are the runtimes the instance runs on (one for a pinned runtime), each with its own
+	// replicas, phase and objects. The instance is Ready when every placement is.
+	Placements []PlacementStatus `json:"placements,omitempty"`
 }
 
 // WorkloadInstance says where and how to run a definition.

@@ -44,6 +44,13 @@ type KindInfo struct {
 	// WriteOnly names the top-level spec fields (JSON names) that are returned only to the controller
 	// role, e.g. "kubeconfig".
 	WriteOnly []string
+	// ValidatePeers checks the spec against the other objects of its kind (their names and specs); may
+	// be nil. The API server calls it on create and update, e.g. to refuse overlapping profiles.
+	ValidatePeers func(spec any, peers []NamedSpec) []FieldError
+	// StatusRefs lists the objects a status references: edges of the dependency graph that a controller
+	// decides (the runtimes an instance is placed on). The API server records them on status writes, like
+	// Refs, so that they protect deletes and notify the status's object; may be nil.
+	StatusRefs func(status any) []FieldRef
 	// SpecType and StatusType are zero values of the spec and status types, for reflection.
 	SpecType, StatusType any
 }
@@ -65,6 +72,26 @@ type KindDef[S any, T any] struct {
 	ValidateRefs func(*S, map[string]any) []FieldError
 	// WriteOnly names write-only top-level spec fields.
 	WriteOnly []string
+	// ValidatePeers checks the spec against the other objects of the kind; may be nil.
+	ValidatePeers func(*S, []Peer[S]) []FieldError
+	// StatusRefs lists the objects a status references; may be nil.
+	StatusRefs func(*T) []FieldRef
+}
+
+// NamedSpec is an object's name and its spec (a pointer to the kind's spec type), for KindInfo.ValidatePeers.
+type NamedSpec struct {
+	// Name is the object's name.
+	Name string
+	// Spec points to the object's spec.
+	Spec any
+}
+
+// Peer is another object of the same kind, for KindDef.ValidatePeers.
+type Peer[S any] struct {
+	// Name is the peer's name.
+	Name string
+	// Spec is the peer's spec.
+	Spec *S
 }
 
 var registry = struct {
@@ -104,6 +131,18 @@ func RegisterKind[S any, T any](d KindDef[S, T]) *KindInfo {
 		WriteOnly:  d.WriteOnly,
 		SpecType:   zs,
 		StatusType: zt,
+	}
+	if d.ValidatePeers != nil {
+		ki.ValidatePeers = func(spec any, peers []NamedSpec) []FieldError {
+			typed := make([]Peer[S], len(peers))
+			for i, p := range peers {
+				typed[i] = Peer[S]{Name: p.Name, Spec: p.Spec.(*S)}
+			}
+			return d.ValidatePeers(spec.(*S), typed)
+		}
+	}
+	if d.StatusRefs != nil {
+		ki.StatusRefs = func(status any) []FieldRef { return d.StatusRefs(status.(*T)) }
 	}
 	if d.ValidateRefs != nil {
 		ki.ValidateRefs = func(spec any, refs map[string]any) []FieldError { return d.ValidateRefs(spec.(*S), refs) }
@@ -162,9 +201,17 @@ func init() {
 	})
 	RegisterKind(KindDef[WorkloadInstanceSpec, WorkloadInstanceStatus]{
 		Kind:         KindWorkloadInstance,
-		Description:  "Where and how to run a workload definition: its runtime, namespace and overrides.",
+		Description:  "Where and how to run a workload definition: a pinned runtime or a placement across regions, its namespace and overrides.",
 		Validate:     validateWorkloadInstance,
 		Refs:         workloadInstanceRefs,
 		ValidateRefs: validateWorkloadInstanceRefs,
+		StatusRefs:   workloadInstanceStatusRefs,
+	})
+	RegisterKind(KindDef[RuntimeProfileSpec, RuntimeProfileStatus]{
+		Kind:          KindRuntimeProfile,
+		Description:   "Operator-defined defaults for clusters provisioned on demand: provider, regions served, node bounds, version, labels, priority and reclaim.",
+		Default:       defaultRuntimeProfile,
+		Validate:      validateRuntimeProfile,
+		ValidatePeers: validateRuntimeProfilePeers,
 	})
 }

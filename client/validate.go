@@ -97,8 +97,9 @@ func defaultKubernetesRuntime(s *KubernetesRuntimeSpec) {
 }
 
 var (
-	awsRegionRE = regexp.MustCompile(`^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]+$`)
-	awsZoneRE   = regexp.MustCompile(`^([a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]+)[a-z]$`)
+	kubeVersionRE = regexp.MustCompile(`^v1\.[0-9]{1,3}(\.[0-9]{1,3})?$`)
+	awsRegionRE   = regexp.MustCompile(`^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]+$`)
+	awsZoneRE     = regexp.MustCompile(`^([a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]+)[a-z]$`)
 )
 
 func validateKubernetesRuntime(s *KubernetesRuntimeSpec) []FieldError {
@@ -149,15 +150,7 @@ func validateKubernetesRuntime(s *KubernetesRuntimeSpec) []FieldError {
 	} else if s.Nodes != 0 {
 		fe.add("spec.nodes", "is only valid for local runtimes (use min_nodes and max_nodes)")
 	}
-	if s.MinNodes < 0 {
-		fe.add("spec.min_nodes", "must not be negative")
-	}
-	if s.MaxNodes < 0 {
-		fe.add("spec.max_nodes", "must not be negative")
-	}
-	if s.MaxNodes > 0 && s.MinNodes > s.MaxNodes {
-		fe.add("spec.min_nodes", "must not exceed max_nodes (%d > %d)", s.MinNodes, s.MaxNodes)
-	}
+	validateNodeBounds(&fe, s.Nodes, s.MinNodes, s.MaxNodes)
 	// Kubeconfig.
 	switch {
 	case s.Provider == ProviderKubeconfig && s.Kubeconfig == "":
@@ -171,6 +164,9 @@ func validateKubernetesRuntime(s *KubernetesRuntimeSpec) []FieldError {
 	}
 	if s.Context != "" && s.Provider != ProviderKubeconfig {
 		fe.add("spec.context", "is only valid for kubeconfig runtimes")
+	}
+	if v := s.KubernetesVersion; v != "" && !kubeVersionRE.MatchString(v) {
+		fe.add("spec.kubernetes_version", "must look like v1.31 or v1.31.4, not %q", v)
 	}
 	return fe
 }
@@ -497,8 +493,13 @@ func validateWorkloadInstance(s *WorkloadInstanceSpec) []FieldError {
 	if s.DefinitionID == "" {
 		fe.add("spec.definition_id", "is required")
 	}
-	if s.RuntimeID == "" {
-		fe.add("spec.runtime_id", "is required")
+	switch {
+	case s.RuntimeID == "" && s.Placement == nil:
+		fe.add("spec.runtime_id", "is required unless spec.placement is set (a pinned runtime, or a placement across regions)")
+	case s.RuntimeID != "" && s.Placement != nil:
+		fe.add("spec.placement", "must not be set with spec.runtime_id (a pinned runtime); set one of them")
+	case s.Placement != nil:
+		validatePlacement(&fe, s.Placement)
 	}
 	if s.Namespace != "" {
 		fe.msgs("spec.namespace", validation.IsDNS1123Label(s.Namespace))

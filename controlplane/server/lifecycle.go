@@ -216,7 +216,15 @@ func (s *Server) updateStatus(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fmt.Errorf("encode status: %w", err))
 		return
 	}
-	obj, err := s.cfg.Store.UpdateStatus(r.Context(), &store.UpdateStatusParams{Kind: ki.Kind, ID: id, IfMatch: rv, Status: raw})
+	params := &store.UpdateStatusParams{Kind: ki.Kind, ID: id, IfMatch: rv, Status: raw}
+	if ki.StatusRefs != nil {
+		refs := []store.Ref{}
+		for _, fr := range ki.StatusRefs(status) {
+			refs = append(refs, store.Ref{Kind: fr.Kind, ID: fr.ID})
+		}
+		params.Refs = &refs
+	}
+	obj, err := s.cfg.Store.UpdateStatus(r.Context(), params)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -163,6 +163,13 @@ func (s *Server) check(ctx context.Context, ki *client.KindInfo, name string, la
 	if ki.ValidateRefs != nil && len(fes) == 0 {
 		fes = append(fes, ki.ValidateRefs(spec, refSpecs)...)
 	}
+	if ki.ValidatePeers != nil && len(fes) == 0 {
+		peers, err := s.peers(ctx, ki, name)
+		if err != nil {
+			return nil, err
+		}
+		fes = append(fes, ki.ValidatePeers(spec, peers)...)
+	}
 	if len(fes) > 0 {
 		return nil, client.Invalid(fes...)
 	}
@@ -171,6 +178,30 @@ func (s *Server) check(ctx context.Context, ki *client.KindInfo, name string, la
 		return nil, fmt.Errorf("encode spec: %w", err)
 	}
 	return &checked{spec: data, refs: refs}, nil
+}
+
+// peers returns the other objects of a kind (all but the one named), for KindInfo.ValidatePeers. Kinds
+// that have peer rules (runtime profiles) hold few objects, written by operators.
+func (s *Server) peers(ctx context.Context, ki *client.KindInfo, self string) ([]client.NamedSpec, error) {
+	var out []client.NamedSpec
+	after := ""
+	for {
+		page, err := s.cfg.Store.List(ctx, &store.ListParams{Kind: ki.Kind, Limit: 1000, After: after})
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", ki.Plural, err)
+		}
+		for _, o := range page.Objects {
+			spec := ki.NewSpec()
+			if o.Name == self || o.DeletionRequestedAt != nil || json.Unmarshal(o.Spec, spec) != nil {
+				continue
+			}
+			out = append(out, client.NamedSpec{Name: o.Name, Spec: spec})
+		}
+		if page.Next == "" {
+			return out, nil
+		}
+		after = page.Next
+	}
 }
 
 // mayWriteClusterScoped refuses a workload definition that opts into cluster-scoped objects unless the

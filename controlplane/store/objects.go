@@ -229,10 +229,7 @@ func (s *bunStore) UpdateSpec(ctx context.Context, p *UpdateSpecParams) (*Object
 		if err := insertLabels(ctx, tx, row.ID, p.Labels); err != nil {
 			return err
 		}
-		if _, err := tx.NewDelete().Model((*refRow)(nil)).Where("from_id = ?", row.ID).Exec(ctx); err != nil {
-			return err
-		}
-		if err := insertRefs(ctx, tx, row.ID, row.Kind, refs); err != nil {
+		if err := replaceRefs(ctx, tx, row.ID, row.Kind, refsFromSpec, refs); err != nil {
 			return err
 		}
 		return insertOutbox(ctx, tx, row.Kind, row.ID)
@@ -260,6 +257,15 @@ func (s *bunStore) UpdateStatus(ctx context.Context, p *UpdateStatusParams) (*Ob
 			return err
 		}
 		readinessChanged := readiness(row.Status) != readiness(status)
+		if p.Refs != nil {
+			refs, err := s.existingRefs(ctx, tx, row.ID, *p.Refs)
+			if err != nil {
+				return err
+			}
+			if err := replaceRefs(ctx, tx, row.ID, row.Kind, refsFromStatus, refs); err != nil {
+				return err
+			}
+		}
 		row.ResourceVersion++
 		row.Status = status
 		row.UpdatedAt = now()
@@ -493,13 +499,61 @@ func insertLabels(ctx context.Context, tx bun.Tx, objectID string, labels map[st
 	return nil
 }
 
+// existingRefs returns the references among refs whose targets exist with their kind (a status may name
+// an object deleted since), without duplicates or self-references. On PostgreSQL the targets stay
+// key-share locked until commit, as in checkRefs.
+func (s *bunStore) existingRefs(ctx context.Context, tx bun.Tx, selfID string, refs []Ref) ([]Ref, error) {
+	var ids []string
+	for _, r := range refs {
+		if r.ID != selfID {
+			ids = append(ids, r.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	sort.Strings(ids)
+	var rows []objectRow
+	q := tx.NewSelect().Model(&rows).Column("id", "kind").Where("id IN (?)", bun.List(ids)).Order("id")
+	if s.dialect == dialectPostgres {
+		q = q.For(lockKeyShare)
+	}
+	if err := q.Scan(ctx); err != nil {
+		return nil, fmt.Errorf("check status references: %w", err)
+	}
+	kinds := make(map[string]string, len(rows))
+	for _, r := range rows {
+		kinds[r.ID] = r.Kind
+	}
+	var out []Ref
+	for _, r := range refs {
+		if kinds[r.ID] == r.Kind && r.ID != selfID {
+			out = append(out, r)
+			delete(kinds, r.ID)
+		}
+	}
+	return out, nil
+}
+
+// replaceRefs replaces the references of one side (spec or status) of an object.
+func replaceRefs(ctx context.Context, tx bun.Tx, fromID, fromKind, via string, refs []Ref) error {
+	if _, err := tx.NewDelete().Model((*refRow)(nil)).Where("from_id = ?", fromID).Where("via = ?", via).Exec(ctx); err != nil {
+		return err
+	}
+	return insertRefsVia(ctx, tx, fromID, fromKind, via, refs)
+}
+
 func insertRefs(ctx context.Context, tx bun.Tx, fromID, fromKind string, refs []Ref) error {
+	return insertRefsVia(ctx, tx, fromID, fromKind, refsFromSpec, refs)
+}
+
+func insertRefsVia(ctx context.Context, tx bun.Tx, fromID, fromKind, via string, refs []Ref) error {
 	if len(refs) == 0 {
 		return nil
 	}
 	rows := make([]refRow, len(refs))
 	for i, r := range refs {
-		rows[i] = refRow{FromID: fromID, FromKind: fromKind, ToID: r.ID, ToKind: r.Kind}
+		rows[i] = refRow{FromID: fromID, FromKind: fromKind, ToID: r.ID, ToKind: r.Kind, Via: via}
 	}
 	if _, err := tx.NewInsert().Model(&rows).Exec(ctx); err != nil {
 		if isForeignKeyViolation(err) {
@@ -533,7 +587,7 @@ func dependents(ctx context.Context, tx bun.Tx, id string) ([]Ref, error) {
 	err := tx.NewSelect().
 		TableExpr("object_refs AS r").
 		Join("JOIN objects AS o ON o.id = r.from_id").
-		ColumnExpr("o.kind, o.id, o.name").
+		ColumnExpr("DISTINCT o.kind, o.id, o.name").
 		Where("r.to_id = ?", id).
 		OrderExpr("o.id").
 		Scan(ctx, &rows)

@@ -50,7 +50,15 @@ type refRow struct {
 	FromKind string `bun:"from_kind"`
 	ToID     string `bun:"to_id,pk"`
 	ToKind   string `bun:"to_kind"`
+	// Via is refsFromSpec or refsFromStatus: each side is replaced on its own.
+	Via string `bun:"via,pk"`
 }
+
+// Where a reference comes from.
+const (
+	refsFromSpec   = "spec"
+	refsFromStatus = "status"
+)
 
 type eventRow struct {
 	bun.BaseModel `bun:"table:events"`

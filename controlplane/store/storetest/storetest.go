@@ -49,6 +49,7 @@ func Run(t *testing.T, open Open) {
 		{"finalize needs a deletion request", testFinalizeNotDeleting},
 		{"update spec replaces references", testUpdateReplacesRefs},
 		{"status write enqueues dependents, not the object", testStatusEnqueuesDependents},
+		{"status references protect and notify apart from the spec's", testStatusRefs},
 		{"outbox is ordered and deletable", testOutbox},
 		{"outbox stats count and age", testOutboxStats},
 		{"events keep the newest 200", testEventsRetention},
@@ -626,6 +627,55 @@ func testStatusEnqueuesDependents(t *testing.T, s store.Store) {
 	})
 	require.NoError(t, err)
 	require.Len(t, outboxKeys(t, s), 2, "a new observed generation notifies dependents")
+}
+
+func testStatusRefs(t *testing.T, s store.Store) {
+	rt1 := create(t, s, kindRuntime, "rt1", nil)
+	rt2 := create(t, s, kindRuntime, "rt2", nil)
+	gone := create(t, s, kindRuntime, "gone", nil)
+	inst := create(t, s, kindInstance, "web", nil, refTo(rt1))
+	setStatusRefs := func(refs ...store.Ref) {
+		t.Helper()
+		_, err := s.UpdateStatus(ctx(t), &store.UpdateStatusParams{Kind: kindInstance, ID: inst.ID, Status: json.RawMessage(`{}`), Refs: &refs})
+		require.NoError(t, err)
+	}
+	_, err := s.RequestDeletion(ctx(t), kindRuntime, gone.ID, store.DeletionOptions{})
+	require.NoError(t, err)
+	require.NoError(t, s.Finalize(ctx(t), kindRuntime, gone.ID))
+
+	// The status names rt1 (also in the spec), rt2, and a runtime deleted since: that one is skipped.
+	setStatusRefs(refTo(rt1), refTo(rt2), refTo(gone))
+	for _, rt := range []*store.Object{rt1, rt2} {
+		deps, err := s.Dependents(ctx(t), rt.ID)
+		require.NoError(t, err)
+		require.Equal(t, []store.Ref{{Kind: kindInstance, ID: inst.ID, Name: "web"}}, deps, "one dependent, however many edges")
+		_, err = s.RequestDeletion(ctx(t), kindRuntime, rt.ID, store.DeletionOptions{})
+		var de *store.DependentsError
+		require.ErrorAs(t, err, &de)
+	}
+	drain(t, s)
+	_, err = s.UpdateStatus(ctx(t), &store.UpdateStatusParams{Kind: kindRuntime, ID: rt2.ID, Status: json.RawMessage(`{"phase":"Ready"}`)})
+	require.NoError(t, err)
+	require.Equal(t, []string{key(inst)}, outboxKeys(t, s), "a status reference notifies like a spec reference")
+
+	// A spec update keeps the status's references, and a status write without Refs keeps them too.
+	_, err = s.UpdateSpec(ctx(t), &store.UpdateSpecParams{Kind: kindInstance, ID: inst.ID, Spec: inst.Spec})
+	require.NoError(t, err)
+	_, err = s.UpdateStatus(ctx(t), &store.UpdateStatusParams{Kind: kindInstance, ID: inst.ID, Status: json.RawMessage(`{"phase":"Ready"}`)})
+	require.NoError(t, err)
+	deps, err := s.Dependents(ctx(t), rt2.ID)
+	require.NoError(t, err)
+	require.Len(t, deps, 1)
+	deps, err = s.Dependents(ctx(t), rt1.ID)
+	require.NoError(t, err)
+	require.Len(t, deps, 1, "still referenced by the status")
+
+	// Moving off rt2 releases it.
+	setStatusRefs()
+	_, err = s.RequestDeletion(ctx(t), kindRuntime, rt2.ID, store.DeletionOptions{})
+	require.NoError(t, err)
+	_, err = s.RequestDeletion(ctx(t), kindRuntime, rt1.ID, store.DeletionOptions{})
+	require.NoError(t, err, "neither spec nor status references rt1 now")
 }
 
 func testOutbox(t *testing.T, s store.Store) {

@@ -1,0 +1,94 @@
+package client_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+)
+
+func fieldsOf(fes []client.FieldError) map[string]string {
+	out := map[string]string{}
+	for _, fe := range fes {
+		out[fe.Field] = fe.Message
+	}
+	return out
+}
+
+func TestValidateRuntimeProfile(t *testing.T) {
+	t.Parallel()
+	ki, _ := client.LookupKind(client.KindRuntimeProfile)
+	check := func(s client.RuntimeProfileSpec) map[string]string {
+		ki.Default(&s)
+		return fieldsOf(ki.Validate(&s))
+	}
+	require.Empty(t, check(client.RuntimeProfileSpec{Provider: "local", Regions: []string{"eu-west", "us-east"}, MinNodes: 1, MaxNodes: 5, ReclaimAfter: "30m"}))
+	s := client.RuntimeProfileSpec{Provider: "local", Regions: []string{"eu-west"}, MinNodes: 4, MaxNodes: 6}
+	ki.Default(&s)
+	require.Equal(t, 4, s.Nodes, "nodes default to min_nodes when that is more than 3")
+
+	errs := check(client.RuntimeProfileSpec{Provider: "eks", Regions: []string{"eu-west", "eu-west", "EU"}, MinNodes: 5, MaxNodes: 2,
+		KubernetesVersion: "1.31", RuntimeLabels: map[string]string{"bad key!": "x"}, ReclaimAfter: "5s"})
+	require.Contains(t, errs["spec.provider"], "not supported yet")
+	require.Contains(t, errs["spec.regions[1]"], `duplicate region "eu-west"`)
+	require.Contains(t, errs["spec.regions[2]"], "lower case")
+	require.Contains(t, errs["spec.min_nodes"], "must not exceed max_nodes")
+	require.Contains(t, errs["spec.kubernetes_version"], "v1.31")
+	require.Contains(t, errs[`spec.runtime_labels["bad key!"]`], "key")
+	require.Contains(t, errs["spec.reclaim_after"], "at least 1m")
+	require.Contains(t, check(client.RuntimeProfileSpec{Provider: "local"})["spec.regions"], "at least one region")
+}
+
+func TestRuntimeProfilesOverlap(t *testing.T) {
+	t.Parallel()
+	ki, _ := client.LookupKind(client.KindRuntimeProfile)
+	peers := []client.NamedSpec{
+		{Name: "default", Spec: &client.RuntimeProfileSpec{Regions: []string{"eu-west", "us-east"}}},
+		{Name: "gpu", Spec: &client.RuntimeProfileSpec{Regions: []string{"eu-west"}, RuntimeLabels: map[string]string{"gpu": "true"}, Priority: 10}},
+	}
+	// Shares eu-west with "default" at the same priority: refused, naming both.
+	errs := fieldsOf(ki.ValidatePeers(&client.RuntimeProfileSpec{Regions: []string{"ap-south", "eu-west"}}, peers))
+	require.Contains(t, errs["spec.priority"], `runtime_profile "default" also serves region "eu-west"`)
+	// Another priority, other regions, or conflicting labels do not overlap.
+	require.Empty(t, ki.ValidatePeers(&client.RuntimeProfileSpec{Regions: []string{"eu-west"}, Priority: 5}, peers))
+	require.Empty(t, ki.ValidatePeers(&client.RuntimeProfileSpec{Regions: []string{"ap-south"}}, peers))
+	require.Empty(t, ki.ValidatePeers(&client.RuntimeProfileSpec{Regions: []string{"eu-west"}, Priority: 10, RuntimeLabels: map[string]string{"gpu": "false"}}, peers))
+	require.NotEmpty(t, ki.ValidatePeers(&client.RuntimeProfileSpec{Regions: []string{"eu-west"}, Priority: 10, RuntimeLabels: map[string]string{"zone": "a"}}, peers))
+}
+
+func TestValidatePlacement(t *testing.T) {
+	t.Parallel()
+	ki, _ := client.LookupKind(client.KindWorkloadInstance)
+	check := func(s client.WorkloadInstanceSpec) map[string]string {
+		s.DefinitionID = "d"
+		return fieldsOf(ki.Validate(&s))
+	}
+	require.Empty(t, check(client.WorkloadInstanceSpec{Placement: &client.Placement{Regions: []string{"eu-west", "us-east"},
+		Replicas: &client.PlacementReplicas{Mode: "weighted", Weights: map[string]int{"eu-west": 3, "us-east": 1}}}}))
+	require.Contains(t, check(client.WorkloadInstanceSpec{})["spec.runtime_id"], "unless spec.placement is set")
+	require.Contains(t, check(client.WorkloadInstanceSpec{RuntimeID: "r", Placement: &client.Placement{Regions: []string{"a"}}})["spec.placement"], "must not be set with spec.runtime_id")
+
+	errs := check(client.WorkloadInstanceSpec{Placement: &client.Placement{Regions: []string{"eu-west", "us-east"}, Spread: "runtimes", Runtimes: 1,
+		Replicas: &client.PlacementReplicas{Mode: "weighted", Weights: map[string]int{"eu-west": 1, "mars": 2}},
+		Failover: &client.Failover{TolerationSeconds: -1}}})
+	require.Contains(t, errs["spec.placement.runtimes"], "between the number of regions (2) and 64")
+	require.Contains(t, errs[`spec.placement.replicas.weights["us-east"]`], "positive weight")
+	require.Contains(t, errs[`spec.placement.replicas.weights["mars"]`], "not in spec.placement.regions")
+	require.Contains(t, errs["spec.placement.failover.toleration_seconds"], "between 0 and 86400")
+	errs = check(client.WorkloadInstanceSpec{Placement: &client.Placement{Regions: []string{"a"}, Spread: "zones", Replicas: &client.PlacementReplicas{Mode: "x"}}})
+	require.Contains(t, errs["spec.placement.spread"], `not "zones"`)
+	require.Contains(t, errs["spec.placement.replicas.mode"], `not "x"`)
+	require.Contains(t, check(client.WorkloadInstanceSpec{Placement: &client.Placement{}})["spec.placement.regions"], "at least one region")
+
+	sk, _ := client.LookupKind(client.KindWorkloadInstance)
+	st := &client.WorkloadInstanceStatus{Placements: []client.PlacementStatus{{RuntimeID: "r1"}, {RuntimeID: "r2"}}}
+	require.Equal(t, []client.FieldRef{
+		{Field: "status.placements[0].runtime_id", Kind: client.KindKubernetesRuntime, ID: "r1"},
+		{Field: "status.placements[1].runtime_id", Kind: client.KindKubernetesRuntime, ID: "r2"},
+	}, sk.StatusRefs(st))
+	f := &client.Failover{}
+	require.True(t, f.On())
+	off := false
+	require.False(t, (&client.Failover{Enabled: &off}).On())
+}
