@@ -132,6 +132,8 @@ type PlacementStatus struct {
 	Replicas int32 `json:"replicas"`
 	// ReadyReplicas counts ready pods there.
 	ReadyReplicas int32 `json:"ready_replicas"`
+	// AvailableReplicas counts available pods there.
+	AvailableReplicas int32 `json:"available_replicas"`
 	// Phase is Pending (waiting for the runtime), Reconciling, Ready, Failed or Deleting (being moved off).
 	Phase Phase `json:"phase"`
 	// Message explains a phase that is not Ready.
@@ -303,7 +305,9 @@ func intKeys(m map[string]int) map[string]string {
 func workloadInstanceStatusRefs(s *WorkloadInstanceStatus) []FieldRef {
 	var refs []FieldRef
 	for i, p := range s.Placements {
-		if p.RuntimeID != "" {
+		// A placement being moved off (Deleting) does not hold its runtime: deleting a dead runtime
+		// must not need the instance's consent.
+		if p.RuntimeID != "" && p.Phase != PhaseDeleting {
 			refs = append(refs, FieldRef{Field: fmt.Sprintf("status.placements[%d].runtime_id", i), Kind: KindKubernetesRuntime, ID: p.RuntimeID})
 		}
 	}

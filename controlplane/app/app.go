@@ -64,6 +64,14 @@ type Config struct {
 	// CleanupGrace is how long a deletion waits for an unreachable cluster before the object's status
 	// offers orphaning (default 2m).
 	CleanupGrace time.Duration
+	// RuntimeRecheck is how often a Ready runtime with node autoscaling or a reclaiming profile is looked
+	// at again (default 30s).
+	RuntimeRecheck time.Duration
+	// ScaleDownDelay is how long a node added by autoscaling must be idle before it goes (default 2m).
+	ScaleDownDelay time.Duration
+	// OwnerGrace is how long an object created for owners outlives them before it is garbage-collected
+	// (default 5m).
+	OwnerGrace time.Duration
 	// APICACertFile is the CA certificate of a remote API served over TLS (controller-only mode).
 	APICACertFile string
 	// TLSCertFile and TLSKeyFile serve the API over TLS. When the listen address is not loopback and none
@@ -341,7 +349,7 @@ func (a *App) controllerConfig() reconcile.Config {
 	}
 	return reconcile.Config{
 		Workers: workers, ResyncInterval: a.cfg.ResyncInterval, DriftInterval: a.cfg.DriftInterval,
-		FailedRecheckInterval: a.cfg.FailedRecheckInterval, Logger: a.log,
+		FailedRecheckInterval: a.cfg.FailedRecheckInterval, OwnerGrace: a.cfg.OwnerGrace, Logger: a.log,
 	}
 }
 

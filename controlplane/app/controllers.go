@@ -55,7 +55,9 @@ func (a *App) startControllers(ctx context.Context, endpoint, token string) erro
 	}
 
 	ctrls := []starter{
-		reconcile.New(a.Broker, cl.KubernetesRuntimes(), &runtime.Reconciler{Connector: conn, Local: local}, cfg),
+		reconcile.New(a.Broker, cl.KubernetesRuntimes(), &runtime.Reconciler{Connector: conn, Local: local, Client: cl,
+			RecheckInterval: a.cfg.RuntimeRecheck, ScaleDownDelay: a.cfg.ScaleDownDelay}, cfg),
+		reconcile.New(a.Broker, cl.RuntimeProfiles(), &runtime.ProfileReconciler{Client: cl}, cfg),
 	}
 	ctrls = append(ctrls, a.workloadControllers(cl, conn, cfg)...)
 	ctrls = append(ctrls, &agents{cl: cl, conn: conn, log: a.log, interval: 2 * time.Second, running: map[string]runningAgent{}})

@@ -18,6 +18,10 @@ type Result struct {
 	// RequeueAfter, when non-zero, reconciles the object again after this delay. The object's phase stays
 	// Reconciling (unless the reconciler set another), because work remains.
 	RequeueAfter time.Duration
+	// Recheck, when non-zero with a zero RequeueAfter, reconciles the object again after this delay while
+	// it stays Ready: for work that watches the world rather than converging to a spec (node autoscaling,
+	// reclaiming an idle runtime, retrying a cleanup on a cluster that was unreachable).
+	Recheck time.Duration
 	// Stalled, when set, says the object's rollout made no progress within its deadline. The runtime
 	// records a Stalled condition (and a Warning event when it is new), which makes waiters stop with
 	// the reason; the object stays Reconciling and is still requeued. Any outcome without it clears the

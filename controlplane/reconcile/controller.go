@@ -515,7 +515,7 @@ func (c *Controller[S, T]) outcome(obj *client.Object[S, T], st *client.Status, 
 		st.Phase = client.PhaseReady
 		st.Message = ""
 		st.SetCondition(client.Condition{Type: "Ready", Status: client.ConditionTrue, Reason: "Reconciled"})
-		return outcome{name: outcomeDone, reason: "Reconciled", ack: true}
+		return outcome{name: outcomeDone, reason: "Reconciled", ack: res.Recheck <= 0, delay: res.Recheck}
 	case err == nil:
 		c.clearFailures(id)
 		st.Phase = notReadyPhase(st.Phase, deleting)

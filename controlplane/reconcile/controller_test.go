@@ -70,6 +70,9 @@ func TestReconcileOutcomes(t *testing.T) {
 			if obj.Labels["fixed"] != "true" {
 				return reconcile.Result{}, reconcile.Terminal(errors.New("image registry rejected the image"))
 			}
+		case "recheck":
+			obj.Status.Instances = 7
+			return reconcile.Result{Recheck: 50 * time.Millisecond}, nil
 		case "waiting":
 			if n < 3 {
 				return reconcile.Result{}, reconcile.Wait(`kubernetes_runtime "us-east"`, "Provisioning", "RuntimeNotReady", 100*time.Millisecond)
@@ -94,6 +97,17 @@ func TestReconcileOutcomes(t *testing.T) {
 			require.Equal(t, "Reconciled", evs[len(evs)-1].Reason)
 		})
 	}
+
+	t.Run("recheck stays Ready and is reconciled again", func(t *testing.T) {
+		obj := b.createDef(t, "recheck")
+		got, err := b.client.WorkloadDefinitions().WaitReconciled(waitCtx(t, 20*time.Second), obj.ID)
+		require.NoError(t, err)
+		require.Equal(t, client.PhaseReady, got.Status.Phase)
+		require.Eventually(t, func() bool { return seen.get("recheck") >= 4 }, 10*time.Second, 20*time.Millisecond, "rechecked without any notification")
+		got, err = b.client.WorkloadDefinitions().Get(context.Background(), obj.ID)
+		require.NoError(t, err)
+		require.Equal(t, client.PhaseReady, got.Status.Phase)
+	})
 
 	t.Run("retryable errors are recorded as warning events", func(t *testing.T) {
 		obj, err := b.client.WorkloadDefinitions().GetByName(context.Background(), "flaky")

@@ -41,6 +41,8 @@ func runServer(ctx context.Context, args []string, m mode) error {
 	drift := fs.Duration("drift-interval", 60*time.Second, "how often Ready objects are re-checked for drift")
 	failedRecheck := fs.Duration("failed-recheck", 5*time.Minute, "how often Failed objects are reconciled again, so that a fixed world heals")
 	cleanupGrace := fs.Duration("cleanup-grace", 2*time.Minute, "how long a deletion waits for an unreachable cluster before it offers orphaning")
+	scaleDownDelay := fs.Duration("scale-down-delay", 2*time.Minute, "how long a node added by node autoscaling must be idle before it is removed")
+	ownerGrace := fs.Duration("owner-grace", 5*time.Minute, "how long an object created for owners (a runtime provisioned from a profile) outlives them before it is garbage-collected")
 	progressDeadline := fs.Duration("progress-deadline", 10*time.Minute, "how long a rollout may make no progress before it is Stalled")
 	tlsCert := fs.String("tls-cert", envDefault("tls-cert", ""), "TLS certificate file (default: self-signed in the data dir when not on loopback)")
 	tlsKey := fs.String("tls-key", envDefault("tls-key", ""), "TLS key file")
@@ -65,6 +67,7 @@ func runServer(ctx context.Context, args []string, m mode) error {
 		TLSCertFile: *tlsCert, TLSKeyFile: *tlsKey, TLSSANs: tlsSANs, MetricsAuth: *metricsAuth, SecretKeyFile: *secretKey,
 		Workers: *workers, ResyncInterval: *resync, DriftInterval: *drift, Logger: logger,
 		ChartDir: *chartDir, FailedRecheckInterval: *failedRecheck, ProgressDeadline: *progressDeadline, CleanupGrace: *cleanupGrace,
+		ScaleDownDelay: *scaleDownDelay, OwnerGrace: *ownerGrace,
 		API: m != modeController, Controllers: m != modeAPI,
 	}
 	start := time.Now()

@@ -3,9 +3,11 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,6 +28,17 @@ type Reconciler struct {
 	Connector *kube.Connector
 	// Local runs local runtimes' kubesim clusters; nil when this controller does not serve them.
 	Local *kubesim.Supervisor
+	// Client counts the instances placed on each runtime and reclaims idle runtimes provisioned from
+	// profiles; nil turns both off.
+	Client *client.Client
+	// RecheckInterval is how often a runtime whose node count follows demand, or that may be reclaimed,
+	// is looked at again while Ready (default 30s; node autoscaling looks every 5s while it acts).
+	RecheckInterval time.Duration
+	// ScaleDownDelay is how long a node that autoscaling added must be idle before it is removed
+	// (default 2m).
+	ScaleDownDelay time.Duration
+
+	nodes nodeScaler
 }
 
 // Reconcile connects to the runtime's cluster and reports what it finds.
@@ -64,6 +77,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, rt *client.KubernetesRuntime
 		return reconcile.Result{}, fmt.Errorf("cannot reach the Kubernetes API at %s (unreachable since %s): %w", cl.Config.Host, since.Format(time.RFC3339), err)
 	}
 	rt.Status.Version = ver.GitVersion
+	if want := rt.Spec.KubernetesVersion; want != "" && ver.GitVersion != want && !strings.HasPrefix(ver.GitVersion, want+".") {
+		return reconcile.Result{}, reconcile.Terminal(fmt.Errorf("the cluster runs Kubernetes %s, not the %s its spec asks for", ver.GitVersion, want))
+	}
 	nodes, err := cl.Clientset.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("list nodes at %s: %w", cl.Config.Host, err)
@@ -87,7 +103,27 @@ func (r *Reconciler) Reconcile(ctx context.Context, rt *client.KubernetesRuntime
 		rt.Status.Message = fmt.Sprintf("no Ready nodes (%d total)", rt.Status.NodesTotal)
 		return reconcile.Result{RequeueAfter: 2 * time.Second}, nil
 	}
-	return reconcile.Result{}, nil
+	var recheck time.Duration
+	if rt.Spec.MaxNodes > 0 && rt.Spec.Provider == client.ProviderLocal {
+		changed, err := r.nodes.scale(ctx, cl, rt, nodes.Items, cmp.Or(r.ScaleDownDelay, 2*time.Minute))
+		if err != nil {
+			return reconcile.Result{}, fmt.Errorf("node autoscaling: %w", err)
+		}
+		recheck = min(r.recheck(), 5*time.Second)
+		if changed {
+			return reconcile.Result{Recheck: time.Second}, nil // report the new nodes once Ready; the runtime stays Ready
+		}
+	}
+	if r.Client != nil {
+		after, err := r.usage(ctx, rt)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if rt.DeletionRequestedAt == nil && after > 0 && (recheck == 0 || after < recheck) {
+			recheck = after
+		}
+	}
+	return reconcile.Result{Recheck: recheck}, nil
 }
 
 // Finalize stops and removes a local cluster; bring-your-own clusters are left untouched.

@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -90,7 +91,9 @@ type recentApply struct {
 	since time.Time
 }
 
-// Reconcile implements reconcile.Reconciler.
+// Reconcile implements reconcile.Reconciler: it decides the instance's placements (its pinned runtime,
+// or where its placement puts it, provisioning runtimes from profiles), rolls the definition out on each,
+// and removes it from runtimes it no longer uses.
 func (r *InstanceReconciler) Reconcile(ctx context.Context, inst *client.WorkloadInstance) (reconcile.Result, error) {
 	// The definition is used whatever its phase: it is Reconciling while its instances roll it out.
 	def, err := r.deps().definitions.Get(ctx, inst.Spec.DefinitionID)
@@ -100,15 +103,33 @@ func (r *InstanceReconciler) Reconcile(ctx context.Context, inst *client.Workloa
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("get workload_definition: %w", err)
 	}
-	rt, cl, err := r.connect(ctx, inst, false)
+	targets, err := r.targets(ctx, inst, desiredReplicas(def, inst))
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	inst.Status.Namespace = Namespace(inst)
+	inst.Status.DefinitionGeneration = def.Generation
+	var out outcomes
+	var placements []client.PlacementStatus
+	for _, t := range targets {
+		ps := r.place(ctx, def, inst, t, &out)
+		placements = append(placements, ps)
+	}
+	placements = append(placements, r.leave(ctx, inst, targets, &out)...)
+	inst.Status.Placements = placements
+	summarize(inst)
+	return out.result(inst)
+}
+
+// rollout applies the definition on one runtime and reports its health there.
+func (r *InstanceReconciler) rollout(ctx context.Context, def *client.WorkloadDefinition, inst *client.WorkloadInstance, rt *client.KubernetesRuntime, cl *kube.Cluster, ps *client.PlacementStatus) (reconcile.Result, error) {
 	renderer := r.Renderer
 	if renderer == nil {
 		renderer = defaultRenderer
 	}
-	objs, err := renderer.Render(ctx, def, inst, rt.Status.Version)
+	view := *inst
+	view.Spec.Replicas = &ps.Replicas
+	objs, err := renderer.Render(ctx, def, &view, rt.Status.Version)
 	if err != nil {
 		var fe *FetchError
 		if errors.As(err, &fe) {
@@ -117,42 +138,40 @@ func (r *InstanceReconciler) Reconcile(ctx context.Context, inst *client.Workloa
 		return reconcile.Result{}, reconcile.Terminal(fmt.Errorf("render workload_definition %q: %w", def.Name, err))
 	}
 
-	ns := Namespace(inst)
-	previous := refsOf(inst.Status.Objects)
-	owner := kube.Owner{InstanceID: inst.ID, Namespace: ns, Previous: previous, Adopt: inst.Spec.Adopt, ClusterScoped: def.Spec.ClusterScoped}
-	inst.Status.Namespace = ns
+	key := inst.ID + "/" + rt.ID
+	previous := refsOf(ps.Objects)
+	owner := kube.Owner{InstanceID: inst.ID, Namespace: Namespace(inst), Previous: previous, Adopt: inst.Spec.Adopt, ClusterScoped: def.Spec.ClusterScoped}
 	hash := desiredHash(rt.ID, objs)
-	applied, fresh := r.recentlyApplied(inst.ID, hash)
+	applied, fresh := r.recentlyApplied(key, hash)
 	if !fresh {
 		// The drift check: when the cluster's cache shows every object as the apply would leave it
 		// (and nothing to prune), there is nothing to apply.
 		if refs, ok := kube.InSync(ctx, cl, owner, objs); ok && sameRefs(refs, previous) {
 			applied = refs
-		} else if applied, err = r.apply(ctx, cl, inst, owner, objs); err != nil {
-			r.forget(inst.ID)
+		} else if applied, err = r.apply(ctx, cl, inst, ps, owner, objs); err != nil {
+			r.forget(key)
 			return reconcile.Result{}, err
 		}
 	}
 
-	inst.Status.DefinitionGeneration = def.Generation
 	// Everything was applied (or found in sync) just now or moments ago (fresh): existence needs no
 	// second look.
 	rep := kube.HealthWith(ctx, cl, applied, kube.HealthOptions{AssumeExist: true, Cached: true})
-	inst.Status.Objects = rep.Objects
-	inst.Status.Replicas = rep.Replicas
-	inst.Status.ReadyReplicas = rep.ReadyReplicas
-	inst.Status.AvailableReplicas = rep.AvailableReplicas
+	ps.Objects = rep.Objects
+	ps.Replicas = rep.Replicas
+	ps.ReadyReplicas = rep.ReadyReplicas
+	ps.AvailableReplicas = rep.AvailableReplicas
 	if !rep.Ready {
 		nr := rep.NotReady()
-		inst.Status.Message = fmt.Sprintf("%s %q is not ready: %s", nr.Kind, nr.Name, nr.Message)
+		ps.Message = fmt.Sprintf("%s %q is not ready: %s", nr.Kind, nr.Name, nr.Message)
 		if missing(rep) {
-			r.forget(inst.ID)
+			r.forget(key)
 		} else if !fresh {
-			r.remember(inst.ID, hash, applied)
+			r.remember(key, hash, applied)
 		}
-		return reconcile.Result{RequeueAfter: r.pollAfter(inst.ID), Stalled: r.stall(inst.ID, hash, rep)}, nil
+		return reconcile.Result{RequeueAfter: r.pollAfter(key), Stalled: r.stall(key, hash, rep)}, nil
 	}
-	r.forget(inst.ID)
+	r.forget(key)
 	return reconcile.Result{}, nil
 }
 
@@ -190,12 +209,12 @@ func (r *InstanceReconciler) stall(id, hash string, rep kube.HealthReport) *reco
 }
 
 // apply applies the rendered objects, records drift, and prunes what is no longer rendered.
-func (r *InstanceReconciler) apply(ctx context.Context, cl *kube.Cluster, inst *client.WorkloadInstance, owner kube.Owner, objs []*unstructured.Unstructured) ([]kube.AppliedRef, error) {
+func (r *InstanceReconciler) apply(ctx context.Context, cl *kube.Cluster, inst *client.WorkloadInstance, ps *client.PlacementStatus, owner kube.Owner, objs []*unstructured.Unstructured) ([]kube.AppliedRef, error) {
 	applied, err := kube.Apply(ctx, cl, owner, objs)
 	if err != nil {
 		// Record what is in the cluster now (what this apply reached, plus what was there before), so
 		// that status tells the truth and a later prune or delete finds everything.
-		inst.Status.Objects = unknownHealth(mergeRefs(applied, owner.Previous))
+		ps.Objects = unknownHealth(mergeRefs(applied, owner.Previous))
 		if kube.IsInvalid(err) || kube.IsOwnershipConflict(err) {
 			return nil, reconcile.Terminal(fmt.Errorf("apply: %w", err))
 		}
@@ -208,7 +227,7 @@ func (r *InstanceReconciler) apply(ctx context.Context, cl *kube.Cluster, inst *
 			reconcile.Eventf(ctx, client.EventNormal, ReasonPruned, "deleted %s (no longer rendered)", p)
 		}
 		if err != nil {
-			inst.Status.Objects = unknownHealth(mergeRefs(applied, owner.Previous))
+			ps.Objects = unknownHealth(mergeRefs(applied, owner.Previous))
 			return nil, fmt.Errorf("prune: %w", err)
 		}
 	}
@@ -285,10 +304,12 @@ func missing(rep kube.HealthReport) bool {
 	return false
 }
 
-// Finalize implements reconcile.Finalizer: it deletes everything the instance applied and waits until it
-// is gone. An instance whose runtime no longer exists has nothing left to clean up; one deleted with
-// orphan abandons its objects. When the runtime cannot be reached for CleanupGrace after the deletion
-// was asked for, the status says so and names the way out (orphan) and what would be left behind.
+// Finalize implements reconcile.Finalizer: it deletes everything the instance applied, on every runtime
+// it is placed on, and waits until it is gone. A runtime that no longer exists has nothing left to clean
+// up; a deletion with orphan abandons the objects. When a runtime cannot be reached for CleanupGrace
+// after the deletion was asked for, the status says so and names the way out (orphan) and what would
+// be left behind. Runtimes provisioned for the instance stay: they belong to their profile, which
+// reclaims them when idle.
 func (r *InstanceReconciler) Finalize(ctx context.Context, inst *client.WorkloadInstance) (reconcile.Result, error) {
 	if inst.DeletionOrphan {
 		if len(inst.Status.Objects) > 0 {
@@ -296,25 +317,53 @@ func (r *InstanceReconciler) Finalize(ctx context.Context, inst *client.Workload
 		}
 		return reconcile.Result{}, nil
 	}
-	_, cl, err := r.connect(ctx, inst, true)
+	var firstErr error
+	pending := false
+	var left []client.PlacementStatus
+	for _, ps := range currentPlacements(inst) {
+		done, err := r.cleanup(ctx, inst, ps)
+		switch {
+		case err != nil:
+			r.cleanupBlocked(inst, err)
+			firstErr = cmp.Or(firstErr, err)
+			left = append(left, ps)
+		case !done:
+			pending = true
+			left = append(left, ps)
+		}
+	}
+	inst.Status.Placements = left
+	summarize(inst)
+	if firstErr != nil {
+		return reconcile.Result{}, firstErr
+	}
+	if pending {
+		return reconcile.Result{RequeueAfter: r.pollInterval()}, nil
+	}
+	return reconcile.Result{}, nil
+}
+
+// cleanup deletes what the instance applied on one runtime. It reports done when nothing is left (or
+// the runtime is gone), and not done while objects are still going away.
+func (r *InstanceReconciler) cleanup(ctx context.Context, inst *client.WorkloadInstance, ps client.PlacementStatus) (bool, error) {
+	_, cl, err := r.connect(ctx, ps.RuntimeID, true)
 	if client.IsNotFound(err) {
-		return reconcile.Result{}, nil
+		return true, nil
 	}
 	if err != nil {
-		r.cleanupBlocked(inst, err)
-		return reconcile.Result{}, err
+		return false, err
 	}
-	owner := kube.Owner{InstanceID: inst.ID, Namespace: Namespace(inst), Previous: refsOf(inst.Status.Objects)}
+	owner := kube.Owner{InstanceID: inst.ID, Namespace: Namespace(inst), Previous: refsOf(ps.Objects)}
 	err = kube.DeleteAll(ctx, cl, owner)
 	if errors.Is(err, kube.ErrStillPresent) {
 		inst.Status.Message = err.Error()
-		return reconcile.Result{RequeueAfter: r.pollInterval()}, nil
+		return false, nil
 	}
 	if err != nil {
-		r.cleanupBlocked(inst, err)
-		return reconcile.Result{}, fmt.Errorf("delete applied objects: %w", err)
+		return false, fmt.Errorf("delete applied objects on kubernetes_runtime %q: %w", ps.Runtime, err)
 	}
-	return reconcile.Result{}, nil
+	r.forget(inst.ID + "/" + ps.RuntimeID)
+	return true, nil
 }
 
 // Condition types and event reasons of deletion.
@@ -357,27 +406,27 @@ func (r *InstanceReconciler) pollInterval() time.Duration {
 	return 2 * time.Second
 }
 
-// connect fetches the instance's runtime and connects to its cluster. A runtime that is not Ready gives
-// a WaitError, and a Failed one a Terminal error with its reason (reconcile.Deps.RequireReady). Cleanup
-// may use a runtime being deleted (its cluster is still there until its own finalizer runs, which waits
-// for its dependents), and gets the client's not-found error when the runtime is gone.
-func (r *InstanceReconciler) connect(ctx context.Context, inst *client.WorkloadInstance, cleanup bool) (*client.KubernetesRuntime, *kube.Cluster, error) {
+// connect fetches a runtime and connects to its cluster. A runtime that is not Ready gives a WaitError,
+// and a Failed one a Terminal error with its reason (reconcile.Deps.RequireReady). Cleanup may use a
+// runtime being deleted (its cluster is still there until its own finalizer runs, which waits for its
+// dependents), and gets the client's not-found error when the runtime is gone.
+func (r *InstanceReconciler) connect(ctx context.Context, runtimeID string, cleanup bool) (*client.KubernetesRuntime, *kube.Cluster, error) {
 	var rt *client.KubernetesRuntime
 	var err error
 	if cleanup {
-		rt, err = r.deps().runtimes.Get(ctx, inst.Spec.RuntimeID)
+		rt, err = r.deps().runtimes.Get(ctx, runtimeID)
 		if err == nil && rt.Status.Phase != client.PhaseReady && rt.Status.Phase != client.PhaseDeleting {
 			err = reconcile.Wait(fmt.Sprintf("kubernetes_runtime %q", rt.Name), string(rt.Status.Phase), "KubernetesRuntimeNotReady", 5*time.Second)
 		}
 	} else {
-		rt, err = r.deps().runtimes.RequireReady(ctx, inst.Spec.RuntimeID)
+		rt, err = r.deps().runtimes.RequireReady(ctx, runtimeID)
 	}
 	if err != nil {
-		return nil, nil, err
+		return rt, nil, err
 	}
 	cl, err := r.Connector.Connect(ctx, rt)
 	if err != nil {
-		return nil, nil, err
+		return rt, nil, err
 	}
 	return rt, cl, nil
 }

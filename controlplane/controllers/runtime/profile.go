@@ -1,0 +1,30 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
+)
+
+// ProfileReconciler reconciles runtime_profiles: a profile is a recipe, Ready once written, whose status
+// counts the runtimes provisioned from it. The runtimes it owns outlive it by the owner grace, unless
+// something is placed on them.
+type ProfileReconciler struct {
+	// Client lists the runtimes provisioned from each profile.
+	Client *client.Client
+}
+
+// Reconcile counts the profile's runtimes.
+func (r *ProfileReconciler) Reconcile(ctx context.Context, p *client.RuntimeProfile) (reconcile.Result, error) {
+	n := 0
+	for _, err := range r.Client.KubernetesRuntimes().All(ctx, client.ListOptions{LabelSelector: client.LabelProfile + "=" + p.Name}) {
+		if err != nil {
+			return reconcile.Result{}, fmt.Errorf("list runtimes provisioned from the profile: %w", err)
+		}
+		n++
+	}
+	p.Status.Runtimes = n
+	return reconcile.Result{}, nil
+}

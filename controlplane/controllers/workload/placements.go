@@ -1,0 +1,272 @@
+package workload
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/placement"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
+)
+
+// Event reasons of placement.
+const (
+	// ReasonProvisioning is the event reason of a runtime provisioned from a profile for a placement.
+	ReasonProvisioning = "ProvisioningRuntime"
+	// ReasonFailover is the event reason of a placement moved off an unreachable runtime.
+	ReasonFailover = "FailedOver"
+	// ReasonMovedOff is the event reason of a runtime the instance no longer runs on, cleaned up.
+	ReasonMovedOff = "MovedOff"
+)
+
+// targets returns where the instance should run: its pinned runtime, or its placement's decision, after
+// provisioning the runtimes the decision asks for.
+func (r *InstanceReconciler) targets(ctx context.Context, inst *client.WorkloadInstance, replicas int32) ([]placement.Target, error) {
+	if inst.Spec.Placement == nil {
+		return []placement.Target{{Runtime: &placement.Runtime{ID: inst.Spec.RuntimeID}, Replicas: replicas}}, nil
+	}
+	in := placement.Input{Placement: inst.Spec.Placement, Replicas: replicas, Current: inst.Status.Placements, Now: time.Now()}
+	for rt, err := range r.Client.KubernetesRuntimes().All(ctx, client.ListOptions{}) {
+		if err != nil {
+			return nil, fmt.Errorf("list kubernetes_runtimes: %w", err)
+		}
+		in.Runtimes = append(in.Runtimes, placement.FromObject(rt))
+	}
+	for p, err := range r.Client.RuntimeProfiles().All(ctx, client.ListOptions{}) {
+		if err != nil {
+			return nil, fmt.Errorf("list runtime_profiles: %w", err)
+		}
+		if p.DeletionRequestedAt == nil {
+			in.Profiles = append(in.Profiles, placement.Profile{ID: p.ID, Name: p.Name, Spec: p.Spec})
+		}
+	}
+	targets := placement.Decide(in)
+	for i := range targets {
+		t := &targets[i]
+		if t.Replaces != "" {
+			reconcile.Eventf(ctx, client.EventWarning, ReasonFailover, "kubernetes_runtime %q in %q has been unreachable longer than %s; moving its %d replicas",
+				t.Replaces, t.Region, inst.Spec.Placement.Failover.Toleration(), t.Replicas)
+		}
+		if t.Provision == nil {
+			continue
+		}
+		rt, err := r.provision(ctx, inst, t.Provision)
+		if err != nil {
+			return nil, err
+		}
+		t.Runtime = &placement.Runtime{ID: rt.ID, Name: rt.Name, Region: t.Region, Profile: t.Provision.Profile.Name}
+	}
+	return targets, nil
+}
+
+// provision creates a runtime from a profile for the instance's placement. The runtime is owned by the
+// profile (it outlives the instance, and is reclaimed when idle if the profile says so), and labelled
+// with the profile, the region and the instance it was first provisioned for.
+func (r *InstanceReconciler) provision(ctx context.Context, inst *client.WorkloadInstance, p *placement.Provision) (*client.KubernetesRuntime, error) {
+	spec := p.Profile.Spec
+	labels := maps.Clone(spec.RuntimeLabels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[client.LabelProfile] = p.Profile.Name
+	labels[client.LabelRegion] = p.Region
+	labels[client.LabelProvisionedFor] = inst.Name
+	rt := &client.KubernetesRuntime{
+		Meta: client.Meta{Name: p.Name, Labels: labels, Owners: []client.ObjectRef{{Kind: client.KindRuntimeProfile, ID: p.Profile.ID, Name: p.Profile.Name}}},
+		Spec: client.KubernetesRuntimeSpec{Provider: spec.Provider, Region: p.Region, Nodes: spec.Nodes, MinNodes: spec.MinNodes, MaxNodes: spec.MaxNodes,
+			KubernetesVersion: spec.KubernetesVersion},
+	}
+	created, err := r.Client.KubernetesRuntimes().Create(ctx, rt)
+	if client.IsConflict(err) {
+		// Another instance provisioned it a moment ago: the next decision finds it.
+		return nil, fmt.Errorf("kubernetes_runtime %q was just created by another placement; deciding again: %w", p.Name, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("provision kubernetes_runtime %q from runtime_profile %q: %w", p.Name, p.Profile.Name, err)
+	}
+	reconcile.Eventf(ctx, client.EventNormal, ReasonProvisioning, "provisioning kubernetes_runtime %q in %q from runtime_profile %q: no matching runtime there",
+		created.Name, p.Region, p.Profile.Name)
+	ev := client.Event{Type: client.EventNormal, Reason: "Provisioned", Source: "controller/" + client.KindWorkloadInstance,
+		Message: fmt.Sprintf("provisioned from runtime_profile %q for workload_instance %q: its placement needs a runtime in %q and none matched", p.Profile.Name, inst.Name, p.Region)}
+	if err := r.Client.KubernetesRuntimes().RecordEvent(ctx, created.ID, ev); err != nil && !client.IsNotFound(err) {
+		reconcile.Logger(ctx).Warn("record provisioning event", "runtime", created.Name, "err", err)
+	}
+	return created, nil
+}
+
+// outcomes gathers the placements' results into the instance's.
+type outcomes struct {
+	terminal, err, wait error
+	requeue             time.Duration
+	stall               *reconcile.Stall
+	notReady            string
+}
+
+func (o *outcomes) add(where string, res reconcile.Result, err error) {
+	var we *reconcile.WaitError
+	switch {
+	case err == nil:
+		if res.RequeueAfter > 0 && (o.requeue == 0 || res.RequeueAfter < o.requeue) {
+			o.requeue = res.RequeueAfter
+		}
+		if res.Stalled != nil && o.stall == nil {
+			s := *res.Stalled
+			s.Message = where + s.Message
+			o.stall = &s
+		}
+	case reconcile.IsTerminal(err):
+		if o.terminal == nil {
+			o.terminal = reconcile.Terminal(fmt.Errorf("%s%w", where, err))
+		}
+	case errors.As(err, &we):
+		if o.wait == nil {
+			o.wait = err
+		}
+	default:
+		if o.err == nil {
+			o.err = fmt.Errorf("%s%w", where, err)
+		}
+	}
+}
+
+// result is the instance's outcome: a Failed placement fails it, then errors retry, then it waits on a
+// runtime, then it polls rollouts; Ready when every placement is.
+func (o *outcomes) result(inst *client.WorkloadInstance) (reconcile.Result, error) {
+	switch {
+	case o.terminal != nil:
+		return reconcile.Result{}, o.terminal
+	case o.err != nil:
+		return reconcile.Result{}, o.err
+	case o.wait != nil:
+		return reconcile.Result{}, o.wait
+	case o.requeue > 0:
+		inst.Status.Message = o.notReady
+		return reconcile.Result{RequeueAfter: o.requeue, Stalled: o.stall}, nil
+	}
+	return reconcile.Result{}, nil
+}
+
+// place rolls the definition out on one target and returns the placement's status.
+func (r *InstanceReconciler) place(ctx context.Context, def *client.WorkloadDefinition, inst *client.WorkloadInstance, t placement.Target, out *outcomes) client.PlacementStatus {
+	ps := client.PlacementStatus{Region: t.Region, Replicas: t.Replicas, Phase: client.PhasePending}
+	if t.Provision != nil {
+		ps.Profile = t.Provision.Profile.Name
+	}
+	if t.Runtime == nil {
+		ps.Message = t.Problem
+		out.add("", reconcile.Result{}, reconcile.Wait(fmt.Sprintf("a runtime in region %q", t.Region), "none matches: "+t.Problem, "NoRuntimeForPlacement", 30*time.Second))
+		return ps
+	}
+	ps.RuntimeID, ps.Runtime = t.Runtime.ID, t.Runtime.Name
+	if ps.Profile == "" {
+		ps.Profile = t.Runtime.Profile
+	}
+	for _, cur := range inst.Status.Placements {
+		if cur.RuntimeID == ps.RuntimeID {
+			ps.Objects = cur.Objects
+			ps.Profile = cmp.Or(ps.Profile, cur.Profile)
+		}
+	}
+	if inst.Spec.Placement == nil && len(inst.Status.Placements) == 0 {
+		ps.Objects = inst.Status.Objects // written before placements existed
+	}
+	rt, cl, err := r.connect(ctx, ps.RuntimeID, false)
+	if rt != nil {
+		ps.Runtime = rt.Name
+		ps.Region = cmp.Or(rt.Spec.Region, rt.Status.Region, ps.Region)
+	}
+	where := ""
+	if inst.Spec.Placement != nil {
+		where = fmt.Sprintf("on kubernetes_runtime %q: ", ps.Runtime)
+	}
+	if err != nil {
+		ps.Message = err.Error()
+		if reconcile.IsTerminal(err) {
+			ps.Phase = client.PhaseFailed
+		}
+		out.add(where, reconcile.Result{}, err)
+		return ps
+	}
+	ps.Phase = client.PhaseReconciling
+	res, err := r.rollout(ctx, def, inst, rt, cl, &ps)
+	switch {
+	case err != nil:
+		ps.Message = err.Error()
+		if reconcile.IsTerminal(err) {
+			ps.Phase = client.PhaseFailed
+		}
+	case res.RequeueAfter == 0:
+		ps.Phase, ps.Message = client.PhaseReady, ""
+	default:
+		if out.notReady == "" {
+			out.notReady = where + ps.Message
+		}
+	}
+	out.add(where, res, err)
+	return ps
+}
+
+// leave removes the instance from runtimes it is placed on but no longer should be (moved regions, a
+// failover, a pinned runtime changed). A runtime that cannot be reached keeps its placement, phase
+// Deleting, until it answers again or is deleted; it does not keep the instance from being Ready.
+func (r *InstanceReconciler) leave(ctx context.Context, inst *client.WorkloadInstance, targets []placement.Target, out *outcomes) []client.PlacementStatus {
+	keep := map[string]bool{}
+	for _, t := range targets {
+		if t.Runtime != nil {
+			keep[t.Runtime.ID] = true
+		}
+	}
+	var left []client.PlacementStatus
+	for _, ps := range currentPlacements(inst) {
+		if keep[ps.RuntimeID] || ps.RuntimeID == "" {
+			continue
+		}
+		done, err := r.cleanup(ctx, inst, ps)
+		if done {
+			reconcile.Eventf(ctx, client.EventNormal, ReasonMovedOff, "removed from kubernetes_runtime %q: the placement no longer uses it", ps.Runtime)
+			continue
+		}
+		ps.Phase = client.PhaseDeleting
+		ps.Message = "moving off: objects still going away"
+		if err != nil {
+			ps.Message = fmt.Sprintf("moving off: its objects will be deleted when it answers again (%v)", err)
+			var we *reconcile.WaitError
+			if !kube.Transient(err) && !errors.As(err, &we) {
+				out.add("", reconcile.Result{}, err)
+			}
+		} else {
+			out.add("", reconcile.Result{RequeueAfter: r.pollInterval()}, nil)
+		}
+		left = append(left, ps)
+	}
+	return left
+}
+
+// currentPlacements returns the instance's placements, or for an instance written before placements
+// existed, its pinned runtime with the objects it applied.
+func currentPlacements(inst *client.WorkloadInstance) []client.PlacementStatus {
+	if len(inst.Status.Placements) > 0 || inst.Spec.RuntimeID == "" {
+		return inst.Status.Placements
+	}
+	return []client.PlacementStatus{{RuntimeID: inst.Spec.RuntimeID, Objects: inst.Status.Objects}}
+}
+
+// summarize sums the placements into the instance's top-level status.
+func summarize(inst *client.WorkloadInstance) {
+	st := &inst.Status
+	st.Replicas, st.ReadyReplicas, st.AvailableReplicas, st.Objects = 0, 0, 0, nil
+	for _, ps := range st.Placements {
+		if ps.Phase == client.PhaseDeleting {
+			continue
+		}
+		st.Replicas += ps.Replicas
+		st.ReadyReplicas += ps.ReadyReplicas
+		st.AvailableReplicas += ps.AvailableReplicas
+		st.Objects = append(st.Objects, ps.Objects...)
+	}
+}
