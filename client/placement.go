@@ -176,8 +176,8 @@ func validateRuntimeProfile(s *RuntimeProfileSpec) []FieldError {
 		fe.add("spec.runtime_"+e.Field, "%s", e.Message)
 	}
 	if s.ReclaimAfter != "" {
-		if d, err := time.ParseDuration(s.ReclaimAfter); err != nil || d < time.Minute {
-			fe.add("spec.reclaim_after", "must be a duration of at least 1m such as \"30m\", not %q", s.ReclaimAfter)
+		if d, err := time.ParseDuration(s.ReclaimAfter); err != nil || d <= 0 {
+			fe.add("spec.reclaim_after", "must be a positive duration such as \"30m\", not %q", s.ReclaimAfter)
 		}
 	}
 	return fe

@@ -29,14 +29,14 @@ func TestValidateRuntimeProfile(t *testing.T) {
 	require.Equal(t, 4, s.Nodes, "nodes default to min_nodes when that is more than 3")
 
 	errs := check(client.RuntimeProfileSpec{Provider: "eks", Regions: []string{"eu-west", "eu-west", "EU"}, MinNodes: 5, MaxNodes: 2,
-		KubernetesVersion: "1.31", RuntimeLabels: map[string]string{"bad key!": "x"}, ReclaimAfter: "5s"})
+		KubernetesVersion: "1.31", RuntimeLabels: map[string]string{"bad key!": "x"}, ReclaimAfter: "-5s"})
 	require.Contains(t, errs["spec.provider"], "not supported yet")
 	require.Contains(t, errs["spec.regions[1]"], `duplicate region "eu-west"`)
 	require.Contains(t, errs["spec.regions[2]"], "lower case")
 	require.Contains(t, errs["spec.min_nodes"], "must not exceed max_nodes")
 	require.Contains(t, errs["spec.kubernetes_version"], "v1.31")
 	require.Contains(t, errs[`spec.runtime_labels["bad key!"]`], "key")
-	require.Contains(t, errs["spec.reclaim_after"], "at least 1m")
+	require.Contains(t, errs["spec.reclaim_after"], "positive duration")
 	require.Contains(t, check(client.RuntimeProfileSpec{Provider: "local"})["spec.regions"], "at least one region")
 }
 

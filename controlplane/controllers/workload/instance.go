@@ -128,7 +128,10 @@ func (r *InstanceReconciler) rollout(ctx context.Context, def *client.WorkloadDe
 		renderer = defaultRenderer
 	}
 	view := *inst
-	view.Spec.Replicas = &ps.Replicas
+	if p := inst.Spec.Placement; p != nil && p.Replicas != nil && p.Replicas.Mode == client.ReplicasWeighted {
+		share := ps.Replicas // this placement's share of the instance's replicas
+		view.Spec.Replicas = &share
+	}
 	objs, err := renderer.Render(ctx, def, &view, rt.Status.Version)
 	if err != nil {
 		var fe *FetchError
