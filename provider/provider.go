@@ -142,6 +142,7 @@ func (p *qleetProvider) Resources(context.Context) []func() resource.Resource {
 		kubernetesRuntimeKind.resource,
 		workloadDefinitionKind.resource,
 		workloadInstanceKind.resource,
+		runtimeProfileKind.resource,
 	}
 }
 
@@ -150,6 +151,7 @@ func (p *qleetProvider) DataSources(context.Context) []func() datasource.DataSou
 		kubernetesRuntimeKind.dataSource, kubernetesRuntimeKind.listDataSource,
 		workloadDefinitionKind.dataSource, workloadDefinitionKind.listDataSource,
 		workloadInstanceKind.dataSource, workloadInstanceKind.listDataSource,
+		runtimeProfileKind.dataSource, runtimeProfileKind.listDataSource,
 	}
 }
 

@@ -5,10 +5,12 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	rschema "github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -26,6 +28,146 @@ type workloadInstanceModel struct {
 	Env          types.Map    `tfsdk:"env"`
 	Images       types.Map    `tfsdk:"images"`
 	Adopt        types.Bool   `tfsdk:"adopt"`
+	Placement    types.Object `tfsdk:"placement"`
+}
+
+// placementModel is qleet_workload_instance.placement.
+type placementModel struct {
+	Regions            types.List   `tfsdk:"regions"`
+	RuntimeSelector    types.Map    `tfsdk:"runtime_selector"`
+	Spread             types.String `tfsdk:"spread"`
+	Runtimes           types.Int64  `tfsdk:"runtimes"`
+	ReplicasMode       types.String `tfsdk:"replicas_mode"`
+	Weights            types.Map    `tfsdk:"weights"`
+	Failover           types.Bool   `tfsdk:"failover"`
+	FailoverToleration types.Int64  `tfsdk:"failover_toleration_seconds"`
+}
+
+var placementAttributes = map[string]rschema.Attribute{
+	"regions": rschema.ListAttribute{
+		Description: "The regions the instance runs in, e.g. `[\"eu-west\", \"us-east\"]`.",
+		Required:    true,
+		ElementType: types.StringType,
+		Validators:  []validator.List{listvalidator.SizeAtLeast(1), listvalidator.UniqueValues()},
+	},
+	"runtime_selector": rschema.MapAttribute{
+		Description: "Only runtimes (and runtime profiles' runtime_labels) carrying all these labels are used.",
+		Optional:    true,
+		ElementType: types.StringType,
+	},
+	"spread": rschema.StringAttribute{
+		Description: "`region` (one runtime per region, the default) or `runtimes` (`runtimes` runtimes in all, spread over the regions).",
+		Optional:    true,
+		Validators:  []validator.String{stringvalidator.OneOf(client.SpreadRegion, client.SpreadRuntimes)},
+	},
+	"runtimes": rschema.Int64Attribute{
+		Description: "With spread `runtimes`: how many runtimes in all, at least the number of regions.",
+		Optional:    true,
+		Validators:  []validator.Int64{int64validator.Between(1, 64)},
+	},
+	"replicas_mode": rschema.StringAttribute{
+		Description: "`duplicated` (every placement runs all the replicas, the default) or `weighted` (the replicas are split over the regions by `weights`).",
+		Optional:    true,
+		Validators:  []validator.String{stringvalidator.OneOf(client.ReplicasDuplicated, client.ReplicasWeighted)},
+	},
+	"weights": rschema.MapAttribute{
+		Description: "With replicas_mode `weighted`: a positive weight per region, e.g. `{ eu-west = 3, us-east = 1 }`.",
+		Optional:    true,
+		ElementType: types.Int64Type,
+	},
+	"failover": rschema.BoolAttribute{
+		Description: "Move a placement off a runtime that has been unreachable for longer than `failover_toleration_seconds` (default true).",
+		Optional:    true,
+	},
+	"failover_toleration_seconds": rschema.Int64Attribute{
+		Description: "How long a runtime may be unreachable before its replicas move (default 60).",
+		Optional:    true,
+		Validators:  []validator.Int64{int64validator.Between(1, 86400)},
+	},
+}
+
+var placementType = objectTypeOf(placementAttributes)
+
+var placementStatusAttributes = map[string]rschema.Attribute{
+	"runtime_id":     rschema.StringAttribute{Description: "The runtime's ID.", Computed: true},
+	"runtime":        rschema.StringAttribute{Description: "The runtime's name.", Computed: true},
+	"region":         rschema.StringAttribute{Description: "The runtime's region.", Computed: true},
+	"replicas":       rschema.Int64Attribute{Description: "The desired replica count there.", Computed: true},
+	"ready_replicas": rschema.Int64Attribute{Description: "Ready pods there.", Computed: true},
+	"phase":          rschema.StringAttribute{Description: "Pending (waiting for the runtime), Reconciling, Ready, Failed or Deleting (being moved off).", Computed: true},
+	"message":        rschema.StringAttribute{Description: "Why the placement is not Ready.", Computed: true},
+	"profile":        rschema.StringAttribute{Description: "The runtime profile the runtime was provisioned from, if any.", Computed: true},
+}
+
+var placementStatusType = objectTypeOf(placementStatusAttributes)
+
+func placementOf(ctx context.Context, o types.Object) (*client.Placement, diag.Diagnostics) {
+	m, diags := objectOf[placementModel](ctx, o)
+	if m == nil || diags.HasError() {
+		return nil, diags
+	}
+	regions, d := stringsOf(ctx, m.Regions)
+	diags.Append(d...)
+	sel, d := stringMapOf(ctx, m.RuntimeSelector)
+	diags.Append(d...)
+	p := &client.Placement{Regions: regions, RuntimeSelector: sel, Spread: m.Spread.ValueString(), Runtimes: int(m.Runtimes.ValueInt64())}
+	if known(m.ReplicasMode) || known(m.Weights) {
+		p.Replicas = &client.PlacementReplicas{Mode: m.ReplicasMode.ValueString()}
+		if known(m.Weights) {
+			w := map[string]int64{}
+			diags.Append(m.Weights.ElementsAs(ctx, &w, false)...)
+			p.Replicas.Weights = map[string]int{}
+			for k, v := range w {
+				p.Replicas.Weights[k] = int(v)
+			}
+		}
+	}
+	if known(m.Failover) || known(m.FailoverToleration) {
+		p.Failover = &client.Failover{TolerationSeconds: int(m.FailoverToleration.ValueInt64())}
+		if known(m.Failover) {
+			p.Failover.Enabled = m.Failover.ValueBoolPointer()
+		}
+	}
+	return p, diags
+}
+
+func placementValue(ctx context.Context, prior types.Object, p *client.Placement) (types.Object, diag.Diagnostics) {
+	if p == nil {
+		return types.ObjectNull(placementType.AttrTypes), nil
+	}
+	pm, diags := objectOf[placementModel](ctx, prior)
+	if pm == nil {
+		pm = &placementModel{RuntimeSelector: types.MapNull(types.StringType), Weights: types.MapNull(types.Int64Type), Regions: types.ListNull(types.StringType)}
+	}
+	m := placementModel{
+		Regions:            stringListValue(pm.Regions, p.Regions),
+		RuntimeSelector:    stringMapValue(pm.RuntimeSelector, p.RuntimeSelector),
+		Spread:             stringValue(pm.Spread, p.Spread),
+		Runtimes:           int64Value(pm.Runtimes, int64(p.Runtimes)),
+		ReplicasMode:       types.StringNull(),
+		Weights:            types.MapNull(types.Int64Type),
+		Failover:           types.BoolNull(),
+		FailoverToleration: types.Int64Null(),
+	}
+	if r := p.Replicas; r != nil {
+		m.ReplicasMode = stringValue(pm.ReplicasMode, r.Mode)
+		if len(r.Weights) > 0 {
+			w := map[string]attr.Value{}
+			for k, v := range r.Weights {
+				w[k] = types.Int64Value(int64(v))
+			}
+			m.Weights = types.MapValueMust(types.Int64Type, w)
+		}
+	}
+	if f := p.Failover; f != nil {
+		if f.Enabled != nil {
+			m.Failover = types.BoolValue(*f.Enabled)
+		}
+		m.FailoverToleration = int64Value(pm.FailoverToleration, int64(f.TolerationSeconds))
+	}
+	v, d := objectValue(ctx, placementType, &m)
+	diags.Append(d...)
+	return v, diags
 }
 
 var appliedObjectAttributes = map[string]rschema.Attribute{
@@ -52,9 +194,16 @@ var workloadInstanceKind = &kind[client.WorkloadInstanceSpec, client.WorkloadIns
 			Validators:  []validator.String{stringvalidator.LengthAtLeast(1)},
 		},
 		"runtime_id": rschema.StringAttribute{
-			Description: "The ID of the qleet_kubernetes_runtime to run it on.",
-			Required:    true,
-			Validators:  []validator.String{stringvalidator.LengthAtLeast(1)},
+			Description: "The ID of the qleet_kubernetes_runtime to pin the instance to; it never fails over. Exactly one of runtime_id and placement is set.",
+			Optional:    true,
+			Validators:  []validator.String{stringvalidator.LengthAtLeast(1), stringvalidator.ExactlyOneOf(path.MatchRoot("runtime_id"), path.MatchRoot("placement"))},
+		},
+		"placement": rschema.SingleNestedAttribute{
+			Description: "Where the instance runs when it is not pinned: regions, a runtime selector, how many runtimes and how the " +
+				"replicas are split. Matching Ready runtimes are used first; in a region with none, a runtime is provisioned from the " +
+				"best matching qleet_runtime_profile and the instance is deployed once it is up. Create returns when every placement is Ready.",
+			Optional:   true,
+			Attributes: placementAttributes,
 		},
 		"namespace": rschema.StringAttribute{
 			Description: "The Kubernetes namespace, a DNS-1123 label. When unset the controller derives it from the instance name; status.namespace tells which.",
@@ -95,12 +244,20 @@ var workloadInstanceKind = &kind[client.WorkloadInstanceSpec, client.WorkloadIns
 			Computed:     true,
 			NestedObject: rschema.NestedAttributeObject{Attributes: appliedObjectAttributes},
 		},
+		"placements": rschema.ListNestedAttribute{
+			Description:  "The runtimes the instance runs on (one for a pinned runtime), each with its region, replicas and phase.",
+			Computed:     true,
+			NestedObject: rschema.NestedAttributeObject{Attributes: placementStatusAttributes},
+		},
 	},
 	toSpec: func(ctx context.Context, m *workloadInstanceModel) (client.WorkloadInstanceSpec, diag.Diagnostics) {
 		env, diags := stringMapOf(ctx, m.Env)
 		images, d := stringMapOf(ctx, m.Images)
 		diags.Append(d...)
+		placement, d := placementOf(ctx, m.Placement)
+		diags.Append(d...)
 		return client.WorkloadInstanceSpec{
+			Placement:    placement,
 			DefinitionID: m.DefinitionID.ValueString(),
 			RuntimeID:    m.RuntimeID.ValueString(),
 			Namespace:    m.Namespace.ValueString(),
@@ -110,15 +267,17 @@ var workloadInstanceKind = &kind[client.WorkloadInstanceSpec, client.WorkloadIns
 			Adopt:        m.Adopt.ValueBool(),
 		}, diags
 	},
-	fromSpec: func(_ context.Context, s *client.WorkloadInstanceSpec, m *workloadInstanceModel) diag.Diagnostics {
+	fromSpec: func(ctx context.Context, s *client.WorkloadInstanceSpec, m *workloadInstanceModel) diag.Diagnostics {
 		m.DefinitionID = types.StringValue(s.DefinitionID)
-		m.RuntimeID = types.StringValue(s.RuntimeID)
+		m.RuntimeID = stringValue(m.RuntimeID, s.RuntimeID)
+		var diags diag.Diagnostics
+		m.Placement, diags = placementValue(ctx, m.Placement, s.Placement)
 		m.Namespace = stringValue(m.Namespace, s.Namespace)
 		m.Replicas = int32PtrValue(s.Replicas)
 		m.Env = stringMapValue(m.Env, envMap(s.Env))
 		m.Images = stringMapValue(m.Images, s.Images)
 		m.Adopt = boolValue(m.Adopt, s.Adopt)
-		return nil
+		return diags
 	},
 	statusValues: func(t *client.WorkloadInstanceStatus) attrValues {
 		objs := make([]attr.Value, len(t.Objects))
@@ -132,7 +291,21 @@ var workloadInstanceKind = &kind[client.WorkloadInstanceSpec, client.WorkloadIns
 				"message":     types.StringValue(o.Message),
 			})
 		}
+		placements := make([]attr.Value, len(t.Placements))
+		for i, p := range t.Placements {
+			placements[i] = types.ObjectValueMust(placementStatusType.AttrTypes, map[string]attr.Value{
+				"runtime_id":     types.StringValue(p.RuntimeID),
+				"runtime":        types.StringValue(p.Runtime),
+				"region":         types.StringValue(p.Region),
+				"replicas":       types.Int64Value(int64(p.Replicas)),
+				"ready_replicas": types.Int64Value(int64(p.ReadyReplicas)),
+				"phase":          types.StringValue(string(p.Phase)),
+				"message":        types.StringValue(p.Message),
+				"profile":        types.StringValue(p.Profile),
+			})
+		}
 		return attrValues{
+			"placements":         types.ListValueMust(placementStatusType, placements),
 			"namespace":          types.StringValue(t.Namespace),
 			"replicas":           types.Int64Value(int64(t.Replicas)),
 			"ready_replicas":     types.Int64Value(int64(t.ReadyReplicas)),
