@@ -77,13 +77,13 @@ RC
   mkdir -p "$demo/tf"
   cp "$root"/examples/quickstart/*.tf "$demo/tf/"
 
-  say "terraform apply examples/quickstart (a local kubesim runtime, a workload definition with autoscaling, an instance)"
+  say "terraform apply examples/quickstart (a runtime profile, a definition with autoscaling, and an instance placed in two regions: two kubesim clusters are provisioned)"
   say "waiting for the controllers to report each object reconciled; the local cluster takes a few seconds to start"
   tf apply -auto-approve -input=false
 
   export QLEET_ENDPOINT="$endpoint" QLEET_TOKEN="$(cat "$demo/data/admin.token")" QLEET_DATA_DIR="$demo/data"
   say "objects in the control plane"
-  for k in kubernetes_runtimes workload_definitions workload_instances; do
+  for k in runtime_profiles kubernetes_runtimes workload_definitions workload_instances; do
     echo "--- $k"; "$bin/qleet" get "$k"
   done
   for inst in $("$bin/qleet" get workload_instances -o json | sed -n 's/^    "name": "\(.*\)",$/\1/p'); do

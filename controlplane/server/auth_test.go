@@ -62,9 +62,10 @@ func TestRoleRouteMatrix(t *testing.T) {
 		{http.MethodGet, "/v1/tokens", "", tokens},
 		{http.MethodPost, "/v1/tokens", `{"name":"","role":"nobody"}`, tokens},
 		{http.MethodDelete, "/v1/tokens/" + missing, "", tokens},
+		{http.MethodGet, "/v1/graph", "", read},
 	}
-	for _, plural := range []string{"kubernetes_runtimes", "workload_definitions", "workload_instances"} {
-		base := "/v1/" + plural
+	for _, ki := range client.Kinds() {
+		base := "/v1/" + ki.Plural
 		obj := base + "/" + missing
 		routes = append(routes,
 			route{http.MethodGet, base, "", read},

@@ -215,6 +215,10 @@ func (g *openapiGen) document() obj {
 		tags = append(tags, obj{"name": ki.Plural, "description": ki.Description})
 		g.kindPaths(ki, paths, errResp, idParam, ifMatch)
 	}
+	paths["/v1/graph"] = obj{"get": obj{"operationId": "graph", "summary": "The dependency graph: objects, and edges from consumers to providers naming the field that makes each", "tags": []string{"graph"},
+		"parameters": []any{param("root", "query", "<kind>/<id or name>: only the objects connected to it (what it depends on and what depends on it, transitively).", false, obj{"type": "string"})},
+		"responses":  obj{"200": response("The graph", g.schema(reflect.TypeOf(client.Graph{}))), "default": errResp}}}
+	tags = append(tags, obj{"name": "graph", "description": "The dependency graph between objects."})
 	tags = append(tags, obj{"name": "health", "description": "Probes, metrics and this document; no token needed."})
 	return obj{
 		"openapi": OpenAPIVersion,

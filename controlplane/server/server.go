@@ -146,6 +146,7 @@ func (s *Server) routes() chi.Router {
 	r.Method(http.MethodGet, "/metrics", metrics)
 	r.Get("/v1/openapi.json", s.serveOpenAPI)
 	r.Route("/v1/tokens", s.tokenRoutes)
+	r.With(s.authenticate, s.require(permRead)).Get("/v1/graph", s.graph)
 
 	r.Route("/v1/{plural}", func(r chi.Router) {
 		r.Use(s.authenticate, s.withKind)

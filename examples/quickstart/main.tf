@@ -1,12 +1,13 @@
-# QleetOS quickstart: a local Kubernetes runtime, a workload definition and an instance of it.
+# QleetOS quickstart: a runtime profile, a workload definition, and an instance of it placed in two
+# regions, with no cluster declared anywhere.
 #
 #   qleet server &                                   # the control plane, in one process
 #   export QLEET_ENDPOINT=http://127.0.0.1:8080
 #   export QLEET_TOKEN=$(cat .qleet/admin.token)
 #   terraform init && terraform apply
 #
-# Apply returns once every object is reconciled: the cluster is up with Ready nodes, and the
-# workload is rolled out with its pods Ready.
+# Apply returns once every object is reconciled: both clusters are up with Ready nodes, and the
+# workload is rolled out in each with its pods Ready.
 
 terraform {
   required_providers {
@@ -19,12 +20,15 @@ terraform {
 # Configured from QLEET_ENDPOINT and QLEET_TOKEN.
 provider "qleet" {}
 
-# A local cluster (kubesim), run by the control plane.
-resource "qleet_kubernetes_runtime" "local" {
-  name          = "quickstart"
+# How clusters are provisioned on demand: local (kubesim) clusters of 2 nodes that grow to 4 when pods
+# do not fit, in either region. There is no runtime resource: the placement below asks for clusters.
+resource "qleet_runtime_profile" "default" {
+  name          = "default"
   provider_type = "local"
-  region        = "local"
+  regions       = ["eu-west", "us-east"]
   nodes         = 2
+  min_nodes     = 2
+  max_nodes     = 4
   labels = {
     app = "quickstart"
   }
@@ -56,11 +60,16 @@ resource "qleet_workload_definition" "hello" {
   }
 }
 
-# Where to run it.
+# Where to run it: in two regions. With no cluster there yet, QleetOS provisions one per region from the
+# profile, waits for it, then deploys; apply returns once the app runs in both.
 resource "qleet_workload_instance" "hello" {
   name          = "hello"
   definition_id = qleet_workload_definition.hello.id
-  runtime_id    = qleet_kubernetes_runtime.local.id
+  placement = {
+    regions = ["eu-west", "us-east"]
+  }
+  # The profile provisions the clusters the placement needs: keep it until the instance is gone.
+  depends_on = [qleet_runtime_profile.default]
   env = {
     GREETING = "hello from QleetOS"
   }
@@ -69,8 +78,8 @@ resource "qleet_workload_instance" "hello" {
   }
 }
 
-output "cluster_endpoint" {
-  value = qleet_kubernetes_runtime.local.status.endpoint
+output "placements" {
+  value = { for p in qleet_workload_instance.hello.status.placements : p.region => "${p.runtime}: ${p.ready_replicas}/${p.replicas} ready" }
 }
 
 output "namespace" {

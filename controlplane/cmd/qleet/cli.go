@@ -18,9 +18,10 @@ var kindAliases = map[string]string{
 	"runtime": client.KindKubernetesRuntime, "runtimes": client.KindKubernetesRuntime,
 	"definition": client.KindWorkloadDefinition, "definitions": client.KindWorkloadDefinition,
 	"instance": client.KindWorkloadInstance, "instances": client.KindWorkloadInstance,
+	"profile": client.KindRuntimeProfile, "profiles": client.KindRuntimeProfile,
 }
 
-var knownKinds = []string{client.KindKubernetesRuntime, client.KindWorkloadDefinition, client.KindWorkloadInstance}
+var knownKinds = []string{client.KindKubernetesRuntime, client.KindRuntimeProfile, client.KindWorkloadDefinition, client.KindWorkloadInstance}
 
 func resolveKind(s string) (string, error) {
 	if k, ok := kindAliases[s]; ok {
@@ -199,6 +200,11 @@ func cmdDescribe(ctx context.Context, res *client.Resource[json.RawMessage, json
 	for _, c := range st.Conditions {
 		if c.WaitingOn != "" && c.Status != client.ConditionTrue {
 			fmt.Printf("Waiting on:  %s (for %s)\n", c.WaitingOn, age(c.LastTransitionTime))
+		}
+	}
+	if !reconciled {
+		if chain, err := waitChain(ctx, res.Client(), res.Kind(), obj.ID); err == nil && chain != "" {
+			fmt.Printf("Root cause:  %s\n", chain)
 		}
 	}
 	fmt.Println("Spec:")

@@ -27,14 +27,16 @@ Usage:
   qleet delete     <kind> <name> [--cascade] [--orphan] [--wait]
   qleet events     <kind> <name>
   qleet image set  <definition> <container> <image>
-  qleet pods       <instance>                                    pods of an instance in its cluster
+  qleet graph      [<kind> <name>] [-o table|json]               the dependency graph, as trees
+  qleet pods       <instance>                                    pods of an instance in its clusters
   qleet reconcile  <kind> <name>                                 ask the controller to reconcile now
   qleet token create --name NAME --role ROLE [--ttl 720h]        make an API token (shown once; admin)
   qleet token list | revoke <id>                                 list or revoke API tokens (admin)
   qleet agent      --runtime NAME [--endpoint URL] [--kubeconfig PATH]   run the status agent (QLEET_TOKEN)
   qleet agent install --runtime NAME [--endpoint URL]            print the manifests that run the agent in-cluster
 
-Kinds: kubernetes_runtime(s), workload_definition(s), workload_instance(s) (short: runtime, definition, instance).
+Kinds: kubernetes_runtime(s), runtime_profile(s), workload_definition(s), workload_instance(s)
+(short: runtime, profile, definition, instance).
 CLI verbs read QLEET_ENDPOINT (default http://127.0.0.1:8080), QLEET_TOKEN (default: the admin token in
 the data dir) and QLEET_CA_CERT (the CA certificate of a TLS endpoint). Flags may also be given as QLEET_<FLAG> environment variables, e.g. QLEET_DATA_DIR.
 `
@@ -74,6 +76,8 @@ func run(ctx context.Context, args []string) error {
 		return runCLI(ctx, cmd, rest)
 	case "image":
 		return runImage(ctx, rest)
+	case "graph":
+		return runGraph(ctx, rest)
 	case "pods":
 		return runPods(ctx, rest)
 	case "agent":

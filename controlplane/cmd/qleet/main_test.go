@@ -107,6 +107,49 @@ func TestServerAndCLI(t *testing.T) {
 		require.Error(t, err)
 		require.Contains(t, out, "not found")
 	})
+	t.Run("graph prints the dependency tree; describe follows a wait to its root cause", func(t *testing.T) {
+		const dead = `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`
+		rt, err := cl.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "faraway"},
+			Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderKubeconfig, Kubeconfig: dead}})
+		require.NoError(t, err)
+		api, err := cl.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "api"},
+			Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "api", Image: "nginx:1.27"}}}})
+		require.NoError(t, err)
+		inst, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "api"},
+			Spec: client.WorkloadInstanceSpec{DefinitionID: api.ID, RuntimeID: rt.ID}})
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			got, err := cl.WorkloadInstances().Get(ctx, inst.ID)
+			return err == nil && got.Status.ObservedGeneration == got.Generation && got.Status.Message != ""
+		}, 30*time.Second, 50*time.Millisecond)
+
+		out, err := cli("graph", "instance", "api")
+		require.NoError(t, err, out)
+		require.Regexp(t, `^workload_instance/api  Reconciling  waiting for kubernetes_runtime "faraway"`, out)
+		require.Regexp(t, `├── workload_definition/api  \w+.*  \[spec.definition_id\]`, out)
+		require.Regexp(t, `└── kubernetes_runtime/faraway  Reconciling  cannot reach the Kubernetes API at https://127.0.0.1:1.*\[spec.runtime_id\]`, out)
+		out, err = cli("graph", "runtime", "faraway")
+		require.NoError(t, err, out)
+		require.Contains(t, out, "used by:")
+		require.Contains(t, out, "└── workload_instance/api  Reconciling")
+		out, err = cli("graph", "-o", "json")
+		require.NoError(t, err, out)
+		var g client.Graph
+		require.NoError(t, json.Unmarshal([]byte(out), &g))
+		require.Len(t, g.Edges, 2)
+
+		out, err = cli("describe", "instance", "api")
+		require.NoError(t, err, out)
+		require.Regexp(t, `Root cause:  workload_instance "api" → kubernetes_runtime "faraway" \(Reconciling: cannot reach the Kubernetes API at https://127.0.0.1:1`, out)
+
+		require.NoError(t, cl.WorkloadInstances().Delete(ctx, inst.ID, client.DeleteOptions{Orphan: true, Wait: true}))
+	})
 	t.Run("delete", func(t *testing.T) {
 		out, err := cli("delete", "definition", "web", "--wait")
 		require.NoError(t, err, out)

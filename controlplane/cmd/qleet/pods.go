@@ -28,7 +28,32 @@ func runPods(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	rt, err := cl.KubernetesRuntimes().Get(ctx, inst.Spec.RuntimeID)
+	ids := []string{inst.Spec.RuntimeID}
+	if len(inst.Status.Placements) > 0 {
+		ids = ids[:0]
+		for _, p := range inst.Status.Placements {
+			ids = append(ids, p.RuntimeID)
+		}
+	}
+	ns := inst.Status.Namespace
+	if ns == "" {
+		ns = inst.Spec.Namespace
+	}
+	conn := kube.NewConnector(kube.ConnectorConfig{LocalDir: filepath.Join(envDefault("data-dir", ".qleet"), "runtimes")})
+	defer conn.Close()
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "RUNTIME\tNAMESPACE\tNAME\tPHASE\tREADY\tNODE\n")
+	for _, id := range ids {
+		if err := listPods(ctx, cl, conn, tw, id, ns, inst.ID); err != nil {
+			return err
+		}
+	}
+	return tw.Flush()
+}
+
+// listPods writes the instance's pods on one runtime.
+func listPods(ctx context.Context, cl *client.Client, conn *kube.Connector, tw *tabwriter.Writer, runtimeID, ns, instanceID string) error {
+	rt, err := cl.KubernetesRuntimes().Get(ctx, runtimeID)
 	if err != nil {
 		return err
 	}
@@ -36,21 +61,14 @@ func runPods(ctx context.Context, args []string) error {
 		return fmt.Errorf("the kubeconfig of kubernetes_runtime %q is returned to the controller role only: "+
 			"run qleet pods with QLEET_TOKEN set to a controller token (qleet token create --role controller)", rt.Name)
 	}
-	conn := kube.NewConnector(kube.ConnectorConfig{LocalDir: filepath.Join(envDefault("data-dir", ".qleet"), "runtimes")})
 	kc, err := conn.Connect(ctx, rt)
 	if err != nil {
 		return err
 	}
-	ns := inst.Status.Namespace
-	if ns == "" {
-		ns = inst.Spec.Namespace
-	}
-	pods, err := kc.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "qleetos.io/instance-id=" + inst.ID})
+	pods, err := kc.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "qleetos.io/instance-id=" + instanceID})
 	if err != nil {
 		return fmt.Errorf("list pods in %s: %w", rt.Status.Endpoint, err)
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "NAMESPACE\tNAME\tPHASE\tREADY\tNODE\n")
 	for _, p := range pods.Items {
 		ready := "false"
 		for _, c := range p.Status.Conditions {
@@ -58,10 +76,10 @@ func runPods(ctx context.Context, args []string) error {
 				ready = string(c.Status)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Namespace, p.Name, p.Status.Phase, ready, p.Spec.NodeName)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", rt.Name, p.Namespace, p.Name, p.Status.Phase, ready, p.Spec.NodeName)
 	}
 	if len(pods.Items) == 0 {
-		fmt.Fprintf(tw, "%s\t<no pods>\t\t\t\n", ns)
+		fmt.Fprintf(tw, "%s\t%s\t<no pods>\t\t\t\n", rt.Name, ns)
 	}
-	return tw.Flush()
+	return nil
 }

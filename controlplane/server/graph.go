@@ -1,0 +1,171 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
+)
+
+// graph serves GET /v1/graph[?root=<kind>/<id or name>]: the objects and the edges between them, from
+// consumers to providers, each naming the field that makes it.
+func (s *Server) graph(w http.ResponseWriter, r *http.Request) {
+	g, err := s.buildGraph(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if root := r.URL.Query().Get("root"); root != "" {
+		id, err := s.resolveRoot(r.Context(), root)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		g = connected(g, id)
+	}
+	writeJSON(w, http.StatusOK, g)
+}
+
+// resolveRoot turns "<kind>/<id or name>" into an id.
+func (s *Server) resolveRoot(ctx context.Context, root string) (string, error) {
+	kind, ref, ok := strings.Cut(root, "/")
+	ki, known := client.LookupKind(kind)
+	if !known {
+		ki, known = client.LookupPlural(kind)
+	}
+	if !ok || !known || ref == "" {
+		return "", &client.Error{Code: client.CodeInvalid, Field: "root", Message: fmt.Sprintf("must be <kind>/<id or name>, e.g. workload_instance/web, not %q", root)}
+	}
+	obj, err := s.cfg.Store.Get(ctx, ki.Kind, ref)
+	if errors.Is(err, store.ErrNotFound) {
+		obj, err = s.cfg.Store.GetByName(ctx, ki.Kind, ref)
+	}
+	if err != nil {
+		return "", err
+	}
+	return obj.ID, nil
+}
+
+// buildGraph reads every object and derives the edges from their specs (references), statuses
+// (placements) and owners.
+func (s *Server) buildGraph(ctx context.Context) (*client.Graph, error) {
+	g := &client.Graph{Nodes: []client.GraphNode{}, Edges: []client.GraphEdge{}}
+	exists := map[string]bool{}
+	for _, ki := range client.Kinds() {
+		after := ""
+		for {
+			page, err := s.cfg.Store.List(ctx, &store.ListParams{Kind: ki.Kind, Limit: 1000, After: after})
+			if err != nil {
+				return nil, fmt.Errorf("list %s: %w", ki.Plural, err)
+			}
+			for _, o := range page.Objects {
+				exists[o.ID] = true
+				g.Nodes = append(g.Nodes, graphNode(o))
+				g.Edges = append(g.Edges, graphEdges(ki, o)...)
+			}
+			if page.Next == "" {
+				break
+			}
+			after = page.Next
+		}
+	}
+	// One edge per consumer and provider: a pinned runtime is also the instance's placement.
+	edges := g.Edges[:0]
+	seen := map[[2]string]bool{}
+	for _, e := range g.Edges {
+		if exists[e.To] && !seen[[2]string{e.From, e.To}] {
+			seen[[2]string{e.From, e.To}] = true
+			edges = append(edges, e)
+		}
+	}
+	g.Edges = edges
+	sort.SliceStable(g.Nodes, func(i, j int) bool {
+		if g.Nodes[i].Kind != g.Nodes[j].Kind {
+			return g.Nodes[i].Kind < g.Nodes[j].Kind
+		}
+		return g.Nodes[i].Name < g.Nodes[j].Name
+	})
+	return g, nil
+}
+
+func graphNode(o *store.Object) client.GraphNode {
+	var st client.Status
+	_ = json.Unmarshal(o.Status, &st)
+	n := client.GraphNode{Kind: o.Kind, ID: o.ID, Name: o.Name, Labels: o.Labels, Phase: st.Phase, Message: st.Message,
+		Reconciled: client.Reconciled(o.Generation, &st), Deleting: o.DeletionRequestedAt != nil, CreatedAt: o.CreatedAt}
+	for _, c := range st.Conditions {
+		if c.Type == "Ready" && c.Status != client.ConditionTrue && c.WaitingOn != "" {
+			since := c.LastTransitionTime
+			n.WaitingOn, n.WaitingSince = c.WaitingOn, &since
+		}
+	}
+	return n
+}
+
+func graphEdges(ki *client.KindInfo, o *store.Object) []client.GraphEdge {
+	var out []client.GraphEdge
+	spec := ki.NewSpec()
+	if json.Unmarshal(o.Spec, spec) == nil {
+		for _, r := range ki.Refs(spec) {
+			out = append(out, client.GraphEdge{From: o.ID, To: r.ID, Type: client.EdgeReference, Why: r.Field})
+		}
+	}
+	if ki.StatusRefs != nil {
+		status := ki.NewStatus()
+		if json.Unmarshal(o.Status, status) == nil {
+			for _, r := range ki.StatusRefs(status) {
+				out = append(out, client.GraphEdge{From: o.ID, To: r.ID, Type: client.EdgePlacement, Why: r.Field})
+			}
+		}
+	}
+	for _, ow := range o.Owners {
+		out = append(out, client.GraphEdge{From: o.ID, To: ow.ID, Type: client.EdgeOwner, Why: "owners"})
+	}
+	return out
+}
+
+// connected keeps root, everything it depends on and everything that depends on it, transitively.
+func connected(g *client.Graph, root string) *client.Graph {
+	keep := map[string]bool{root: true}
+	walk := func(next func(client.GraphEdge) (from, to string)) {
+		queue := []string{root}
+		for len(queue) > 0 {
+			id := queue[0]
+			queue = queue[1:]
+			for _, e := range g.Edges {
+				if from, to := next(e); from == id && !keep[to] {
+					keep[to] = true
+					queue = append(queue, to)
+				}
+			}
+		}
+	}
+	walk(func(e client.GraphEdge) (string, string) { return e.From, e.To }) // providers
+	seen := map[string]bool{}
+	for id := range keep {
+		seen[id] = true
+	}
+	keep = map[string]bool{root: true}
+	walk(func(e client.GraphEdge) (string, string) { return e.To, e.From }) // consumers
+	for id := range seen {
+		keep[id] = true
+	}
+	out := &client.Graph{Root: root, Nodes: []client.GraphNode{}, Edges: []client.GraphEdge{}}
+	for _, n := range g.Nodes {
+		if keep[n.ID] {
+			out.Nodes = append(out.Nodes, n)
+		}
+	}
+	for _, e := range g.Edges {
+		if keep[e.From] && keep[e.To] {
+			out.Edges = append(out.Edges, e)
+		}
+	}
+	return out
+}
