@@ -16,3 +16,15 @@ resource "qleet_workload_instance" "web_dev" {
 output "web_dev_ready_replicas" {
   value = qleet_workload_instance.web_dev.status.ready_replicas
 }
+
+# Or place it by region instead of pinning a runtime: one copy per region on a Ready runtime there, or
+# on one provisioned from a qleet_runtime_profile; replicas move off a runtime unreachable for 2 minutes.
+resource "qleet_workload_instance" "web_global" {
+  name          = "web-global"
+  definition_id = qleet_workload_definition.web.id
+  placement = {
+    regions                     = ["eu-west", "us-east"]
+    runtime_selector            = { tier = "prod" }
+    failover_toleration_seconds = 120
+  }
+}
