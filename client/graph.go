@@ -76,10 +76,14 @@ func (g *Graph) Node(id string) *GraphNode {
 }
 
 // Providers returns the edges from id to what it depends on.
-func (g *Graph) Providers(id string) []GraphEdge { return g.edges(func(e GraphEdge) bool { return e.From == id }) }
+func (g *Graph) Providers(id string) []GraphEdge {
+	return g.edges(func(e GraphEdge) bool { return e.From == id })
+}
 
 // Consumers returns the edges into id from what depends on it.
-func (g *Graph) Consumers(id string) []GraphEdge { return g.edges(func(e GraphEdge) bool { return e.To == id }) }
+func (g *Graph) Consumers(id string) []GraphEdge {
+	return g.edges(func(e GraphEdge) bool { return e.To == id })
+}
 
 func (g *Graph) edges(keep func(GraphEdge) bool) []GraphEdge {
 	var out []GraphEdge

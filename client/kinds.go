@@ -231,6 +231,9 @@ type AppliedObject struct {
 	Ready bool `json:"ready"`
 	// Message explains why it is not ready.
 	Message string `json:"message,omitempty"`
+	// Runtime names the runtime the object is on, in an instance's top-level list when it is placed on
+	// more than one.
+	Runtime string `json:"runtime,omitempty"`
 }
 
 // WorkloadInstanceStatus is the observed state of an instance.

@@ -31,6 +31,7 @@ type kubernetesRuntimeModel struct {
 	MaxNodes   types.Int64  `tfsdk:"max_nodes"`
 	Kubeconfig types.String `tfsdk:"kubeconfig"`
 	Context    types.String `tfsdk:"context"`
+	Version    types.String `tfsdk:"kubernetes_version"`
 }
 
 var kubernetesRuntimeKind = &kind[client.KubernetesRuntimeSpec, client.KubernetesRuntimeStatus, kubernetesRuntimeModel]{
@@ -86,6 +87,10 @@ var kubernetesRuntimeKind = &kind[client.KubernetesRuntimeSpec, client.Kubernete
 			Description: "The kubeconfig context to use; the kubeconfig's current context when unset.",
 			Optional:    true,
 		},
+		"kubernetes_version": rschema.StringAttribute{
+			Description: "The Kubernetes version the cluster must run, e.g. `v1.31`; a cluster running another fails the runtime. Any when unset.",
+			Optional:    true,
+		},
 	},
 	statusAttributes: map[string]rschema.Attribute{
 		"endpoint":    rschema.StringAttribute{Description: "The cluster's API server address.", Computed: true},
@@ -108,6 +113,8 @@ var kubernetesRuntimeKind = &kind[client.KubernetesRuntimeSpec, client.Kubernete
 			MaxNodes:   int(m.MaxNodes.ValueInt64()),
 			Kubeconfig: m.Kubeconfig.ValueString(),
 			Context:    m.Context.ValueString(),
+
+			KubernetesVersion: m.Version.ValueString(),
 		}, diags
 	},
 	fromSpec: func(_ context.Context, s *client.KubernetesRuntimeSpec, m *kubernetesRuntimeModel) diag.Diagnostics {
@@ -123,6 +130,7 @@ var kubernetesRuntimeKind = &kind[client.KubernetesRuntimeSpec, client.Kubernete
 			m.Kubeconfig = types.StringNull()
 		}
 		m.Context = stringValue(m.Context, s.Context)
+		m.Version = stringValue(m.Version, s.KubernetesVersion)
 		return nil
 	},
 	statusValues: func(t *client.KubernetesRuntimeStatus) attrValues {

@@ -177,6 +177,7 @@ var appliedObjectAttributes = map[string]rschema.Attribute{
 	"name":        rschema.StringAttribute{Description: "The object's name.", Computed: true},
 	"ready":       rschema.BoolAttribute{Description: "Whether the object is available.", Computed: true},
 	"message":     rschema.StringAttribute{Description: "Why the object is not ready.", Computed: true},
+	"runtime":     rschema.StringAttribute{Description: "The runtime the object is on, for an instance with a placement (empty when pinned).", Computed: true},
 }
 
 var appliedObjectType = objectTypeOf(appliedObjectAttributes)
@@ -289,6 +290,7 @@ var workloadInstanceKind = &kind[client.WorkloadInstanceSpec, client.WorkloadIns
 				"name":        types.StringValue(o.Name),
 				"ready":       types.BoolValue(o.Ready),
 				"message":     types.StringValue(o.Message),
+				"runtime":     types.StringValue(o.Runtime),
 			})
 		}
 		placements := make([]attr.Value, len(t.Placements))

@@ -89,6 +89,8 @@ RC
   for inst in $("$bin/qleet" get workload_instances -o json | sed -n 's/^    "name": "\(.*\)",$/\1/p'); do
     say "qleet describe workload_instance $inst"
     "$bin/qleet" describe workload_instance "$inst"
+    say "qleet graph workload_instance $inst"
+    "$bin/qleet" graph workload_instance "$inst"
     say "pods of $inst in its cluster"
     "$bin/qleet" pods "$inst"
   done
@@ -99,6 +101,7 @@ The demo is running. Explore it:
   bin/qleet get workload_instances
   bin/qleet describe workload_instance <name>
   bin/qleet events workload_instance <name>
+  bin/qleet graph                                              # the dependency graph
   bin/qleet image set <definition> <container> nginx:1.27      # roll out a new image
   curl -H "Authorization: Bearer \$QLEET_TOKEN" $endpoint/v1/workload_instances
   TF_CLI_CONFIG_FILE=$demo/terraformrc bin/terraform -chdir=$demo/tf plan

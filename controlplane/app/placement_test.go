@@ -150,6 +150,21 @@ func TestPlacementAcrossRegions(t *testing.T) {
 		require.Equal(t, int32(2), deployment(t, us, "web-a", "web-a").Status.AvailableReplicas, "the other app stays")
 	})
 
+	t.Run("pinning it to a runtime moves it there and cleans the one it leaves", func(t *testing.T) {
+		second, err = cl.WorkloadInstances().Get(ctx, second.ID)
+		require.NoError(t, err)
+		second.Spec.Placement = nil
+		second.Spec.RuntimeID = runtimes["us-east"].ID
+		upd, err := cl.WorkloadInstances().Update(ctx, second)
+		require.NoError(t, err)
+		second, err = cl.WorkloadInstances().WaitReconciled(cptest.Wait(t, 2*time.Minute), upd.ID)
+		require.NoError(t, err)
+		require.Equal(t, map[string]int32{"us-east/default-us-east": 4}, placedOn(second))
+		eu := localCluster(t, a, runtimes["eu-west"].ID)
+		_, err = eu.AppsV1().Deployments("web-b").Get(ctx, "web-b", metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "got %v", err)
+	})
+
 	t.Run("deleting an instance leaves the clusters", func(t *testing.T) {
 		require.NoError(t, cl.WorkloadInstances().Delete(cptest.Wait(t, time.Minute), first.ID, client.DeleteOptions{Wait: true}))
 		for _, rt := range runtimes {
@@ -167,21 +182,22 @@ func TestPlacementAcrossRegions(t *testing.T) {
 		prof.Spec.ReclaimAfter = "3s"
 		_, err = cl.RuntimeProfiles().Update(ctx, prof)
 		require.NoError(t, err)
-		require.NoError(t, cl.KubernetesRuntimes().RequestReconcile(ctx, runtimes["us-east"].ID))
-		require.NoError(t, cl.KubernetesRuntimes().WaitGone(cptest.Wait(t, time.Minute), runtimes["us-east"].ID))
-		evs, err := cl.KubernetesRuntimes().Events(ctx, runtimes["eu-west"].ID)
+		// web-b runs on us-east; eu-west is idle.
+		require.NoError(t, cl.KubernetesRuntimes().RequestReconcile(ctx, runtimes["eu-west"].ID))
+		require.NoError(t, cl.KubernetesRuntimes().WaitGone(cptest.Wait(t, time.Minute), runtimes["eu-west"].ID))
+		evs, err := cl.KubernetesRuntimes().Events(ctx, runtimes["us-east"].ID)
 		require.NoError(t, err)
 		for _, e := range evs {
 			require.NotEqual(t, "Reclaimed", e.Reason)
 		}
-		eu, err := cl.KubernetesRuntimes().Get(ctx, runtimes["eu-west"].ID)
+		us, err := cl.KubernetesRuntimes().Get(ctx, runtimes["us-east"].ID)
 		require.NoError(t, err)
-		require.Nil(t, eu.DeletionRequestedAt, "web-b is placed there")
-		require.Equal(t, 1, eu.Status.Placements)
-		require.Nil(t, eu.Status.IdleSince)
+		require.Nil(t, us.DeletionRequestedAt, "web-b is placed there")
+		require.Equal(t, 1, us.Status.Placements)
+		require.Nil(t, us.Status.IdleSince)
 
 		require.NoError(t, cl.WorkloadInstances().Delete(cptest.Wait(t, time.Minute), second.ID, client.DeleteOptions{Wait: true}))
-		require.NoError(t, cl.KubernetesRuntimes().WaitGone(cptest.Wait(t, time.Minute), runtimes["eu-west"].ID))
+		require.NoError(t, cl.KubernetesRuntimes().WaitGone(cptest.Wait(t, time.Minute), runtimes["us-east"].ID))
 	})
 }
 

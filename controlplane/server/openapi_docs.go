@@ -77,6 +77,7 @@ var fieldDocs = map[string]string{
 	"AppliedObject.Name":                          "Name of the object.",
 	"AppliedObject.Namespace":                     "Namespace of the object; empty for cluster-scoped objects.",
 	"AppliedObject.Ready":                         "Ready reports whether the object is available.",
+	"AppliedObject.Runtime":                       "Runtime names the runtime the object is on, in an instance's top-level list when it is placed on more than one.",
 	"Autoscaling.MaxReplicas":                     "MaxReplicas is the upper bound, at least MinReplicas.",
 	"Autoscaling.MinReplicas":                     "MinReplicas is the lower bound, at least 1.",
 	"Autoscaling.TargetCPUPercent":                "TargetCPUPercent is the average CPU utilization target, 1-100 (default 80).",

@@ -14,7 +14,8 @@ import (
 const ReasonReclaimed = "Reclaimed"
 
 // usage counts the instances placed on the runtime and, for a runtime provisioned from a profile with
-// reclaim_after, deletes it once nothing has been placed there for that long. It never deletes a runtime
+// reclaim_after, deletes it once nothing has been placed there for that long. A runtime with instances
+// placed on it is looked at again every recheck, so that its failure is seen soon. It never deletes a runtime
 // while anything is placed there (the API refuses, too: placements reference their runtime) nor one a
 // user declared. It returns how soon to look again.
 func (r *Reconciler) usage(ctx context.Context, rt *client.KubernetesRuntime) (time.Duration, error) {
@@ -33,8 +34,16 @@ func (r *Reconciler) usage(ctx context.Context, rt *client.KubernetesRuntime) (t
 		rt.Status.IdleSince = &now
 	}
 	after, err := r.reclaimAfter(ctx, rt)
-	if err != nil || after == 0 {
+	if err != nil {
 		return 0, err
+	}
+	if after == 0 {
+		if n > 0 {
+			// Instances placed here fail over when it stops answering: look at it regularly, not only
+			// at the drift interval, so that failover starts within a recheck of the failure.
+			return r.recheck(), nil
+		}
+		return 0, nil
 	}
 	if n > 0 {
 		return min(after, r.recheck()), nil // its instances may move off without telling it

@@ -349,6 +349,9 @@ func (r *InstanceReconciler) Finalize(ctx context.Context, inst *client.Workload
 // cleanup deletes what the instance applied on one runtime. It reports done when nothing is left (or
 // the runtime is gone), and not done while objects are still going away.
 func (r *InstanceReconciler) cleanup(ctx context.Context, inst *client.WorkloadInstance, ps client.PlacementStatus) (bool, error) {
+	if ps.Phase == client.PhasePending && len(ps.Objects) == 0 {
+		return true, nil // it never reached the runtime (still being provisioned, say): nothing to delete
+	}
 	_, cl, err := r.connect(ctx, ps.RuntimeID, true)
 	if client.IsNotFound(err) {
 		return true, nil

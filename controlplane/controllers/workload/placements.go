@@ -267,6 +267,11 @@ func summarize(inst *client.WorkloadInstance) {
 		st.Replicas += ps.Replicas
 		st.ReadyReplicas += ps.ReadyReplicas
 		st.AvailableReplicas += ps.AvailableReplicas
-		st.Objects = append(st.Objects, ps.Objects...)
+		for _, o := range ps.Objects {
+			if inst.Spec.Placement != nil {
+				o.Runtime = ps.Runtime // the same object on several runtimes
+			}
+			st.Objects = append(st.Objects, o)
+		}
 	}
 }
