@@ -90,7 +90,9 @@ func TestPlacementAcrossRegions(t *testing.T) {
 		// The runtimes are in use: deleting one is refused, naming the instance.
 		err = cl.KubernetesRuntimes().Delete(ctx, runtimes["us-east"].ID, client.DeleteOptions{})
 		require.True(t, client.IsConflict(err), "got %v", err)
-		require.Contains(t, err.(*client.Error).Dependents, client.ObjectRef{Kind: client.KindWorkloadInstance, ID: first.ID, Name: "web-a"})
+		var ae *client.Error
+		require.ErrorAs(t, err, &ae)
+		require.Contains(t, ae.Dependents, client.ObjectRef{Kind: client.KindWorkloadInstance, ID: first.ID, Name: "web-a"})
 		require.Eventually(t, func() bool {
 			p, err := cl.RuntimeProfiles().Get(ctx, prof.ID)
 			return err == nil && p.Status.Runtimes == 2

@@ -86,7 +86,9 @@ func TestGraph(t *testing.T) {
 		for _, root := range []string{"nonsense", "gizmo/x", "workload_instance/"} {
 			_, err := e.viewer.Graph(ctx, root)
 			require.True(t, client.IsInvalid(err), "%s: %v", root, err)
-			require.Equal(t, "root", err.(*client.Error).Field)
+			var ae *client.Error
+			require.ErrorAs(t, err, &ae)
+			require.Equal(t, "root", ae.Field)
 		}
 		_, err := e.viewer.Graph(ctx, "workload_instance/missing")
 		require.True(t, client.IsNotFound(err), "got %v", err)
