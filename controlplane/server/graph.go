@@ -58,21 +58,13 @@ func (s *Server) buildGraph(ctx context.Context) (*client.Graph, error) {
 	g := &client.Graph{Nodes: []client.GraphNode{}, Edges: []client.GraphEdge{}}
 	exists := map[string]bool{}
 	for _, ki := range client.Kinds() {
-		after := ""
-		for {
-			page, err := s.cfg.Store.List(ctx, &store.ListParams{Kind: ki.Kind, Limit: 1000, After: after})
-			if err != nil {
-				return nil, fmt.Errorf("list %s: %w", ki.Plural, err)
-			}
-			for _, o := range page.Objects {
-				exists[o.ID] = true
-				g.Nodes = append(g.Nodes, graphNode(o))
-				g.Edges = append(g.Edges, graphEdges(ki, o)...)
-			}
-			if page.Next == "" {
-				break
-			}
-			after = page.Next
+		err := s.eachObject(ctx, ki, func(o *store.Object) {
+			exists[o.ID] = true
+			g.Nodes = append(g.Nodes, graphNode(o))
+			g.Edges = append(g.Edges, graphEdges(ki, o)...)
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	// One edge per consumer and provider: a pinned runtime is also the instance's placement.

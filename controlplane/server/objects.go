@@ -184,21 +184,28 @@ func (s *Server) check(ctx context.Context, ki *client.KindInfo, name string, la
 // that have peer rules (runtime profiles) hold few objects, written by operators.
 func (s *Server) peers(ctx context.Context, ki *client.KindInfo, self string) ([]client.NamedSpec, error) {
 	var out []client.NamedSpec
+	err := s.eachObject(ctx, ki, func(o *store.Object) {
+		spec := ki.NewSpec()
+		if o.Name != self && o.DeletionRequestedAt == nil && json.Unmarshal(o.Spec, spec) == nil {
+			out = append(out, client.NamedSpec{Name: o.Name, Spec: spec})
+		}
+	})
+	return out, err
+}
+
+// eachObject calls f with every object of a kind, a page at a time.
+func (s *Server) eachObject(ctx context.Context, ki *client.KindInfo, f func(*store.Object)) error {
 	after := ""
 	for {
 		page, err := s.cfg.Store.List(ctx, &store.ListParams{Kind: ki.Kind, Limit: 1000, After: after})
 		if err != nil {
-			return nil, fmt.Errorf("list %s: %w", ki.Plural, err)
+			return fmt.Errorf("list %s: %w", ki.Plural, err)
 		}
 		for _, o := range page.Objects {
-			spec := ki.NewSpec()
-			if o.Name == self || o.DeletionRequestedAt != nil || json.Unmarshal(o.Spec, spec) != nil {
-				continue
-			}
-			out = append(out, client.NamedSpec{Name: o.Name, Spec: spec})
+			f(o)
 		}
 		if page.Next == "" {
-			return out, nil
+			return nil
 		}
 		after = page.Next
 	}
