@@ -207,6 +207,27 @@ func init() {
 		ValidateRefs: validateWorkloadInstanceRefs,
 		StatusRefs:   workloadInstanceStatusRefs,
 	})
+	RegisterKind(KindDef[SupportServiceSpec, SupportServiceStatus]{
+		Kind:        KindSupportService,
+		Description: "An add-on on a runtime (ingress, cert-manager, external-dns, metrics-server), installed from a pinned Helm chart. Controllers create one when a dependency needs it and remove it once nothing has used it for a grace period; one an operator declares stays.",
+		Validate:    validateSupportService,
+		Refs:        supportServiceRefs,
+	})
+	RegisterKind(KindDef[GatewaySpec, GatewayStatus]{
+		Kind:        KindGateway,
+		Description: "Ingress for a workload instance on every runtime it is placed on: hosts, paths, the service port, TLS from cert-manager and an HTTP to HTTPS redirect. Installs the ingress and cert-manager support services where they are missing.",
+		Default:     defaultGateway,
+		Validate:    validateGateway,
+		Refs:        gatewayRefs,
+		StatusRefs:  gatewayStatusRefs,
+	})
+	RegisterKind(KindDef[DomainNameSpec, DomainNameStatus]{
+		Kind:          KindDomainName,
+		Description:   "A DNS zone: gateways whose hosts are in it get records (listed in its status with provider none).",
+		Default:       defaultDomainName,
+		Validate:      validateDomainName,
+		ValidatePeers: validateDomainNamePeers,
+	})
 	RegisterKind(KindDef[RuntimeProfileSpec, RuntimeProfileStatus]{
 		Kind:          KindRuntimeProfile,
 		Description:   "Operator-defined defaults for clusters provisioned on demand: provider, regions served, node bounds, version, labels, priority and reclaim.",

@@ -478,12 +478,17 @@ func validateHelm(fe *fieldErrors, h *HelmSource) {
 			fe.add("spec.helm.repository", "must be an http, https or oci URL, not %q", h.Repository)
 		}
 	}
-	if len(h.Values) > MaxDocumentBytes {
-		fe.add("spec.helm.values", "at most %d bytes are allowed (got %d)", MaxDocumentBytes, len(h.Values))
-	} else if h.Values != "" {
+	validateValues(fe, "spec.helm.values", h.Values)
+}
+
+// validateValues checks a YAML document of Helm chart values.
+func validateValues(fe *fieldErrors, path, values string) {
+	if len(values) > MaxDocumentBytes {
+		fe.add(path, "at most %d bytes are allowed (got %d)", MaxDocumentBytes, len(values))
+	} else if values != "" {
 		var v map[string]any
-		if err := yaml.Unmarshal([]byte(h.Values), &v); err != nil {
-			fe.add("spec.helm.values", "does not parse as a YAML mapping: %s", err)
+		if err := yaml.Unmarshal([]byte(values), &v); err != nil {
+			fe.add(path, "does not parse as a YAML mapping: %s", err)
 		}
 	}
 }

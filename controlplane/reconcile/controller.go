@@ -728,8 +728,7 @@ func (c *Controller[S, T]) resyncPass(ctx context.Context, ready, failed bool) (
 const ReasonGarbageCollected = "GarbageCollected"
 
 // collect garbage-collects an object created for owners once none of them remains (gone, or being
-// deleted) for OwnerGrace and nothing depends on it: the API refuses to delete an object with
-// dependents, so a consumer keeps it. Objects without owners, which users declared, are never
+// deleted) and nothing depends on it, for OwnerGrace: the grace counts from when the last of both went. Objects without owners, which users declared, are never
 // collected. The grace is counted in memory, so a restart starts it again: later, never sooner.
 func (c *Controller[S, T]) collect(ctx context.Context, obj *client.Object[S, T]) error {
 	if len(obj.Owners) == 0 || obj.DeletionRequestedAt != nil {
@@ -746,13 +745,21 @@ func (c *Controller[S, T]) collect(ctx context.Context, obj *client.Object[S, T]
 			return nil
 		}
 	}
+	used, err := HasConsumers(ctx, c.res.Client(), obj.ID)
+	if err != nil {
+		return err
+	}
+	if used {
+		c.setUnowned(obj.ID, false) // the grace counts from when the last consumer goes
+		return nil
+	}
 	since := c.setUnowned(obj.ID, true)
 	if time.Since(since) < c.cfg.OwnerGrace {
 		return nil
 	}
-	err := c.res.Delete(ctx, obj.ID, client.DeleteOptions{})
+	err = c.res.Delete(ctx, obj.ID, client.DeleteOptions{})
 	if client.IsConflict(err) {
-		return nil // something still depends on it
+		return nil // something came to depend on it
 	}
 	if err != nil {
 		return fmt.Errorf("delete: %w", err)
@@ -764,6 +771,27 @@ func (c *Controller[S, T]) collect(ctx context.Context, obj *client.Object[S, T]
 		return fmt.Errorf("record event: %w", err)
 	}
 	return nil
+}
+
+// HasConsumers reports whether any object references id (in its spec or its status): the consumers
+// that keep an owned object alive.
+func HasConsumers(ctx context.Context, cl *client.Client, id string) (bool, error) {
+	n, err := CountConsumers(ctx, cl, id)
+	return n > 0, err
+}
+
+// CountConsumers counts the objects of every kind that reference id.
+func CountConsumers(ctx context.Context, cl *client.Client, id string) (int, error) {
+	n := 0
+	for _, ki := range client.Kinds() {
+		for _, err := range cl.Raw(ki.Kind).All(ctx, client.ListOptions{References: id}) {
+			if err != nil {
+				return 0, fmt.Errorf("list %s referencing it: %w", ki.Plural, err)
+			}
+			n++
+		}
+	}
+	return n, nil
 }
 
 // setUnowned records whether id has lost its owners and returns since when.

@@ -32,7 +32,7 @@ func TestOwnedObjectsAreCollectedWhenTheirOwnersAreGone(t *testing.T) {
 	declared := b.createDef(t, "declared")
 	rt, err := b.client.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "rt"}, Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderLocal}})
 	require.NoError(t, err)
-	_, err = b.client.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "consumer"},
+	consumer, err := b.client.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "consumer"},
 		Spec: client.WorkloadInstanceSpec{DefinitionID: used.ID, RuntimeID: rt.ID}})
 	require.NoError(t, err)
 
@@ -65,5 +65,18 @@ func TestOwnedObjectsAreCollectedWhenTheirOwnersAreGone(t *testing.T) {
 		_, err = defs.Update(ctx, got)
 		require.True(t, client.IsInvalid(err), "%v", err)
 		require.Contains(t, err.Error(), "owners")
+	})
+	t.Run("the grace counts from when the last consumer goes, not from when the owner did", func(t *testing.T) {
+		time.Sleep(500 * time.Millisecond) // the owner has been gone longer than the grace
+		gone := time.Now()
+		// The consumer moves to another definition (no instance controller runs here to delete it).
+		consumer.Spec.DefinitionID = declared.ID
+		_, err := b.client.WorkloadInstances().Update(ctx, consumer)
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			_, err := defs.Get(ctx, used.ID)
+			return client.IsNotFound(err)
+		}, 10*time.Second, 20*time.Millisecond)
+		require.GreaterOrEqual(t, time.Since(gone), 300*time.Millisecond, "not before the grace after the consumer went")
 	})
 }
