@@ -64,6 +64,9 @@ type Config struct {
 	// CleanupGrace is how long a deletion waits for an unreachable cluster before the object's status
 	// offers orphaning (default 2m).
 	CleanupGrace time.Duration
+	// SupportChartDir holds local charts for support services, by type (e.g. <dir>/ingress); a type found
+	// there is installed from it instead of its upstream chart repository (the only way offline).
+	SupportChartDir string
 	// RuntimeRecheck is how often a Ready runtime with node autoscaling or a reclaiming profile is looked
 	// at again (default 30s).
 	RuntimeRecheck time.Duration

@@ -10,7 +10,9 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kubesim"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/gateway"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/runtime"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/support"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/workload"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 )
@@ -60,6 +62,11 @@ func (a *App) startControllers(ctx context.Context, endpoint, token string) erro
 		reconcile.New(a.Broker, cl.RuntimeProfiles(), &runtime.ProfileReconciler{Client: cl}, cfg),
 	}
 	ctrls = append(ctrls, a.workloadControllers(cl, conn, cfg)...)
+	ctrls = append(ctrls,
+		reconcile.New(a.Broker, cl.SupportServices(), &support.Reconciler{Client: cl, Connector: conn, ChartDir: a.cfg.SupportChartDir}, cfg),
+		reconcile.New(a.Broker, cl.Gateways(), &gateway.Reconciler{Client: cl, Connector: conn}, cfg),
+		reconcile.New(a.Broker, cl.DomainNames(), &gateway.DomainReconciler{Client: cl}, cfg),
+	)
 	ctrls = append(ctrls, &agents{cl: cl, conn: conn, log: a.log, interval: 2 * time.Second, running: map[string]runningAgent{}})
 	for _, c := range ctrls {
 		cctx, cancel := context.WithCancel(ctx)

@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -36,6 +38,9 @@ func Start(t testing.TB, cfg app.Config) (*app.App, *client.Client) {
 	if cfg.Logger == nil {
 		cfg.Logger = Logger()
 	}
+	if cfg.SupportChartDir == "" {
+		cfg.SupportChartDir = SupportCharts()
+	}
 	a, err := app.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("cptest: start control plane: %v", err)
@@ -50,6 +55,13 @@ func Start(t testing.TB, cfg app.Config) (*app.App, *client.Client) {
 		t.Fatalf("cptest: client: %v", err)
 	}
 	return a, cl
+}
+
+// SupportCharts returns the repository's local support service charts (charts/support), which tests
+// install instead of the upstream charts they cannot download.
+func SupportCharts() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "charts", "support")
 }
 
 // Config returns the zero configuration; Start fills in test defaults.

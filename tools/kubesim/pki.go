@@ -164,6 +164,11 @@ func newLeaf(ca keyPair, spec leafSpec) (keyPair, error) {
 // sign creates a key and a certificate for tmpl, signed by ca, or
 // self-signed when ca is nil.
 func sign(tmpl *x509.Certificate, ca *keyPair) (keyPair, error) {
+	return signFor(tmpl, ca, certValidity)
+}
+
+// signFor is sign with the given validity.
+func signFor(tmpl *x509.Certificate, ca *keyPair, validity time.Duration) (keyPair, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return keyPair{}, err
@@ -174,7 +179,7 @@ func sign(tmpl *x509.Certificate, ca *keyPair) (keyPair, error) {
 	}
 	tmpl.SerialNumber = serial
 	tmpl.NotBefore = time.Now().Add(-time.Hour)
-	tmpl.NotAfter = time.Now().Add(certValidity)
+	tmpl.NotAfter = time.Now().Add(validity)
 	parent, signer := tmpl, crypto.Signer(key)
 	if ca != nil {
 		parent, signer = ca.Cert, ca.Key

@@ -17,6 +17,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -98,6 +99,12 @@ func runCluster(ctx context.Context, opts runOptions, stdout io.Writer, log *slo
 			log.Error("load balancer controller stopped", "err", err)
 		}
 	}()
+
+	dyn, err := dynamic.NewForConfig(restConfig(l.endpoint(), l.pki))
+	if err != nil {
+		return err
+	}
+	go runAddons(lbCtx, cs, dyn, l.pki.CA, log.With("part", "addons"))
 
 	if err := waitUntil(startCtx, "nodes", func(ctx context.Context) error { return nodesReady(ctx, cs, plan) }, s.anyExited); err != nil {
 		if ctx.Err() != nil {

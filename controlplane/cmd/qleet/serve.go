@@ -51,6 +51,7 @@ func runServer(ctx context.Context, args []string, m mode) error {
 	metricsAuth := fs.String("metrics-auth", envDefault("metrics-auth", "auto"), "whether /metrics needs a token: auto (when listening beyond loopback), on or off")
 	apiCA := fs.String("api-ca-cert", envDefault("api-ca-cert", ""), "CA certificate of a TLS API (controller mode)")
 	secretKey := fs.String("secret-key-file", envDefault("secret-key-file", ""), "file with the base64 key that encrypts secrets at rest; API replicas must share it (default: made in the data dir)")
+	supportCharts := fs.String("support-chart-dir", envDefault("support-chart-dir", ""), "local charts for support services by type (<dir>/ingress, <dir>/cert-manager, ...), used instead of the upstream chart repositories; the repository's charts/support works offline")
 	chartDir := fs.String("chart-dir", envDefault("chart-dir", ""), "the only directory local Helm charts are read from (default: <data-dir>/charts)")
 	logLevel := fs.String("log-level", envDefault("log-level", "info"), "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -67,7 +68,7 @@ func runServer(ctx context.Context, args []string, m mode) error {
 		TLSCertFile: *tlsCert, TLSKeyFile: *tlsKey, TLSSANs: tlsSANs, MetricsAuth: *metricsAuth, SecretKeyFile: *secretKey,
 		Workers: *workers, ResyncInterval: *resync, DriftInterval: *drift, Logger: logger,
 		ChartDir: *chartDir, FailedRecheckInterval: *failedRecheck, ProgressDeadline: *progressDeadline, CleanupGrace: *cleanupGrace,
-		ScaleDownDelay: *scaleDownDelay, OwnerGrace: *ownerGrace,
+		ScaleDownDelay: *scaleDownDelay, OwnerGrace: *ownerGrace, SupportChartDir: *supportCharts,
 		API: m != modeController, Controllers: m != modeAPI,
 	}
 	start := time.Now()

@@ -142,7 +142,7 @@ func (r *InstanceReconciler) rollout(ctx context.Context, def *client.WorkloadDe
 	}
 
 	key := inst.ID + "/" + rt.ID
-	previous := refsOf(ps.Objects)
+	previous := RefsOf(ps.Objects)
 	owner := kube.Owner{InstanceID: inst.ID, Namespace: Namespace(inst), Previous: previous, Adopt: inst.Spec.Adopt, ClusterScoped: def.Spec.ClusterScoped}
 	hash := desiredHash(rt.ID, objs)
 	applied, fresh := r.recentlyApplied(key, hash)
@@ -359,7 +359,7 @@ func (r *InstanceReconciler) cleanup(ctx context.Context, inst *client.WorkloadI
 	if err != nil {
 		return false, err
 	}
-	owner := kube.Owner{InstanceID: inst.ID, Namespace: Namespace(inst), Previous: refsOf(ps.Objects)}
+	owner := kube.Owner{InstanceID: inst.ID, Namespace: Namespace(inst), Previous: RefsOf(ps.Objects)}
 	err = kube.DeleteAll(ctx, cl, owner)
 	if errors.Is(err, kube.ErrStillPresent) {
 		inst.Status.Message = err.Error()
@@ -458,7 +458,8 @@ func recordDrift(ctx context.Context, inst *client.WorkloadInstance, applied []k
 	})
 }
 
-func refsOf(objs []client.AppliedObject) []kube.AppliedRef {
+// RefsOf names the applied objects a status lists, for a later prune or delete.
+func RefsOf(objs []client.AppliedObject) []kube.AppliedRef {
 	out := make([]kube.AppliedRef, len(objs))
 	for i, o := range objs {
 		out[i] = kube.AppliedRef{APIVersion: o.APIVersion, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name}

@@ -1,0 +1,207 @@
+package app_test
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
+	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
+	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
+)
+
+// supportServicesOn lists the support services on a runtime, by type.
+func supportServicesOn(t *testing.T, cl *client.Client, runtimeID string) map[string][]*client.SupportService {
+	t.Helper()
+	out := map[string][]*client.SupportService{}
+	for ss, err := range cl.SupportServices().All(context.Background(), client.ListOptions{}) {
+		require.NoError(t, err)
+		if ss.Spec.RuntimeID == runtimeID {
+			out[ss.Spec.Type] = append(out[ss.Spec.Type], ss)
+		}
+	}
+	return out
+}
+
+// TestGatewaysWithTLS: gateways install ingress and cert-manager once per runtime, get an address and a
+// real certificate, give a domain name its records, and leave nothing behind; support services go a
+// grace period after their last gateway, and one an operator declared stays.
+func TestGatewaysWithTLS(t *testing.T) {
+	t.Parallel()
+	sim := kubesimtest.Start(t, kubesimtest.WithName("edge"), kubesimtest.WithRegion("eu-west"), kubesimtest.WithNodes(1))
+	const grace = 3 * time.Second
+	_, cl := cptest.Start(t, app.Config{ResyncInterval: 500 * time.Millisecond, DriftInterval: time.Second, OwnerGrace: grace})
+	ctx := context.Background()
+	cs := clientset(t, sim.Kubeconfig)
+	rc, err := clientcmd.BuildConfigFromFlags("", sim.Kubeconfig)
+	require.NoError(t, err)
+	dyn, err := dynamic.NewForConfig(rc)
+	require.NoError(t, err)
+	rt := readyRuntime(t, cl, "edge", sim.Kubeconfig)
+	var declared *client.SupportService
+	declared, err = cl.SupportServices().Create(ctx, &client.SupportService{Meta: client.Meta{Name: "metrics"},
+		Spec: client.SupportServiceSpec{RuntimeID: rt.ID, Type: client.SupportMetricsServer}})
+	require.NoError(t, err)
+	zone, err := cl.DomainNames().Create(ctx, &client.DomainName{Meta: client.Meta{Name: "example"}, Spec: client.DomainNameSpec{Zone: "example.test"}})
+	require.NoError(t, err)
+
+	start := time.Now()
+	def := webDefinition(t, cl, "web", 2, "")
+	inst, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "web"},
+		Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
+	require.NoError(t, err)
+	// Two gateways at once: one with a host and TLS, one without.
+	specs := map[string]client.GatewaySpec{
+		"web":      {InstanceID: inst.ID, Hosts: []string{"app.example.test"}},
+		"internal": {InstanceID: inst.ID, Paths: []string{"/api"}},
+	}
+	gws := map[string]*client.Gateway{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for name, spec := range specs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			gw, err := cl.Gateways().Create(ctx, &client.Gateway{Meta: client.Meta{Name: name}, Spec: spec})
+			require.NoError(t, err)
+			mu.Lock()
+			gws[name] = gw
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+
+	t.Run("the gateways go Ready with an address and a valid certificate", func(t *testing.T) {
+		for name, gw := range gws {
+			got, err := cl.Gateways().WaitReconciled(cptest.Wait(t, 3*time.Minute), gw.ID)
+			require.NoError(t, err, name)
+			gws[name] = got
+		}
+		t.Logf("app + two gateways on a fresh cluster, create to Ready (ingress and cert-manager installed): %s", time.Since(start).Round(time.Millisecond))
+		web := gws["web"]
+		require.Len(t, web.Status.Runtimes, 1)
+		rs := web.Status.Runtimes[0]
+		require.NotEmpty(t, rs.Address)
+		require.Equal(t, "https://app.example.test/", rs.URL)
+		require.Equal(t, rs.URL, web.Status.URL)
+		require.True(t, rs.CertificateReady)
+		require.NotNil(t, rs.CertificateExpiry)
+		require.WithinDuration(t, time.Now().Add(90*24*time.Hour), *rs.CertificateExpiry, 2*time.Hour)
+		require.Equal(t, "http://"+rs.Address+"/api", gws["internal"].Status.URL)
+
+		secret, err := cs.CoreV1().Secrets("web").Get(ctx, "web-tls", metav1.GetOptions{})
+		require.NoError(t, err)
+		block, _ := pem.Decode(secret.Data["tls.crt"])
+		require.NotNil(t, block)
+		cert, err := x509.ParseCertificate(block.Bytes)
+		require.NoError(t, err)
+		require.Equal(t, []string{"app.example.test"}, cert.DNSNames)
+		roots := x509.NewCertPool()
+		require.True(t, roots.AppendCertsFromPEM(secret.Data["ca.crt"]))
+		_, err = cert.Verify(x509.VerifyOptions{DNSName: "app.example.test", Roots: roots})
+		require.NoError(t, err, "the certificate is valid for the host")
+
+		ing, err := cs.NetworkingV1().Ingresses("web").Get(ctx, "web", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, client.IngressClassName, *ing.Spec.IngressClassName)
+		require.Equal(t, "true", ing.Annotations["nginx.ingress.kubernetes.io/ssl-redirect"])
+		require.Equal(t, "web-tls", ing.Spec.TLS[0].SecretName)
+	})
+
+	t.Run("each support service is installed exactly once on the runtime", func(t *testing.T) {
+		on := supportServicesOn(t, cl, rt.ID)
+		for _, typ := range []string{client.SupportIngress, client.SupportCertManager, client.SupportExternalDNS, client.SupportMetricsServer} {
+			require.Len(t, on[typ], 1, typ)
+		}
+		require.Equal(t, client.PhaseReady, on[client.SupportIngress][0].Status.Phase)
+		require.Equal(t, 2, on[client.SupportIngress][0].Status.Consumers, "both gateways use the ingress")
+		require.Contains(t, on[client.SupportIngress][0].Status.Chart, "local chart")
+		ic, err := cs.NetworkingV1().IngressClasses().Get(ctx, client.IngressClassName, metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, "qleetos.io/ingress", ic.Spec.Controller)
+	})
+
+	t.Run("the domain name lists the gateway's record", func(t *testing.T) {
+		require.Equal(t, []client.ObjectRef{{Kind: client.KindDomainName, ID: zone.ID, Name: "example"}}, gws["web"].Status.DomainNames)
+		require.Eventually(t, func() bool {
+			d, err := cl.DomainNames().Get(ctx, zone.ID)
+			require.NoError(t, err)
+			return len(d.Status.Records) == 1 && d.Status.Records[0].Name == "app.example.test" &&
+				d.Status.Records[0].Targets[0] == gws["web"].Status.Runtimes[0].Address
+		}, 30*time.Second, 100*time.Millisecond)
+	})
+
+	t.Run("the graph shows the gateway waiting on nothing, using its support services", func(t *testing.T) {
+		g, err := cl.Graph(ctx, "gateway/web")
+		require.NoError(t, err)
+		var whys []string
+		for _, e := range g.Providers(gws["web"].ID) {
+			whys = append(whys, e.Why)
+		}
+		require.Contains(t, whys, "spec.instance_id")
+		require.Contains(t, whys, "status.support_services[0]")
+		require.Contains(t, whys, "status.domain_names[0]")
+	})
+
+	t.Run("support services stay while a gateway uses them, and go a grace after the last", func(t *testing.T) {
+		require.NoError(t, cl.Gateways().Delete(cptest.Wait(t, time.Minute), gws["internal"].ID, client.DeleteOptions{Wait: true}))
+		_, err := cs.NetworkingV1().Ingresses("web").Get(ctx, "internal", metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "its route is gone: %v", err)
+		time.Sleep(2 * grace) // the other gateway still uses them: nothing may go
+		on := supportServicesOn(t, cl, rt.ID)
+		require.Len(t, on[client.SupportIngress], 1)
+		require.Len(t, on[client.SupportCertManager], 1)
+
+		ingressID := on[client.SupportIngress][0].ID
+		require.NoError(t, cl.Gateways().Delete(cptest.Wait(t, time.Minute), gws["web"].ID, client.DeleteOptions{Wait: true}))
+		gone := time.Now()
+		_, err = cs.NetworkingV1().Ingresses("web").Get(ctx, "web", metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "the route is gone: %v", err)
+		_, err = dyn.Resource(schema.GroupVersionResource{Group: "cert-manager.io", Version: "v1", Resource: "certificates"}).Namespace("web").Get(ctx, "web", metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "the certificate is gone: %v", err)
+		_, err = cs.CoreV1().Secrets("web").Get(ctx, "web-tls", metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "the TLS secret issued for it is gone: %v", err)
+		_, err = cl.SupportServices().Get(ctx, ingressID)
+		require.NoError(t, err, "not before the grace")
+		require.Eventually(t, func() bool {
+			on := supportServicesOn(t, cl, rt.ID)
+			return len(on[client.SupportIngress]) == 0 && len(on[client.SupportCertManager]) == 0 && len(on[client.SupportExternalDNS]) == 0
+		}, time.Minute, 100*time.Millisecond, "removed after the grace")
+		require.GreaterOrEqual(t, time.Since(gone), grace)
+		t.Logf("support services removed %s after the last gateway (grace %s)", time.Since(gone).Round(time.Millisecond), grace)
+
+		d, err := cl.DomainNames().Get(ctx, zone.ID)
+		require.NoError(t, err)
+		require.Empty(t, d.Status.Records, "the record went with the gateway")
+	})
+
+	t.Run("nothing is left in the cluster but what an operator declared", func(t *testing.T) {
+		require.Eventually(t, func() bool {
+			for _, ns := range []string{"qleet-ingress", "qleet-cert-manager", "qleet-external-dns"} {
+				if _, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+					return false
+				}
+			}
+			_, err := cs.NetworkingV1().IngressClasses().Get(ctx, client.IngressClassName, metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		}, time.Minute, 200*time.Millisecond)
+		crds, err := cs.Discovery().ServerResourcesForGroupVersion("cert-manager.io/v1")
+		require.True(t, apierrors.IsNotFound(err) || len(crds.APIResources) == 0, "cert-manager's CRDs are gone: %v", err)
+		got, err := cl.SupportServices().Get(ctx, declared.ID)
+		require.NoError(t, err, "the declared support service stays")
+		require.Equal(t, client.PhaseReady, got.Status.Phase)
+		_, err = cs.AppsV1().Deployments("kube-system").Get(ctx, "qleet-metrics-server", metav1.GetOptions{})
+		require.NoError(t, err)
+	})
+}

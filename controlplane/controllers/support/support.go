@@ -1,0 +1,218 @@
+// Package support reconciles support_services: add-ons (ingress, cert-manager, external-dns,
+// metrics-server) installed on a runtime from a pinned Helm chart, and removed from it on delete.
+// Controllers create them, owned, when a dependency needs one; the reconcile runtime garbage-collects an
+// owned one a grace period after its last owner and consumer are gone. One an operator declares stays.
+package support
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/workload"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
+)
+
+// Reconciler reconciles support_services.
+type Reconciler struct {
+	// Client reads runtimes (a controller token) and counts consumers.
+	Client *client.Client
+	// Connector connects to runtimes' clusters.
+	Connector *kube.Connector
+	// ChartDir holds local charts by type (<dir>/ingress, ...); a type found there is installed from it
+	// unless the support service names a repository. Empty: upstream charts only.
+	ChartDir string
+	// HelmCacheDir caches downloaded charts (default: the renderer's).
+	HelmCacheDir string
+
+	once     sync.Once
+	renderer *workload.Renderer
+	runtimes reconcile.Deps[client.KubernetesRuntimeSpec, client.KubernetesRuntimeStatus]
+}
+
+func (r *Reconciler) init() *Reconciler {
+	r.once.Do(func() {
+		r.renderer = &workload.Renderer{ChartDir: r.ChartDir, HelmCacheDir: r.HelmCacheDir}
+		r.runtimes.Resource = r.Client.KubernetesRuntimes()
+	})
+	return r
+}
+
+// Reconcile installs (or upgrades) the support service's chart on its runtime and reports its health.
+func (r *Reconciler) Reconcile(ctx context.Context, ss *client.SupportService) (reconcile.Result, error) {
+	rt, err := r.init().runtimes.RequireReady(ctx, ss.Spec.RuntimeID)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	cl, err := r.Connector.Connect(ctx, rt)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	objs, source, err := r.render(ctx, ss, rt.Status.Version)
+	if err != nil {
+		var fe *workload.FetchError
+		if errors.As(err, &fe) {
+			return reconcile.Result{}, err
+		}
+		return reconcile.Result{}, reconcile.Terminal(err)
+	}
+	ss.Status.Chart, ss.Status.Namespace = source, namespace(ss)
+	previous := workload.RefsOf(ss.Status.Objects)
+	owner := kube.Owner{InstanceID: ss.ID, Namespace: namespace(ss), Previous: previous, ClusterScoped: true}
+	applied, err := kube.Apply(ctx, cl, owner, objs)
+	if err != nil {
+		if kube.IsInvalid(err) || kube.IsOwnershipConflict(err) {
+			return reconcile.Result{}, reconcile.Terminal(fmt.Errorf("install %s: %w", ss.Spec.Type, err))
+		}
+		return reconcile.Result{}, fmt.Errorf("install %s: %w", ss.Spec.Type, err)
+	}
+	if len(previous) > 0 {
+		if _, err := kube.Prune(ctx, cl, owner, applied); err != nil {
+			return reconcile.Result{}, fmt.Errorf("prune: %w", err)
+		}
+	}
+	rep := kube.HealthWith(ctx, cl, applied, kube.HealthOptions{})
+	ss.Status.Objects = rep.Objects
+	n, err := reconcile.CountConsumers(ctx, r.Client, ss.ID)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	ss.Status.Consumers = n
+	switch {
+	case n > 0:
+		ss.Status.UnusedSince = nil
+	case ss.Status.UnusedSince == nil:
+		now := time.Now().UTC().Truncate(time.Second)
+		ss.Status.UnusedSince = &now
+	}
+	if !rep.Ready {
+		nr := rep.NotReady()
+		ss.Status.Message = fmt.Sprintf("%s %q is not ready: %s", nr.Kind, nr.Name, nr.Message)
+		return reconcile.Result{RequeueAfter: 2 * time.Second}, nil
+	}
+	return reconcile.Result{}, nil
+}
+
+// render renders the support service's chart: from the support chart directory when it holds the type
+// (and no repository is named), else from the upstream (or given) repository at the pinned version.
+// cert-manager also gets the ClusterIssuer that gateways name.
+func (r *Reconciler) render(ctx context.Context, ss *client.SupportService, kubeVersion string) ([]*unstructured.Unstructured, string, error) {
+	up := client.SupportCharts[ss.Spec.Type]
+	h := &client.HelmSource{Repository: up.Repository, Chart: up.Chart, Version: up.Version, Values: defaultValues[ss.Spec.Type]}
+	if ss.Spec.Version != "" {
+		h.Version = ss.Spec.Version
+	}
+	source := fmt.Sprintf("%s %s from %s", h.Chart, h.Version, h.Repository)
+	switch {
+	case ss.Spec.Repository != "":
+		h.Repository = ss.Spec.Repository
+		source = fmt.Sprintf("%s %s from %s", h.Chart, h.Version, h.Repository)
+	case r.hasLocal(ss.Spec.Type):
+		h = &client.HelmSource{Chart: ss.Spec.Type}
+		source = "local chart " + filepath.Join(r.ChartDir, ss.Spec.Type)
+	}
+	if ss.Spec.Values != "" {
+		h.Values = ss.Spec.Values
+	}
+	def := &client.WorkloadDefinition{Meta: client.Meta{Name: "qleet-" + ss.Spec.Type}, Spec: client.WorkloadDefinitionSpec{Helm: h, ClusterScoped: true}}
+	inst := &client.WorkloadInstance{Meta: client.Meta{Name: "qleet-" + ss.Spec.Type}, Spec: client.WorkloadInstanceSpec{Namespace: namespace(ss)}}
+	objs, err := r.renderer.Render(ctx, def, inst, kubeVersion)
+	if err != nil {
+		return nil, "", fmt.Errorf("render %s: %w", source, err)
+	}
+	if ss.Spec.Type == client.SupportCertManager {
+		objs = append(objs, clusterIssuer())
+	}
+	return objs, source, nil
+}
+
+// defaultValues make the upstream charts install what gateways rely on: the qleet IngressClass and a
+// labelled LoadBalancer Service, and cert-manager's CRDs.
+var defaultValues = map[string]string{
+	client.SupportIngress: `controller:
+  ingressClass: qleet
+  ingressClassResource:
+    name: qleet
+    controllerValue: k8s.io/ingress-nginx
+  service:
+    labels:
+      qleetos.io/ingress-controller: "true"
+`,
+	client.SupportCertManager: `crds:
+  enabled: true
+extraArgs:
+  - --enable-certificate-owner-ref=true
+`,
+	client.SupportExternalDNS: `sources: [ingress]
+extraArgs: [--ingress-class=qleet]
+`,
+}
+
+func clusterIssuer() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"selfSigned": map[string]any{}}}}
+	u.SetAPIVersion("cert-manager.io/v1")
+	u.SetKind("ClusterIssuer")
+	u.SetName(client.ClusterIssuerName)
+	return u
+}
+
+func (r *Reconciler) hasLocal(typ string) bool {
+	if r.ChartDir == "" {
+		return false
+	}
+	st, err := os.Stat(filepath.Join(r.ChartDir, typ, "Chart.yaml"))
+	return err == nil && st.Mode().IsRegular()
+}
+
+// namespace is where a support service is installed.
+func namespace(ss *client.SupportService) string {
+	return client.SupportCharts[ss.Spec.Type].Namespace
+}
+
+// Finalize removes what the support service installed. A runtime that is gone has nothing left to
+// remove; a deletion with orphan leaves it.
+func (r *Reconciler) Finalize(ctx context.Context, ss *client.SupportService) (reconcile.Result, error) {
+	if ss.DeletionOrphan || len(ss.Status.Objects) == 0 {
+		return reconcile.Result{}, nil
+	}
+	rt, err := r.init().runtimes.Get(ctx, ss.Spec.RuntimeID)
+	if client.IsNotFound(err) {
+		return reconcile.Result{}, nil
+	}
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	cl, err := r.Connector.Connect(ctx, rt)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	owner := kube.Owner{InstanceID: ss.ID, Namespace: namespace(ss), Previous: workload.RefsOf(ss.Status.Objects), ClusterScoped: true}
+	err = kube.DeleteAll(ctx, cl, owner)
+	if errors.Is(err, kube.ErrStillPresent) {
+		ss.Status.Message = err.Error()
+		return reconcile.Result{RequeueAfter: time.Second}, nil
+	}
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("remove %s: %w", ss.Spec.Type, err)
+	}
+	return reconcile.Result{}, nil
+}
+
+// Name is the name a controller gives the support service of a type on a runtime: one per runtime and
+// type, so that concurrent requests for it meet on the name.
+func Name(typ, runtime string) string {
+	n := typ + "-" + runtime
+	if len(n) > 63 {
+		n = strings.TrimRight(n[:63], "-")
+	}
+	return n
+}
