@@ -143,6 +143,9 @@ func (p *qleetProvider) Resources(context.Context) []func() resource.Resource {
 		workloadDefinitionKind.resource,
 		workloadInstanceKind.resource,
 		runtimeProfileKind.resource,
+		gatewayKind.resource,
+		domainNameKind.resource,
+		supportServiceKind.resource,
 	}
 }
 
@@ -152,6 +155,9 @@ func (p *qleetProvider) DataSources(context.Context) []func() datasource.DataSou
 		workloadDefinitionKind.dataSource, workloadDefinitionKind.listDataSource,
 		workloadInstanceKind.dataSource, workloadInstanceKind.listDataSource,
 		runtimeProfileKind.dataSource, runtimeProfileKind.listDataSource,
+		gatewayKind.dataSource, gatewayKind.listDataSource,
+		domainNameKind.dataSource, domainNameKind.listDataSource,
+		supportServiceKind.dataSource, supportServiceKind.listDataSource,
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kubesim"
+	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
 	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
 )
 
@@ -122,6 +123,7 @@ func startAccEnv() (*accEnv, error) {
 	a, err := app.Start(ctx, app.Config{
 		DataDir: filepath.Join(dir, "qleet"), Listen: "127.0.0.1:0", API: true, Controllers: true,
 		ResyncInterval: 2 * time.Second, KubesimBinary: bin, CleanupGrace: 3 * time.Second,
+		SupportChartDir: cptest.SupportCharts(), OwnerGrace: 5 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	if err != nil {

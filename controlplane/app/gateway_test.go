@@ -205,3 +205,43 @@ func TestGatewaysWithTLS(t *testing.T) {
 		require.NoError(t, err)
 	})
 }
+
+// TestDeletingTheInstanceWithCascadeLeavesNothing: the instance deleted with cascade takes its gateway
+// first, and the support services the gateway installed follow after the grace; the runtime can then be
+// deleted at once, although the grace is long.
+func TestDeletingTheInstanceWithCascadeLeavesNothing(t *testing.T) {
+	t.Parallel()
+	sim := kubesimtest.Start(t, kubesimtest.WithName("cascade"), kubesimtest.WithNodes(1))
+	_, cl := cptest.Start(t, app.Config{ResyncInterval: 500 * time.Millisecond, DriftInterval: time.Second, OwnerGrace: time.Hour})
+	ctx := context.Background()
+	cs := clientset(t, sim.Kubeconfig)
+	rt := readyRuntime(t, cl, "cascade", sim.Kubeconfig)
+	def := webDefinition(t, cl, "web", 1, "")
+	inst, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "web"},
+		Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
+	require.NoError(t, err)
+	gw, err := cl.Gateways().Create(ctx, &client.Gateway{Meta: client.Meta{Name: "web"},
+		Spec: client.GatewaySpec{InstanceID: inst.ID, Hosts: []string{"web.example.test"}}})
+	require.NoError(t, err)
+	_, err = cl.Gateways().WaitReconciled(cptest.Wait(t, 2*time.Minute), gw.ID)
+	require.NoError(t, err)
+
+	err = cl.WorkloadInstances().Delete(ctx, inst.ID, client.DeleteOptions{})
+	require.True(t, client.IsConflict(err), "the gateway depends on it: %v", err)
+	require.NoError(t, cl.WorkloadInstances().Delete(cptest.Wait(t, 2*time.Minute), inst.ID, client.DeleteOptions{Cascade: true, Wait: true}))
+	_, err = cl.Gateways().Get(ctx, gw.ID)
+	require.True(t, client.IsNotFound(err), "the gateway went first: %v", err)
+	require.Len(t, supportServicesOn(t, cl, rt.ID)[client.SupportIngress], 1, "within the grace the support services stay")
+
+	// The runtime goes at once, taking the unused support services first, whatever the grace.
+	require.NoError(t, cl.KubernetesRuntimes().Delete(cptest.Wait(t, 2*time.Minute), rt.ID, client.DeleteOptions{Wait: true}))
+	require.Empty(t, supportServicesOn(t, cl, rt.ID))
+	for _, ns := range []string{"web", "qleet-ingress", "qleet-cert-manager"} {
+		require.Eventually(t, func() bool {
+			_, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		}, time.Minute, 200*time.Millisecond, "namespace %s is gone", ns)
+	}
+	_, err = cs.NetworkingV1().IngressClasses().Get(ctx, client.IngressClassName, metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "%v", err)
+}

@@ -151,6 +151,21 @@ func (s *Server) requestDeletion(ctx context.Context, kind, id string, cascade b
 	if obj.DeletionRequestedAt != nil && (obj.DeletionOrphan || !opts.Orphan) {
 		return obj, nil
 	}
+	if !cascade {
+		// Dependents that are garbage (made by a controller for owners that are all gone, and used by
+		// nothing) do not block: they go first, as a cascade would take them. A runtime is deleted
+		// right after the gateway that installed its support services, without waiting out their grace.
+		deps, err := s.cfg.Store.Dependents(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("dependents of %s %s: %w", kind, id, err)
+		}
+		if len(deps) > 0 && s.allGarbage(ctx, deps) {
+			cascade = true
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, s.cfg.CascadeTimeout)
+			defer cancel()
+		}
+	}
 	if cascade {
 		if depth >= maxCascadeDepth {
 			return nil, client.Errorf(client.CodeConflict, "cascading delete deeper than %d levels", maxCascadeDepth)
@@ -183,6 +198,30 @@ func (s *Server) requestDeletion(ctx context.Context, kind, id string, cascade b
 	}
 	s.committed(id)
 	return obj, nil
+}
+
+// allGarbage reports whether every dependent was made by a controller for owners that are all gone or
+// being deleted, and is itself used by nothing: what garbage collection would remove after its grace.
+func (s *Server) allGarbage(ctx context.Context, deps []store.Ref) bool {
+	for _, d := range deps {
+		obj, err := s.cfg.Store.Get(ctx, d.Kind, d.ID)
+		if err != nil || len(obj.Owners) == 0 {
+			return false
+		}
+		for _, o := range obj.Owners {
+			owner, err := s.cfg.Store.Get(ctx, o.Kind, o.ID)
+			if err == nil && owner.DeletionRequestedAt == nil {
+				return false
+			}
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return false
+			}
+		}
+		if used, err := s.cfg.Store.Dependents(ctx, d.ID); err != nil || len(used) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *Server) updateStatus(w http.ResponseWriter, r *http.Request) {

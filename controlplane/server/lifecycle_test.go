@@ -342,3 +342,56 @@ func (c *countingGets) Get(ctx context.Context, kind, id string) (*store.Object,
 	c.gets.Add(1)
 	return c.Store.Get(ctx, kind, id)
 }
+
+// TestGarbageDependentsDoNotBlockADelete: a runtime whose only dependents are support services a
+// controller made for owners that are gone is deleted at once, taking them first; a declared support
+// service, or one whose owner still exists, still blocks it.
+func TestGarbageDependentsDoNotBlockADelete(t *testing.T) {
+	t.Parallel()
+	e := setup(t, setupOpts{cfg: func(c *server.Config) { c.CascadeTimeout = 20 * time.Second }})
+	ctx := context.Background()
+	rt, err := e.admin.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "rt"},
+		Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderLocal}})
+	require.NoError(t, err)
+	owner, err := e.admin.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "owner"},
+		Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "web", Image: "nginx:1.27"}}}})
+	require.NoError(t, err)
+	made, err := e.ctrl.SupportServices().Create(ctx, &client.SupportService{
+		Meta: client.Meta{Name: "ingress-rt", Owners: []client.ObjectRef{{Kind: client.KindWorkloadDefinition, ID: owner.ID}}},
+		Spec: client.SupportServiceSpec{RuntimeID: rt.ID, Type: client.SupportIngress}})
+	require.NoError(t, err)
+
+	err = e.admin.KubernetesRuntimes().Delete(ctx, rt.ID, client.DeleteOptions{})
+	require.True(t, client.IsConflict(err), "its owner still exists: %v", err)
+
+	// The owner goes (being deleted is enough); nothing runs the support service's finalizer here, so
+	// play the controller: finalize it once its deletion is requested.
+	require.NoError(t, e.admin.WorkloadDefinitions().Delete(ctx, owner.ID, client.DeleteOptions{}))
+	go func() {
+		for range 200 {
+			got, err := e.ctrl.SupportServices().Get(ctx, made.ID)
+			if err == nil && got.DeletionRequestedAt != nil {
+				_ = e.ctrl.SupportServices().Finalize(ctx, made.ID)
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	require.NoError(t, e.admin.KubernetesRuntimes().Delete(ctx, rt.ID, client.DeleteOptions{}))
+	_, err = e.admin.SupportServices().Get(ctx, made.ID)
+	require.True(t, client.IsNotFound(err), "the garbage went first: %v", err)
+	got, err := e.admin.KubernetesRuntimes().Get(ctx, rt.ID)
+	require.NoError(t, err)
+	require.NotNil(t, got.DeletionRequestedAt)
+
+	t.Run("a declared support service blocks", func(t *testing.T) {
+		rt2, err := e.admin.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "rt2"},
+			Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderLocal}})
+		require.NoError(t, err)
+		_, err = e.admin.SupportServices().Create(ctx, &client.SupportService{Meta: client.Meta{Name: "declared"},
+			Spec: client.SupportServiceSpec{RuntimeID: rt2.ID, Type: client.SupportMetricsServer}})
+		require.NoError(t, err)
+		err = e.admin.KubernetesRuntimes().Delete(ctx, rt2.ID, client.DeleteOptions{})
+		require.True(t, client.IsConflict(err), "%v", err)
+	})
+}
