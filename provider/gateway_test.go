@@ -66,7 +66,7 @@ func TestAccGateway(t *testing.T) {
 			// the gateway installed go after the owner grace.
 			return eventually(ctx, time.Minute, func(ctx context.Context) error {
 				if _, err := env.kube.NetworkingV1().Ingresses(name).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-					return fmt.Errorf("ingress still there: %v", err)
+					return fmt.Errorf("ingress still there: %w", err)
 				}
 				for ss, err := range env.api.SupportServices().All(ctx, client.ListOptions{}) {
 					if err != nil {
@@ -81,7 +81,7 @@ func TestAccGateway(t *testing.T) {
 		}),
 		Steps: []resource.TestStep{
 			{
-				Config: gatewayConfig(name, env.kubeconfig, `port = 0`),
+				Config:      gatewayConfig(name, env.kubeconfig, `port = 0`),
 				ExpectError: regexp.MustCompile(`(?s)port.*between 1 and 65535`),
 			},
 			{
