@@ -56,7 +56,7 @@ up() {
       die "port ${listen##*:} is taken by another program: stop it, or set QLEET_DEMO_LISTEN=127.0.0.1:<port>"
     fi
     say "starting qleet server on $endpoint (log: $demo/server.log)"
-    nohup "$bin/qleet" server --data-dir "$demo/data" --listen "$listen" > "$demo/server.log" 2>&1 &
+    nohup "$bin/qleet" server --data-dir "$demo/data" --listen "$listen" --support-chart-dir "$root/charts/support" > "$demo/server.log" 2>&1 &
     echo $! > "$pidfile"
     for _ in $(seq 1 100); do
       ready && break
@@ -77,13 +77,13 @@ RC
   mkdir -p "$demo/tf"
   cp "$root"/examples/quickstart/*.tf "$demo/tf/"
 
-  say "terraform apply examples/quickstart (a runtime profile, a definition with autoscaling, and an instance placed in two regions: two kubesim clusters are provisioned)"
+  say "terraform apply examples/quickstart (a runtime profile, a definition with autoscaling, an instance placed in two regions: two kubesim clusters are provisioned, and a gateway with TLS: ingress and cert-manager are installed on both)"
   say "waiting for the controllers to report each object reconciled; the local cluster takes a few seconds to start"
   tf apply -auto-approve -input=false
 
   export QLEET_ENDPOINT="$endpoint" QLEET_TOKEN="$(cat "$demo/data/admin.token")" QLEET_DATA_DIR="$demo/data"
   say "objects in the control plane"
-  for k in runtime_profiles kubernetes_runtimes workload_definitions workload_instances; do
+  for k in runtime_profiles kubernetes_runtimes workload_definitions workload_instances gateways support_services; do
     echo "--- $k"; "$bin/qleet" get "$k"
   done
   for inst in $("$bin/qleet" get workload_instances -o json | sed -n 's/^    "name": "\(.*\)",$/\1/p'); do

@@ -67,10 +67,21 @@ func (s *Server) buildGraph(ctx context.Context) (*client.Graph, error) {
 			return nil, err
 		}
 	}
-	// One edge per consumer and provider: a pinned runtime is also the instance's placement.
+	// One edge per consumer and provider: a pinned runtime is also the instance's placement. An owner
+	// that also uses what it owns (a gateway and the support service it installed) keeps the use only,
+	// so that the graph has no cycle.
+	uses := map[[2]string]bool{}
+	for _, e := range g.Edges {
+		if e.Type != client.EdgeOwner {
+			uses[[2]string{e.From, e.To}] = true
+		}
+	}
 	edges := g.Edges[:0]
 	seen := map[[2]string]bool{}
 	for _, e := range g.Edges {
+		if e.Type == client.EdgeOwner && uses[[2]string{e.To, e.From}] {
+			continue
+		}
 		if exists[e.To] && !seen[[2]string{e.From, e.To}] {
 			seen[[2]string{e.From, e.To}] = true
 			edges = append(edges, e)

@@ -1,13 +1,14 @@
-# QleetOS quickstart: a runtime profile, a workload definition, and an instance of it placed in two
-# regions, with no cluster declared anywhere.
+# QleetOS quickstart: a runtime profile, a workload definition, an instance of it placed in two
+# regions, with no cluster declared anywhere, and a gateway with TLS in front of it.
 #
 #   qleet server &                                   # the control plane, in one process
 #   export QLEET_ENDPOINT=http://127.0.0.1:8080
 #   export QLEET_TOKEN=$(cat .qleet/admin.token)
 #   terraform init && terraform apply
 #
-# Apply returns once every object is reconciled: both clusters are up with Ready nodes, and the
-# workload is rolled out in each with its pods Ready.
+# Apply returns once every object is reconciled: both clusters are up with Ready nodes, the
+# workload is rolled out in each with its pods Ready, and each routes the host with a certificate.
+# (qleet server installs support services from charts/support when run with --support-chart-dir.)
 
 terraform {
   required_providers {
@@ -76,6 +77,22 @@ resource "qleet_workload_instance" "hello" {
   labels = {
     app = "quickstart"
   }
+}
+
+# Ingress with TLS on both clusters: QleetOS installs an ingress controller and cert-manager on each
+# (they go again once no gateway needs them), routes the host to the app and has a certificate issued.
+resource "qleet_gateway" "hello" {
+  name        = "hello"
+  instance_id = qleet_workload_instance.hello.id
+  hosts       = ["hello.example.test"]
+}
+
+output "url" {
+  value = qleet_gateway.hello.status.url
+}
+
+output "gateway_addresses" {
+  value = { for r in qleet_gateway.hello.status.runtimes : r.runtime => r.address }
 }
 
 output "placements" {

@@ -19,9 +19,13 @@ var kindAliases = map[string]string{
 	"definition": client.KindWorkloadDefinition, "definitions": client.KindWorkloadDefinition,
 	"instance": client.KindWorkloadInstance, "instances": client.KindWorkloadInstance,
 	"profile": client.KindRuntimeProfile, "profiles": client.KindRuntimeProfile,
+	"gateway": client.KindGateway, "gateways": client.KindGateway,
+	"domain": client.KindDomainName, "domains": client.KindDomainName,
+	"support": client.KindSupportService, "supports": client.KindSupportService,
 }
 
-var knownKinds = []string{client.KindKubernetesRuntime, client.KindRuntimeProfile, client.KindWorkloadDefinition, client.KindWorkloadInstance}
+var knownKinds = []string{client.KindKubernetesRuntime, client.KindRuntimeProfile, client.KindWorkloadDefinition, client.KindWorkloadInstance,
+	client.KindGateway, client.KindDomainName, client.KindSupportService}
 
 func resolveKind(s string) (string, error) {
 	if k, ok := kindAliases[s]; ok {
