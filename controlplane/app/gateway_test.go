@@ -245,3 +245,59 @@ func TestDeletingTheInstanceWithCascadeLeavesNothing(t *testing.T) {
 	_, err = cs.NetworkingV1().IngressClasses().Get(ctx, client.IngressClassName, metav1.GetOptions{})
 	require.True(t, apierrors.IsNotFound(err), "%v", err)
 }
+
+// TestAutoscalingOnSimulatedLoad: with the metrics-server support service installed, kubesim serves pod
+// metrics, and the HorizontalPodAutoscaler QleetOS renders scales the workload on the load put on it.
+func TestAutoscalingOnSimulatedLoad(t *testing.T) {
+	t.Parallel()
+	sim := kubesimtest.Start(t, kubesimtest.WithName("hpa"), kubesimtest.WithNodes(1))
+	_, cl := cptest.Start(t, app.Config{ResyncInterval: time.Second})
+	ctx := context.Background()
+	cs := clientset(t, sim.Kubeconfig)
+	rt := readyRuntime(t, cl, "hpa", sim.Kubeconfig)
+	ms, err := cl.SupportServices().Create(ctx, &client.SupportService{Meta: client.Meta{Name: "metrics"},
+		Spec: client.SupportServiceSpec{RuntimeID: rt.ID, Type: client.SupportMetricsServer}})
+	require.NoError(t, err)
+	_, err = cl.SupportServices().WaitReconciled(cptest.Wait(t, time.Minute), ms.ID)
+	require.NoError(t, err)
+	def, err := cl.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "busy"},
+		Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "web", Image: "nginx:1.27",
+			Resources: &client.Resources{Requests: client.ResourceList{CPU: "100m"}}}},
+			Autoscaling: &client.Autoscaling{MinReplicas: 1, MaxReplicas: 4, TargetCPUPercent: 50}}})
+	require.NoError(t, err)
+	inst, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "busy"},
+		Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
+	require.NoError(t, err)
+	_, err = cl.WorkloadInstances().WaitReconciled(cptest.Wait(t, time.Minute), inst.ID)
+	require.NoError(t, err)
+
+	// At rest (a tenth of the request, 10%) the autoscaler reads the metrics and keeps one replica.
+	require.Eventually(t, func() bool {
+		hpa, err := cs.AutoscalingV2().HorizontalPodAutoscalers("busy").Get(ctx, "busy", metav1.GetOptions{})
+		require.NoError(t, err)
+		return len(hpa.Status.CurrentMetrics) > 0 && hpa.Status.CurrentMetrics[0].Resource != nil &&
+			hpa.Status.CurrentMetrics[0].Resource.Current.AverageUtilization != nil
+	}, 2*time.Minute, 500*time.Millisecond, "the autoscaler reads pod metrics")
+
+	// Load: 300m per pod is 300% of the request against a 50% target, so it scales to its maximum.
+	d := deployment(t, cs, "busy", "busy")
+	if d.Annotations == nil {
+		d.Annotations = map[string]string{}
+	}
+	d.Annotations["kubesim.qleet.io/cpu"] = "300m"
+	_, err = cs.AppsV1().Deployments("busy").Update(ctx, d, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	loaded := time.Now()
+	require.Eventually(t, func() bool {
+		d := deployment(t, cs, "busy", "busy")
+		return d.Spec.Replicas != nil && *d.Spec.Replicas == 4 && d.Status.AvailableReplicas == 4
+	}, 2*time.Minute, 500*time.Millisecond, "the autoscaler scales to its maximum")
+	t.Logf("HPA: load applied -> 4 replicas available in %s", time.Since(loaded).Round(time.Millisecond))
+	got, err := cl.WorkloadInstances().Get(ctx, inst.ID)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		got, err = cl.WorkloadInstances().Get(ctx, inst.ID)
+		require.NoError(t, err)
+		return got.Status.Replicas == 4
+	}, time.Minute, 200*time.Millisecond, "the instance reports the autoscaled replicas")
+}

@@ -20,7 +20,7 @@ import (
 )
 
 // The add-ons kubesim plays where no container runs: an ingress controller's
-// address, and cert-manager's certificates. Each is a small loop that reads
+// address, cert-manager's certificates, and metrics-server's pod metrics. Each is a small loop that reads
 // the cluster every addonInterval and writes only what differs.
 
 const addonInterval = 500 * time.Millisecond
@@ -43,7 +43,14 @@ const certValidityIssued = 90 * 24 * time.Hour
 func runAddons(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface, ca keyPair, log *slog.Logger) {
 	t := time.NewTicker(addonInterval)
 	defer t.Stop()
+	var metricsAt time.Time
 	for {
+		if time.Since(metricsAt) >= metricsEvery {
+			metricsAt = time.Now()
+			if err := syncMetrics(ctx, cs, dyn); err != nil && ctx.Err() == nil {
+				log.Warn("pod metrics", "err", err)
+			}
+		}
 		if err := syncIngresses(ctx, cs); err != nil && ctx.Err() == nil {
 			log.Warn("ingress addresses", "err", err)
 		}

@@ -91,6 +91,10 @@ func (l layout) controllerManagerArgs() []string {
 		// thousands of workloads roll out at once (make bench's scale section), not CPU-bound.
 		"--concurrent-deployment-syncs=20",
 		"--concurrent-replicaset-syncs=20",
+		// Simulated pod metrics are written every 5s: the autoscaler looks as often, and counts a new
+		// pod's usage once it has been Ready for 10s.
+		"--horizontal-pod-autoscaler-sync-period=5s",
+		"--horizontal-pod-autoscaler-cpu-initialization-period=10s",
 	}
 }
 
