@@ -112,7 +112,9 @@ func syncIngresses(ctx context.Context, cs kubernetes.Interface) error {
 }
 
 func sameAddresses(a, b []networkingv1.IngressLoadBalancerIngress) bool {
-	return slices.EqualFunc(a, b, func(x, y networkingv1.IngressLoadBalancerIngress) bool { return x.IP == y.IP && x.Hostname == y.Hostname })
+	return slices.EqualFunc(a, b, func(x, y networkingv1.IngressLoadBalancerIngress) bool {
+		return x.IP == y.IP && x.Hostname == y.Hostname
+	})
 }
 
 // syncCertificates issues every cert-manager Certificate that is not Ready:
@@ -175,7 +177,7 @@ func issue(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface, 
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: secretName, Namespace: c.GetNamespace(),
-			Annotations: map[string]string{"cert-manager.io/certificate-name": c.GetName(), "cert-manager.io/issuer-name": issuerName(c)},
+			Annotations:     map[string]string{"cert-manager.io/certificate-name": c.GetName(), "cert-manager.io/issuer-name": issuerName(c)},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: c.GetAPIVersion(), Kind: c.GetKind(), Name: c.GetName(), UID: c.GetUID(), Controller: &ctrl}},
 		},
 		Type: corev1.SecretTypeTLS,

@@ -161,8 +161,8 @@ func writePodMetrics(ctx context.Context, dyn dynamic.Interface, p *corev1.Pod, 
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "metrics.k8s.io/v1beta1", "kind": "PodMetrics",
-		"metadata":   map[string]any{"name": p.Name, "namespace": p.Namespace, "labels": labels},
-		"timestamp":  now, "window": "1s", "containers": containers,
+		"metadata":  map[string]any{"name": p.Name, "namespace": p.Namespace, "labels": labels},
+		"timestamp": now, "window": "1s", "containers": containers,
 	}}
 	cur, err := dyn.Resource(podMetrics).Namespace(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
