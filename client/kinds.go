@@ -210,6 +210,10 @@ type WorkloadInstanceSpec struct {
 	Env []EnvVar `json:"env,omitempty"`
 	// Images overrides the image per container name.
 	Images map[string]string `json:"images,omitempty"`
+	// Uses are other instances this one uses: each is rolled out first, on the same runtimes, and this
+	// one gets <PREFIX>_HOST, <PREFIX>_PORT and <PREFIX>_URL for it. A used instance cannot be deleted
+	// while used.
+	Uses []Use `json:"uses,omitempty"`
 	// Adopt lets the instance take over objects that already exist in the cluster without QleetOS's
 	// ownership (a namespace, a ConfigMap named by a manifest). Without it the instance goes Failed and
 	// names such an object; with it the object is labelled as the instance's, and pruned or deleted with it.
@@ -252,6 +256,10 @@ type WorkloadInstanceStatus struct {
 	AvailableReplicas int32 `json:"available_replicas"`
 	// Objects are the applied Kubernetes objects, on every runtime.
 	Objects []AppliedObject `json:"objects,omitempty"`
+	// Dependencies are the objects the instance consumes beyond its spec's references (the secrets that
+	// serve it): they are Ready before it rolls out, and a change of theirs rolls it. Deleting one
+	// removes it from the instance.
+	Dependencies []ObjectRef `json:"dependencies,omitempty"`
 	// Placements are the runtimes the instance runs on (one for a pinned runtime), each with its own
 	// replicas, phase and objects. The instance is Ready when every placement is.
 	Placements []PlacementStatus `json:"placements,omitempty"`

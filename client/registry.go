@@ -207,6 +207,12 @@ func init() {
 		ValidateRefs: validateWorkloadInstanceRefs,
 		StatusRefs:   workloadInstanceStatusRefs,
 	})
+	RegisterKind(KindDef[SecretSpec, SecretStatus]{
+		Kind:        KindSecret,
+		Description: "Secret values for workload instances: write-only (encrypted at rest, returned to controllers only), delivered as a Kubernetes Secret in each instance's namespace on every runtime, as env or files; a change rolls the pods.",
+		Validate:    validateSecret,
+		WriteOnly:   []string{"values"},
+	})
 	RegisterKind(KindDef[SupportServiceSpec, SupportServiceStatus]{
 		Kind:        KindSupportService,
 		Description: "An add-on on a runtime (ingress, cert-manager, external-dns, metrics-server), installed from a pinned Helm chart. Controllers create one when a dependency needs it and remove it once nothing has used it for a grace period; one an operator declares stays.",

@@ -513,6 +513,7 @@ func validateWorkloadInstance(s *WorkloadInstanceSpec) []FieldError {
 		fe.add("spec.replicas", "must not be negative")
 	}
 	validateEnv(&fe, "spec.env", s.Env)
+	validateUses(&fe, s.Uses)
 	for _, k := range sortedKeys(s.Images) {
 		if err := ValidateImage(s.Images[k]); err != nil {
 			fe.add(fmt.Sprintf("spec.images[%q]", k), "%s", err)
@@ -528,6 +529,11 @@ func workloadInstanceRefs(s *WorkloadInstanceSpec) []FieldRef {
 	}
 	if s.RuntimeID != "" {
 		refs = append(refs, FieldRef{Field: "spec.runtime_id", Kind: KindKubernetesRuntime, ID: s.RuntimeID})
+	}
+	for i, u := range s.Uses {
+		if u.InstanceID != "" {
+			refs = append(refs, FieldRef{Field: fmt.Sprintf("spec.uses[%d].instance_id", i), Kind: KindWorkloadInstance, ID: u.InstanceID})
+		}
 	}
 	return refs
 }

@@ -87,6 +87,7 @@ func (a *App) workloadControllers(cl *client.Client, conn *kube.Connector, cfg r
 	renderer := &workload.Renderer{ChartDir: a.cfg.ChartDir}
 	return []starter{
 		reconcile.New(a.Broker, cl.WorkloadDefinitions(), &workload.DefinitionReconciler{Client: cl, Renderer: renderer}, cfg),
+		reconcile.New(a.Broker, cl.Secrets(), &workload.SecretReconciler{Client: cl}, cfg),
 		reconcile.New(a.Broker, cl.WorkloadInstances(), &workload.InstanceReconciler{Client: cl, Connector: conn, Renderer: renderer, ProgressDeadline: a.cfg.ProgressDeadline, CleanupGrace: a.cfg.CleanupGrace}, cfg),
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -65,6 +66,7 @@ type InstanceReconciler struct {
 	depsOnce    sync.Once
 	definitions reconcile.Deps[client.WorkloadDefinitionSpec, client.WorkloadDefinitionStatus]
 	runtimes    reconcile.Deps[client.KubernetesRuntimeSpec, client.KubernetesRuntimeStatus]
+	instances   reconcile.Deps[client.WorkloadInstanceSpec, client.WorkloadInstanceStatus]
 }
 
 // deps returns the reconciler's dependency readers.
@@ -72,6 +74,7 @@ func (r *InstanceReconciler) deps() *InstanceReconciler {
 	r.depsOnce.Do(func() {
 		r.definitions.Resource = r.Client.WorkloadDefinitions()
 		r.runtimes.Resource = r.Client.KubernetesRuntimes()
+		r.instances.Resource = r.Client.WorkloadInstances()
 	})
 	return r
 }
@@ -103,6 +106,11 @@ func (r *InstanceReconciler) Reconcile(ctx context.Context, inst *client.Workloa
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("get workload_definition: %w", err)
 	}
+	// Dependencies first: the secrets that serve it and the instances it uses are Ready before it rolls out.
+	deps, err := r.dependencies(ctx, inst)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
 	targets, err := r.targets(ctx, inst, desiredReplicas(def, inst))
 	if err != nil {
 		return reconcile.Result{}, err
@@ -112,7 +120,7 @@ func (r *InstanceReconciler) Reconcile(ctx context.Context, inst *client.Workloa
 	var out outcomes
 	var placements []client.PlacementStatus
 	for _, t := range targets {
-		ps := r.place(ctx, def, inst, t, &out)
+		ps := r.place(ctx, def, inst, deps, t, &out)
 		placements = append(placements, ps)
 	}
 	placements = append(placements, r.leave(ctx, inst, targets, &out)...)
@@ -122,7 +130,10 @@ func (r *InstanceReconciler) Reconcile(ctx context.Context, inst *client.Workloa
 }
 
 // rollout applies the definition on one runtime and reports its health there.
-func (r *InstanceReconciler) rollout(ctx context.Context, def *client.WorkloadDefinition, inst *client.WorkloadInstance, rt *client.KubernetesRuntime, cl *kube.Cluster, ps *client.PlacementStatus) (reconcile.Result, error) {
+func (r *InstanceReconciler) rollout(ctx context.Context, def *client.WorkloadDefinition, inst *client.WorkloadInstance, deps *dependencies, rt *client.KubernetesRuntime, cl *kube.Cluster, ps *client.PlacementStatus) (reconcile.Result, error) {
+	if name := deps.missingOn(rt.ID); name != "" {
+		return reconcile.Result{}, reconcile.Wait(fmt.Sprintf("workload_instance %q", name), "not Ready on kubernetes_runtime "+strconv.Quote(rt.Name), "UsedInstanceNotPlaced", 5*time.Second)
+	}
 	renderer := r.Renderer
 	if renderer == nil {
 		renderer = defaultRenderer
@@ -140,6 +151,7 @@ func (r *InstanceReconciler) rollout(ctx context.Context, def *client.WorkloadDe
 		}
 		return reconcile.Result{}, reconcile.Terminal(fmt.Errorf("render workload_definition %q: %w", def.Name, err))
 	}
+	objs = deps.inject(objs, Namespace(inst))
 
 	key := inst.ID + "/" + rt.ID
 	previous := RefsOf(ps.Objects)

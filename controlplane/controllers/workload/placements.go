@@ -152,7 +152,7 @@ func (o *outcomes) result(inst *client.WorkloadInstance) (reconcile.Result, erro
 }
 
 // place rolls the definition out on one target and returns the placement's status.
-func (r *InstanceReconciler) place(ctx context.Context, def *client.WorkloadDefinition, inst *client.WorkloadInstance, t placement.Target, out *outcomes) client.PlacementStatus {
+func (r *InstanceReconciler) place(ctx context.Context, def *client.WorkloadDefinition, inst *client.WorkloadInstance, deps *dependencies, t placement.Target, out *outcomes) client.PlacementStatus {
 	ps := client.PlacementStatus{Region: t.Region, Replicas: t.Replicas, Phase: client.PhasePending}
 	if t.Provision != nil {
 		ps.Profile = t.Provision.Profile.Name
@@ -193,7 +193,7 @@ func (r *InstanceReconciler) place(ctx context.Context, def *client.WorkloadDefi
 		return ps
 	}
 	ps.Phase = client.PhaseReconciling
-	res, err := r.rollout(ctx, def, inst, rt, cl, &ps)
+	res, err := r.rollout(ctx, def, inst, deps, rt, cl, &ps)
 	switch {
 	case err != nil:
 		ps.Message = err.Error()

@@ -1,0 +1,214 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
+	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
+	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
+)
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func envOf(c corev1.Container) map[string]corev1.EnvVar {
+	out := map[string]corev1.EnvVar{}
+	for _, e := range c.Env {
+		out[e.Name] = e
+	}
+	return out
+}
+
+func firstEvent(t *testing.T, evs []client.Event, reason string) time.Time {
+	t.Helper()
+	for _, e := range evs {
+		if e.Reason == reason {
+			return e.CreatedAt
+		}
+	}
+	t.Fatalf("no %s event in %+v", reason, evs)
+	return time.Time{}
+}
+
+// TestSecretsAndUses: an app that uses an RPC node and gets a secret: the node rolls out first, the app
+// gets its address and the secret as env, a secret change rolls the pods, a Failed dependency fails its
+// consumer, a used instance cannot be deleted while used, and no secret value leaks.
+func TestSecretsAndUses(t *testing.T) {
+	t.Parallel()
+	const marker = "s3cr3t-marker-7f1c"
+	logs := &lockedBuffer{}
+	sim := kubesimtest.Start(t, kubesimtest.WithName("deps"), kubesimtest.WithNodes(1))
+	_, cl := cptest.Start(t, app.Config{ResyncInterval: time.Second,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	ctx := context.Background()
+	cs := clientset(t, sim.Kubeconfig)
+	rt := readyRuntime(t, cl, "deps", sim.Kubeconfig)
+	rpcDef, err := cl.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "rpc"},
+		Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "node", Image: "nginx:1.27", Ports: []client.ContainerPort{{ContainerPort: 8545}}}}}})
+	require.NoError(t, err)
+	appDef := webDefinition(t, cl, "app", 1, "")
+
+	start := time.Now()
+	rpc, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "rpc"},
+		Spec: client.WorkloadInstanceSpec{DefinitionID: rpcDef.ID, RuntimeID: rt.ID}})
+	require.NoError(t, err)
+	app1, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "app"},
+		Spec: client.WorkloadInstanceSpec{DefinitionID: appDef.ID, RuntimeID: rt.ID, Uses: []client.Use{{InstanceID: rpc.ID, EnvPrefix: "RPC"}}}})
+	require.NoError(t, err)
+	sec, err := cl.Secrets().Create(ctx, &client.Secret{Meta: client.Meta{Name: "api-key"},
+		Spec: client.SecretSpec{InstanceIDs: []string{app1.ID}, Values: map[string]string{"API_KEY": marker}}})
+	require.NoError(t, err)
+
+	t.Run("the app is Ready after the node, with its address and the secret as env", func(t *testing.T) {
+		got, err := cl.WorkloadInstances().WaitReconciled(cptest.Wait(t, 2*time.Minute), app1.ID)
+		require.NoError(t, err)
+		t.Logf("seeds-shaped example (an RPC node, an app using it, a secret), create to Ready: %s", time.Since(start).Round(time.Millisecond))
+		require.Equal(t, []client.ObjectRef{{Kind: client.KindSecret, ID: sec.ID, Name: "api-key"}}, got.Status.Dependencies)
+		rpcEvents, err := cl.WorkloadInstances().Events(ctx, rpc.ID)
+		require.NoError(t, err)
+		appEvents, err := cl.WorkloadInstances().Events(ctx, app1.ID)
+		require.NoError(t, err)
+		require.True(t, firstEvent(t, rpcEvents, "Reconciled").Before(firstEvent(t, appEvents, "Reconciled")), "the node is Ready before the app")
+
+		d := deployment(t, cs, "app", "app")
+		env := envOf(d.Spec.Template.Spec.Containers[0])
+		require.Equal(t, "rpc.rpc.svc.cluster.local", env["RPC_HOST"].Value)
+		require.Equal(t, "8545", env["RPC_PORT"].Value)
+		require.Equal(t, "http://rpc.rpc.svc.cluster.local:8545", env["RPC_URL"].Value)
+		svc, err := cs.CoreV1().Services("rpc").Get(ctx, "rpc", metav1.GetOptions{})
+		require.NoError(t, err, "RPC_HOST names the node's Service")
+		require.Equal(t, int32(8545), svc.Spec.Ports[0].Port)
+		require.Empty(t, env["API_KEY"].Value, "the value is not in the Deployment")
+		require.Equal(t, "qleet-secret-api-key", env["API_KEY"].ValueFrom.SecretKeyRef.Name)
+		s, err := cs.CoreV1().Secrets("app").Get(ctx, "qleet-secret-api-key", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, marker, string(s.Data["API_KEY"]))
+	})
+
+	t.Run("a secret change rolls the pods, and leaves no stale copy", func(t *testing.T) {
+		before := deployment(t, cs, "app", "app").Spec.Template.Annotations["qleetos.io/dependencies"]
+		cur, err := cl.Secrets().Get(ctx, sec.ID)
+		require.NoError(t, err)
+		cur.Spec.Values = map[string]string{"API_KEY": marker + "-rotated"}
+		_, err = cl.Secrets().Update(ctx, cur)
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			d := deployment(t, cs, "app", "app")
+			return d.Spec.Template.Annotations["qleetos.io/dependencies"] != before && d.Status.UpdatedReplicas == 1 && d.Status.AvailableReplicas == 1 && d.Status.Replicas == 1
+		}, time.Minute, 100*time.Millisecond, "a new pod template rolls out")
+		s, err := cs.CoreV1().Secrets("app").Get(ctx, "qleet-secret-api-key", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, marker+"-rotated", string(s.Data["API_KEY"]))
+		secrets, err := cs.CoreV1().Secrets("").List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		n := 0
+		for _, s := range secrets.Items {
+			for _, v := range s.Data {
+				if string(v) == marker {
+					n++
+				}
+			}
+		}
+		require.Zero(t, n, "no copy of the old value")
+	})
+
+	t.Run("a used instance cannot be deleted while used", func(t *testing.T) {
+		err := cl.WorkloadInstances().Delete(ctx, rpc.ID, client.DeleteOptions{})
+		require.True(t, client.IsConflict(err), "%v", err)
+		var ae *client.Error
+		require.ErrorAs(t, err, &ae)
+		require.Contains(t, ae.Dependents, client.ObjectRef{Kind: client.KindWorkloadInstance, ID: app1.ID, Name: "app"})
+	})
+
+	t.Run("a Failed dependency fails its consumer, naming it", func(t *testing.T) {
+		// rpc2's manifests name a ConfigMap someone else made: it fails, and so does its user.
+		_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "rpc2"}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		_, err = cs.CoreV1().ConfigMaps("rpc2").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "taken"}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		bad, err := cl.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "bad"},
+			Spec: client.WorkloadDefinitionSpec{Manifests: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: taken\ndata: {a: b}\n"}})
+		require.NoError(t, err)
+		rpc2, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "rpc2"},
+			Spec: client.WorkloadInstanceSpec{DefinitionID: bad.ID, RuntimeID: rt.ID}})
+		require.NoError(t, err)
+		user, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "user"},
+			Spec: client.WorkloadInstanceSpec{DefinitionID: appDef.ID, RuntimeID: rt.ID, Uses: []client.Use{{InstanceID: rpc2.ID, EnvPrefix: "RPC"}}}})
+		require.NoError(t, err)
+		_, err = cl.WorkloadInstances().WaitReconciled(cptest.Wait(t, time.Minute), user.ID)
+		require.True(t, client.IsFailed(err), "%v", err)
+		require.Contains(t, err.Error(), `workload_instance "rpc2" failed`)
+		require.Contains(t, err.Error(), "ConfigMap/rpc2/taken already exists")
+		_, err = cs.AppsV1().Deployments("user").Get(ctx, "user", metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "nothing of the user was rolled out: %v", err)
+		require.NoError(t, cl.WorkloadInstances().Delete(cptest.Wait(t, time.Minute), user.ID, client.DeleteOptions{Wait: true}))
+		require.NoError(t, cl.WorkloadInstances().Delete(cptest.Wait(t, time.Minute), rpc2.ID, client.DeleteOptions{Wait: true}))
+	})
+
+	t.Run("no secret value in responses, events or logs", func(t *testing.T) {
+		for _, who := range []*client.Client{cl} {
+			raw, err := who.Raw(client.KindSecret).Get(ctx, sec.ID)
+			require.NoError(t, err)
+			data, _ := json.Marshal(raw)
+			require.NotContains(t, string(data), marker)
+			for _, k := range []string{client.KindSecret, client.KindWorkloadInstance} {
+				list, err := who.Raw(k).List(ctx, client.ListOptions{})
+				require.NoError(t, err)
+				data, _ := json.Marshal(list)
+				require.NotContains(t, string(data), marker)
+			}
+			for kind, id := range map[string]string{client.KindSecret: sec.ID, client.KindWorkloadInstance: app1.ID} {
+				evs, err := who.Raw(kind).Events(ctx, id)
+				require.NoError(t, err)
+				data, _ := json.Marshal(evs)
+				require.NotContains(t, string(data), marker)
+			}
+		}
+		require.NotEmpty(t, logs.String())
+		require.False(t, strings.Contains(logs.String(), marker), "no log line holds the value")
+	})
+
+	t.Run("deleting the secret, the app, then the node leaves nothing behind", func(t *testing.T) {
+		require.NoError(t, cl.Secrets().Delete(cptest.Wait(t, time.Minute), sec.ID, client.DeleteOptions{Wait: true}))
+		require.Eventually(t, func() bool {
+			_, err := cs.CoreV1().Secrets("app").Get(ctx, "qleet-secret-api-key", metav1.GetOptions{})
+			_, hasEnv := envOf(deployment(t, cs, "app", "app").Spec.Template.Spec.Containers[0])["API_KEY"]
+			return apierrors.IsNotFound(err) && !hasEnv
+		}, time.Minute, 100*time.Millisecond, "the secret leaves the cluster and the pods")
+		require.NoError(t, cl.WorkloadInstances().Delete(cptest.Wait(t, time.Minute), app1.ID, client.DeleteOptions{Wait: true}))
+		require.NoError(t, cl.WorkloadInstances().Delete(cptest.Wait(t, time.Minute), rpc.ID, client.DeleteOptions{Wait: true}))
+		for _, ns := range []string{"app", "rpc"} {
+			require.Eventually(t, func() bool {
+				_, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+				return apierrors.IsNotFound(err)
+			}, time.Minute, 200*time.Millisecond, ns)
+		}
+	})
+}
