@@ -146,6 +146,7 @@ func (p *qleetProvider) Resources(context.Context) []func() resource.Resource {
 		gatewayKind.resource,
 		domainNameKind.resource,
 		supportServiceKind.resource,
+		secretKind.resource,
 	}
 }
 
@@ -158,6 +159,7 @@ func (p *qleetProvider) DataSources(context.Context) []func() datasource.DataSou
 		gatewayKind.dataSource, gatewayKind.listDataSource,
 		domainNameKind.dataSource, domainNameKind.listDataSource,
 		supportServiceKind.dataSource, supportServiceKind.listDataSource,
+		secretKind.dataSource, secretKind.listDataSource,
 	}
 }
 

@@ -29,7 +29,21 @@ type workloadInstanceModel struct {
 	Images       types.Map    `tfsdk:"images"`
 	Adopt        types.Bool   `tfsdk:"adopt"`
 	Placement    types.Object `tfsdk:"placement"`
+	Uses         types.List   `tfsdk:"uses"`
 }
+
+// useModel is one element of qleet_workload_instance.uses.
+type useModel struct {
+	InstanceID types.String `tfsdk:"instance_id"`
+	EnvPrefix  types.String `tfsdk:"env_prefix"`
+}
+
+var useAttributes = map[string]rschema.Attribute{
+	"instance_id": rschema.StringAttribute{Description: "The ID of the qleet_workload_instance used.", Required: true},
+	"env_prefix":  rschema.StringAttribute{Description: "The prefix of the variables this instance gets, e.g. `RPC` for RPC_HOST, RPC_PORT and RPC_URL.", Required: true},
+}
+
+var useType = objectTypeOf(useAttributes)
 
 // placementModel is qleet_workload_instance.placement.
 type placementModel struct {
@@ -199,6 +213,13 @@ var workloadInstanceKind = &kind[client.WorkloadInstanceSpec, client.WorkloadIns
 			Optional:    true,
 			Validators:  []validator.String{stringvalidator.LengthAtLeast(1), stringvalidator.ExactlyOneOf(path.MatchRoot("runtime_id"), path.MatchRoot("placement"))},
 		},
+		"uses": rschema.ListNestedAttribute{
+			Description: "Other instances this one uses, e.g. an app using an RPC node: each is rolled out first, on the same " +
+				"runtimes, and this one gets `<PREFIX>_HOST`, `<PREFIX>_PORT` and `<PREFIX>_URL` for it. A used instance " +
+				"cannot be deleted while used, and a Failed one fails this one with its reason.",
+			Optional:     true,
+			NestedObject: rschema.NestedAttributeObject{Attributes: useAttributes},
+		},
 		"placement": rschema.SingleNestedAttribute{
 			Description: "Where the instance runs when it is not pinned: regions, a runtime selector, how many runtimes and how the " +
 				"replicas are split. Matching Ready runtimes are used first; in a region with none, a runtime is provisioned from the " +
@@ -257,7 +278,14 @@ var workloadInstanceKind = &kind[client.WorkloadInstanceSpec, client.WorkloadIns
 		diags.Append(d...)
 		placement, d := placementOf(ctx, m.Placement)
 		diags.Append(d...)
+		uses, d := objectsOf[useModel](ctx, m.Uses)
+		diags.Append(d...)
+		var apiUses []client.Use
+		for _, u := range uses {
+			apiUses = append(apiUses, client.Use{InstanceID: u.InstanceID.ValueString(), EnvPrefix: u.EnvPrefix.ValueString()})
+		}
 		return client.WorkloadInstanceSpec{
+			Uses:         apiUses,
 			Placement:    placement,
 			DefinitionID: m.DefinitionID.ValueString(),
 			RuntimeID:    m.RuntimeID.ValueString(),
@@ -273,6 +301,13 @@ var workloadInstanceKind = &kind[client.WorkloadInstanceSpec, client.WorkloadIns
 		m.RuntimeID = stringValue(m.RuntimeID, s.RuntimeID)
 		var diags diag.Diagnostics
 		m.Placement, diags = placementValue(ctx, m.Placement, s.Placement)
+		uses := make([]useModel, len(s.Uses))
+		for i, u := range s.Uses {
+			uses[i] = useModel{InstanceID: types.StringValue(u.InstanceID), EnvPrefix: types.StringValue(u.EnvPrefix)}
+		}
+		var d diag.Diagnostics
+		m.Uses, d = objectListValue(ctx, useType, m.Uses, uses)
+		diags.Append(d...)
 		m.Namespace = stringValue(m.Namespace, s.Namespace)
 		m.Replicas = int32PtrValue(s.Replicas)
 		m.Env = stringMapValue(m.Env, envMap(s.Env))

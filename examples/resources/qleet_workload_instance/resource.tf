@@ -28,3 +28,15 @@ resource "qleet_workload_instance" "web_global" {
     failover_toleration_seconds = 120
   }
 }
+
+# An app that uses an RPC node: the node is rolled out first, and the app gets RPC_HOST, RPC_PORT and
+# RPC_URL pointing at its Service.
+resource "qleet_workload_instance" "app" {
+  name          = "app"
+  definition_id = qleet_workload_definition.app.id
+  runtime_id    = qleet_kubernetes_runtime.dev.id
+  uses = [{
+    instance_id = qleet_workload_instance.rpc.id
+    env_prefix  = "RPC"
+  }]
+}

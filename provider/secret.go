@@ -1,0 +1,80 @@
+package provider
+
+import (
+	"context"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	rschema "github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+)
+
+// secretModel is qleet_secret.
+type secretModel struct {
+	objectMeta
+	InstanceIDs types.List   `tfsdk:"instance_ids"`
+	Values      types.Map    `tfsdk:"values"`
+	MountPath   types.String `tfsdk:"mount_path"`
+}
+
+var secretKind = &kind[client.SecretSpec, client.SecretStatus, secretModel]{
+	name:  client.KindSecret,
+	title: "secret",
+	description: "Secret values for workload instances, delivered as a Kubernetes Secret in each instance's namespace on " +
+		"every runtime it runs on, as environment variables (one per key) or as files under `mount_path`. A change of the " +
+		"values rolls the instances' pods, and no copy of an old value stays in any cluster. The values are write-only in " +
+		"the API (encrypted at rest, never returned or logged): the state holds only what the configuration wrote, marked " +
+		"sensitive.",
+	api: (*client.Client).Secrets,
+	attributes: map[string]rschema.Attribute{
+		"instance_ids": rschema.ListAttribute{
+			Description: "The IDs of the qleet_workload_instances the values serve.",
+			Required:    true,
+			ElementType: types.StringType,
+			Validators:  []validator.List{listvalidator.SizeAtLeast(1), listvalidator.UniqueValues()},
+		},
+		"values": rschema.MapAttribute{
+			Description: "The values by key; each key becomes an environment variable (or a file under mount_path).",
+			Required:    true,
+			Sensitive:   true,
+			ElementType: types.StringType,
+			Validators:  []validator.Map{mapvalidator.SizeAtLeast(1)},
+		},
+		"mount_path": rschema.StringAttribute{
+			Description: "Mount the values as files under this absolute path in every container, instead of env.",
+			Optional:    true,
+		},
+	},
+	statusAttributes: map[string]rschema.Attribute{
+		"keys":      rschema.ListAttribute{Description: "The keys of the values (never the values).", Computed: true, ElementType: types.StringType},
+		"instances": rschema.Int64Attribute{Description: "How many of the named instances exist.", Computed: true},
+	},
+	writeOnly: []string{"values"},
+	toSpec: func(ctx context.Context, m *secretModel) (client.SecretSpec, diag.Diagnostics) {
+		ids, diags := stringsOf(ctx, m.InstanceIDs)
+		values, d := stringMapOf(ctx, m.Values)
+		diags.Append(d...)
+		return client.SecretSpec{InstanceIDs: ids, Values: values, MountPath: m.MountPath.ValueString()}, diags
+	},
+	fromSpec: func(_ context.Context, s *client.SecretSpec, m *secretModel) diag.Diagnostics {
+		m.InstanceIDs = stringListValue(m.InstanceIDs, s.InstanceIDs)
+		if len(s.Values) > 0 { // only the controller role reads them back; keep the configured values
+			m.Values = stringMapValue(m.Values, s.Values)
+		} else if m.Values.IsUnknown() {
+			m.Values = types.MapNull(types.StringType)
+		}
+		m.MountPath = stringValue(m.MountPath, s.MountPath)
+		return nil
+	},
+	statusValues: func(t *client.SecretStatus) attrValues {
+		return attrValues{"keys": stringListValue(types.ListUnknown(types.StringType), t.Keys), "instances": types.Int64Value(int64(t.Instances))}
+	},
+	createTimeout: time.Minute,
+	updateTimeout: time.Minute,
+	deleteTimeout: 5 * time.Minute,
+}
