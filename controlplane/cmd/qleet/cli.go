@@ -25,7 +25,7 @@ var kindAliases = map[string]string{
 }
 
 var knownKinds = []string{client.KindKubernetesRuntime, client.KindRuntimeProfile, client.KindWorkloadDefinition, client.KindWorkloadInstance,
-	client.KindGateway, client.KindDomainName, client.KindSupportService}
+	client.KindGateway, client.KindDomainName, client.KindSupportService, client.KindSecret}
 
 func resolveKind(s string) (string, error) {
 	if k, ok := kindAliases[s]; ok {

@@ -36,7 +36,8 @@ Usage:
   qleet agent install --runtime NAME [--endpoint URL]            print the manifests that run the agent in-cluster
 
 Kinds: kubernetes_runtime(s), runtime_profile(s), workload_definition(s), workload_instance(s), gateway(s),
-domain_name(s), support_service(s) (short: runtime, profile, definition, instance, gateway, domain, support).
+domain_name(s), support_service(s), secret(s) (short: runtime, profile, definition, instance, gateway, domain,
+support).
 CLI verbs read QLEET_ENDPOINT (default http://127.0.0.1:8080), QLEET_TOKEN (default: the admin token in
 the data dir) and QLEET_CA_CERT (the CA certificate of a TLS endpoint). Flags may also be given as QLEET_<FLAG> environment variables, e.g. QLEET_DATA_DIR.
 `
