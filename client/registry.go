@@ -213,6 +213,12 @@ func init() {
 		Validate:    validateSecret,
 		WriteOnly:   []string{"values"},
 	})
+	RegisterKind(KindDef[DatabaseSpec, DatabaseStatus]{
+		Kind:        KindDatabase,
+		Description: "A database for a workload instance: in-cluster (a StatefulSet with a Service, a volume and generated credentials) on every runtime the instance runs on; the instance gets the connection details as env from a Secret. It outlives its instance's redeploys, and retain keeps its data on delete.",
+		Default:     defaultDatabase,
+		Validate:    validateDatabase,
+	})
 	RegisterKind(KindDef[SupportServiceSpec, SupportServiceStatus]{
 		Kind:        KindSupportService,
 		Description: "An add-on on a runtime (ingress, cert-manager, external-dns, metrics-server), installed from a pinned Helm chart. Controllers create one when a dependency needs it and remove it once nothing has used it for a grace period; one an operator declares stays.",

@@ -10,6 +10,7 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kubesim"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/data"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/gateway"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/runtime"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/support"
@@ -88,6 +89,7 @@ func (a *App) workloadControllers(cl *client.Client, conn *kube.Connector, cfg r
 	return []starter{
 		reconcile.New(a.Broker, cl.WorkloadDefinitions(), &workload.DefinitionReconciler{Client: cl, Renderer: renderer}, cfg),
 		reconcile.New(a.Broker, cl.Secrets(), &workload.SecretReconciler{Client: cl}, cfg),
+		reconcile.New(a.Broker, cl.Databases(), &data.DatabaseReconciler{Client: cl, Connector: conn}, cfg),
 		reconcile.New(a.Broker, cl.WorkloadInstances(), &workload.InstanceReconciler{Client: cl, Connector: conn, Renderer: renderer, ProgressDeadline: a.cfg.ProgressDeadline, CleanupGrace: a.cfg.CleanupGrace}, cfg),
 	}
 }

@@ -212,3 +212,105 @@ func TestSecretsAndUses(t *testing.T) {
 		}
 	})
 }
+
+// TestDatabaseRetainAndReattach: a database is Ready before its instance, which gets the connection
+// details from a Secret; a retained database keeps its volume and credentials through delete and
+// re-create; deleting without retain leaves nothing behind.
+func TestDatabaseRetainAndReattach(t *testing.T) {
+	t.Parallel()
+	sim := kubesimtest.Start(t, kubesimtest.WithName("db"), kubesimtest.WithNodes(1))
+	_, cl := cptest.Start(t, app.Config{ResyncInterval: time.Second, DriftInterval: 2 * time.Second})
+	ctx := context.Background()
+	cs := clientset(t, sim.Kubeconfig)
+	rt := readyRuntime(t, cl, "db", sim.Kubeconfig)
+	appDef := webDefinition(t, cl, "app", 1, "")
+	start := time.Now()
+	inst, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "app"},
+		Spec: client.WorkloadInstanceSpec{DefinitionID: appDef.ID, RuntimeID: rt.ID}})
+	require.NoError(t, err)
+	newDB := func() *client.Database {
+		db, err := cl.Databases().Create(ctx, &client.Database{Meta: client.Meta{Name: "main"},
+			Spec: client.DatabaseSpec{InstanceID: inst.ID, Retain: true}})
+		require.NoError(t, err)
+		return db
+	}
+	db := newDB()
+	got, err := cl.WorkloadInstances().WaitReconciled(cptest.Wait(t, 2*time.Minute), inst.ID)
+	require.NoError(t, err)
+	t.Logf("an app with a database, create to Ready: %s", time.Since(start).Round(time.Millisecond))
+	require.Contains(t, got.Status.Dependencies, client.ObjectRef{Kind: client.KindDatabase, ID: db.ID, Name: "main"})
+
+	var password, pvcUID string
+	t.Run("the connection details reach the app and point at the database's Service", func(t *testing.T) {
+		dbEvents, err := cl.Databases().Events(ctx, db.ID)
+		require.NoError(t, err)
+		appEvents, err := cl.WorkloadInstances().Events(ctx, inst.ID)
+		require.NoError(t, err)
+		require.True(t, firstEvent(t, dbEvents, "Reconciled").Before(firstEvent(t, appEvents, "Reconciled")), "the database is Ready first")
+		env := envOf(deployment(t, cs, "app", "app").Spec.Template.Spec.Containers[0])
+		for _, k := range []string{"DATABASE_URL", "DATABASE_HOST", "DATABASE_PORT", "DATABASE_NAME", "DATABASE_USER", "DATABASE_PASSWORD"} {
+			require.Equal(t, "qleet-db-main", env[k].ValueFrom.SecretKeyRef.Name, k)
+		}
+		s, err := cs.CoreV1().Secrets("app").Get(ctx, "qleet-db-main", metav1.GetOptions{})
+		require.NoError(t, err)
+		creds, err := cs.CoreV1().Secrets("qleet-db-main").Get(ctx, "credentials", metav1.GetOptions{})
+		require.NoError(t, err)
+		password = string(creds.Data["password"])
+		require.Len(t, password, 24)
+		require.Equal(t, "postgres://app:"+password+"@db.qleet-db-main.svc.cluster.local:5432/app", string(s.Data["DATABASE_URL"]))
+		svc, err := cs.CoreV1().Services("qleet-db-main").Get(ctx, "db", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, int32(5432), svc.Spec.Ports[0].Port)
+		pvc, err := cs.CoreV1().PersistentVolumeClaims("qleet-db-main").Get(ctx, "data-db-0", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, corev1.ClaimBound, pvc.Status.Phase)
+		pvcUID = string(pvc.UID)
+		got, err := cl.Databases().Get(ctx, db.ID)
+		require.NoError(t, err)
+		data, _ := json.Marshal(got)
+		require.NotContains(t, string(data), password, "the password is not in the API")
+	})
+
+	t.Run("a retained database survives delete and re-create, with its volume and credentials", func(t *testing.T) {
+		require.NoError(t, cl.Databases().Delete(cptest.Wait(t, time.Minute), db.ID, client.DeleteOptions{Wait: true}))
+		_, err := cs.AppsV1().StatefulSets("qleet-db-main").Get(ctx, "db", metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "%v", err)
+		require.Eventually(t, func() bool {
+			_, hasURL := envOf(deployment(t, cs, "app", "app").Spec.Template.Spec.Containers[0])["DATABASE_URL"]
+			return !hasURL
+		}, time.Minute, 100*time.Millisecond, "the app no longer gets the details")
+		pvc, err := cs.CoreV1().PersistentVolumeClaims("qleet-db-main").Get(ctx, "data-db-0", metav1.GetOptions{})
+		require.NoError(t, err, "the volume stays")
+		require.Equal(t, pvcUID, string(pvc.UID))
+
+		db = newDB()
+		_, err = cl.Databases().WaitReconciled(cptest.Wait(t, 2*time.Minute), db.ID)
+		require.NoError(t, err)
+		creds, err := cs.CoreV1().Secrets("qleet-db-main").Get(ctx, "credentials", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, password, string(creds.Data["password"]), "the same credentials")
+		pvc, err = cs.CoreV1().PersistentVolumeClaims("qleet-db-main").Get(ctx, "data-db-0", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, pvcUID, string(pvc.UID), "the same volume")
+		require.Eventually(t, func() bool {
+			_, hasURL := envOf(deployment(t, cs, "app", "app").Spec.Template.Spec.Containers[0])["DATABASE_URL"]
+			return hasURL
+		}, time.Minute, 100*time.Millisecond, "the app gets the details again")
+	})
+
+	t.Run("deleting the app, then the database without retain, leaves nothing behind", func(t *testing.T) {
+		require.NoError(t, cl.WorkloadInstances().Delete(cptest.Wait(t, time.Minute), inst.ID, client.DeleteOptions{Wait: true}))
+		cur, err := cl.Databases().Get(ctx, db.ID)
+		require.NoError(t, err)
+		cur.Spec.Retain = false
+		_, err = cl.Databases().Update(ctx, cur)
+		require.NoError(t, err)
+		require.NoError(t, cl.Databases().Delete(cptest.Wait(t, 2*time.Minute), db.ID, client.DeleteOptions{Wait: true}))
+		for _, ns := range []string{"app", "qleet-db-main"} {
+			require.Eventually(t, func() bool {
+				_, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+				return apierrors.IsNotFound(err)
+			}, time.Minute, 200*time.Millisecond, ns)
+		}
+	})
+}

@@ -20,7 +20,8 @@ import (
 )
 
 // The add-ons kubesim plays where no container runs: an ingress controller's
-// address, cert-manager's certificates, and metrics-server's pod metrics. Each is a small loop that reads
+// address, cert-manager's certificates, metrics-server's pod metrics, and a
+// volume provisioner. Each is a small loop that reads
 // the cluster every addonInterval and writes only what differs.
 
 const addonInterval = 500 * time.Millisecond
@@ -50,6 +51,9 @@ func runAddons(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interfa
 			if err := syncMetrics(ctx, cs, dyn); err != nil && ctx.Err() == nil {
 				log.Warn("pod metrics", "err", err)
 			}
+		}
+		if err := syncVolumes(ctx, cs); err != nil && ctx.Err() == nil {
+			log.Warn("volumes", "err", err)
 		}
 		if err := syncIngresses(ctx, cs); err != nil && ctx.Err() == nil {
 			log.Warn("ingress addresses", "err", err)

@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -11,9 +12,11 @@ import (
 	"strconv"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 )
 
@@ -24,10 +27,11 @@ const AnnotationDependencies = "qleetos.io/dependencies"
 // dependencies are what an instance consumes beyond its definition: the secrets that serve it and the
 // instances it uses, resolved for one reconcile.
 type dependencies struct {
-	secrets []*client.Secret
-	env     []map[string]any // plain variables for the instances it uses
-	used    []*client.WorkloadInstance
-	hash    string
+	secrets   []*client.Secret
+	databases []*client.Database
+	env       []map[string]any // plain variables for the instances it uses
+	used      []*client.WorkloadInstance
+	hash      string
 }
 
 // dependencies resolves the instance's dependencies, or says which one it waits on (a WaitError naming
@@ -46,6 +50,15 @@ func (r *InstanceReconciler) dependencies(ctx context.Context, inst *client.Work
 		}
 		refs = append(refs, client.ObjectRef{Kind: client.KindSecret, ID: s.ID, Name: s.Name})
 		d.secrets = append(d.secrets, s)
+	}
+	for db, err := range r.Client.Databases().All(ctx, client.ListOptions{}) {
+		if err != nil {
+			return nil, fmt.Errorf("list databases: %w", err)
+		}
+		if db.DeletionRequestedAt == nil && db.Spec.InstanceID == inst.ID {
+			refs = append(refs, client.ObjectRef{Kind: client.KindDatabase, ID: db.ID, Name: db.Name})
+			d.databases = append(d.databases, db)
+		}
 	}
 	inst.Status.Dependencies = refs
 	sort.Slice(d.secrets, func(i, j int) bool { return d.secrets[i].Name < d.secrets[j].Name })
@@ -84,6 +97,68 @@ func (r *InstanceReconciler) dependencies(ctx context.Context, inst *client.Work
 	return d, nil
 }
 
+// onRuntime is what the instance's pods get on one runtime beyond the instance-wide dependencies: the
+// connection details of its databases there.
+type onRuntime struct {
+	objs []*unstructured.Unstructured
+	env  []any
+	hash string
+}
+
+// databasesOn waits until every database of the instance is Ready on the runtime, and returns a Secret in
+// the instance's namespace with each one's connection details (<PREFIX>_URL, _HOST, _PORT, _NAME, _USER,
+// _PASSWORD), read from the database's credentials there, with the variables that reference it.
+func (r *InstanceReconciler) databasesOn(ctx context.Context, cl *kube.Cluster, d *dependencies, rt *client.KubernetesRuntime, ns string) (onRuntime, error) {
+	var out onRuntime
+	h := sha256.New()
+	for _, db := range d.databases {
+		var at *client.DatabaseRuntimeStatus
+		for i := range db.Status.Runtimes {
+			if db.Status.Runtimes[i].RuntimeID == rt.ID && db.Status.Runtimes[i].Phase == client.PhaseReady {
+				at = &db.Status.Runtimes[i]
+			}
+		}
+		if at == nil || db.Status.ObservedGeneration != db.Generation {
+			state := string(db.Status.Phase)
+			if db.Status.Message != "" {
+				state += ": " + db.Status.Message
+			}
+			if db.Status.Phase == client.PhaseFailed && db.Status.ObservedGeneration == db.Generation {
+				return out, reconcile.Terminal(fmt.Errorf("database %q failed: %s", db.Name, db.Status.Message))
+			}
+			return out, reconcile.Wait(fmt.Sprintf("database %q", db.Name), cmp.Or(state, "Pending")+" on kubernetes_runtime "+strconv.Quote(rt.Name), "DatabaseNotReady", 5*time.Second)
+		}
+		creds, err := cl.Clientset.CoreV1().Secrets(at.Namespace).Get(ctx, client.DatabaseCredentialsSecret, metav1.GetOptions{})
+		if err != nil {
+			return out, fmt.Errorf("read the credentials of database %q: %w", db.Name, err)
+		}
+		user, pass, name := string(creds.Data["username"]), string(creds.Data["password"]), string(creds.Data["database"])
+		eng := client.EngineOf(&db.Spec)
+		p := db.Spec.EnvPrefix
+		values := map[string]string{
+			p + "_URL": client.DatabaseURL(eng.Scheme, user, pass, at.Host, at.Port, name), p + "_HOST": at.Host,
+			p + "_PORT": strconv.Itoa(int(at.Port)), p + "_NAME": name, p + "_USER": user, p + "_PASSWORD": pass,
+		}
+		secretName := "qleet-db-" + db.Name
+		data := map[string]any{}
+		for _, k := range sortedKeys(values) {
+			data[k] = base64.StdEncoding.EncodeToString([]byte(values[k]))
+			out.env = append(out.env, map[string]any{"name": k, "valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": secretName, "key": k}}})
+			fmt.Fprintf(h, "%s=%s\n", k, values[k])
+		}
+		sec := &unstructured.Unstructured{Object: map[string]any{"type": "Opaque", "data": data}}
+		sec.SetAPIVersion("v1")
+		sec.SetKind("Secret")
+		sec.SetName(secretName)
+		sec.SetNamespace(ns)
+		out.objs = append(out.objs, sec)
+	}
+	if len(d.databases) > 0 {
+		out.hash = hex.EncodeToString(h.Sum(nil))[:16]
+	}
+	return out, nil
+}
+
 // servicePort is the port of a used instance's Service: its definition's first container port.
 func (r *InstanceReconciler) servicePort(ctx context.Context, used *client.WorkloadInstance) (int32, error) {
 	def, err := r.deps().definitions.Get(ctx, used.Spec.DefinitionID)
@@ -110,11 +185,14 @@ func (d *dependencies) missingOn(runtimeID string) string {
 
 // inject adds the dependencies to rendered objects: a Kubernetes Secret per secret, and in every pod
 // template the variables (or the mounted files) and the hash that rolls the pods when they change.
-func (d *dependencies) inject(objs []*unstructured.Unstructured, ns string) []*unstructured.Unstructured {
-	if d == nil || d.hash == "" {
+func (d *dependencies) inject(objs []*unstructured.Unstructured, ns string, extra onRuntime) []*unstructured.Unstructured {
+	if d.hash == "" && extra.hash == "" {
 		return objs
 	}
-	var env, volumes, mounts []any
+	hash := d.hash + extra.hash
+	objs = append(objs, extra.objs...)
+	env := append([]any{}, extra.env...)
+	var volumes, mounts []any
 	for _, s := range d.secrets {
 		name := "qleet-secret-" + s.Name
 		data := map[string]any{}
@@ -152,7 +230,7 @@ func (d *dependencies) inject(objs []*unstructured.Unstructured, ns string) []*u
 		if ann == nil {
 			ann = map[string]string{}
 		}
-		ann[AnnotationDependencies] = d.hash
+		ann[AnnotationDependencies] = hash
 		_ = unstructured.SetNestedStringMap(tmpl, ann, "metadata", "annotations")
 		containers, _, _ := unstructured.NestedSlice(tmpl, "spec", "containers")
 		for i, c := range containers {

@@ -151,7 +151,11 @@ func (r *InstanceReconciler) rollout(ctx context.Context, def *client.WorkloadDe
 		}
 		return reconcile.Result{}, reconcile.Terminal(fmt.Errorf("render workload_definition %q: %w", def.Name, err))
 	}
-	objs = deps.inject(objs, Namespace(inst))
+	extra, err := r.databasesOn(ctx, cl, deps, rt, Namespace(inst))
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	objs = deps.inject(objs, Namespace(inst), extra)
 
 	key := inst.ID + "/" + rt.ID
 	previous := RefsOf(ps.Objects)

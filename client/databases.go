@@ -1,0 +1,145 @@
+package client
+
+import (
+	"fmt"
+	"regexp"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// KindDatabase is a database serving a workload instance.
+const KindDatabase = "database"
+
+// Database engines.
+const (
+	// EnginePostgres is PostgreSQL.
+	EnginePostgres = "postgres"
+	// EngineMySQL is MySQL.
+	EngineMySQL = "mysql"
+)
+
+// DatabaseSpec is a database for an instance. Off AWS it runs in-cluster (a StatefulSet with a Service, a
+// volume and generated credentials) on every runtime the instance runs on; the instance gets the
+// connection details as env from a Secret (<PREFIX>_URL and the parts), never through the API or state.
+// It has its own lifecycle: it outlives a redeploy of its instance, and Retain keeps its data on delete.
+type DatabaseSpec struct {
+	// InstanceID is the workload instance it serves.
+	InstanceID string `json:"instance_id"`
+	// Engine is postgres (default) or mysql.
+	Engine string `json:"engine,omitempty"`
+	// Version is the engine's major version (default 16 for postgres, 8.4 for mysql).
+	Version string `json:"version,omitempty"`
+	// Size is the volume size, a Kubernetes quantity (default 1Gi).
+	Size string `json:"size,omitempty"`
+	// Retain keeps the volume and the credentials when the database is deleted; a database of the same
+	// name created later takes them back.
+	Retain bool `json:"retain,omitempty"`
+	// EnvPrefix prefixes the variables the instance gets (default DATABASE: DATABASE_URL, DATABASE_HOST, ...).
+	EnvPrefix string `json:"env_prefix,omitempty"`
+}
+
+// DatabaseRuntimeStatus is a database on one runtime.
+type DatabaseRuntimeStatus struct {
+	// RuntimeID is the runtime.
+	RuntimeID string `json:"runtime_id"`
+	// Runtime is the runtime's name.
+	Runtime string `json:"runtime"`
+	// Host is the database's Service address in the cluster.
+	Host string `json:"host,omitempty"`
+	// Port is its port.
+	Port int32 `json:"port,omitempty"`
+	// Namespace holds it, its volume and its credentials Secret.
+	Namespace string `json:"namespace,omitempty"`
+	// Phase is Pending, Reconciling or Ready.
+	Phase Phase `json:"phase"`
+	// Message explains a phase that is not Ready.
+	Message string `json:"message,omitempty"`
+	// Objects are the Kubernetes objects applied there.
+	Objects []AppliedObject `json:"objects,omitempty"`
+}
+
+// DatabaseStatus is the observed state of a database.
+type DatabaseStatus struct {
+	Status
+	// Runtimes is the database on each runtime its instance runs on.
+	Runtimes []DatabaseRuntimeStatus `json:"runtimes,omitempty"`
+}
+
+// Database is a database for an instance.
+type Database = Object[DatabaseSpec, DatabaseStatus]
+
+// Databases is the databases collection.
+func (c *Client) Databases() *Resource[DatabaseSpec, DatabaseStatus] {
+	return For[DatabaseSpec, DatabaseStatus](c, KindDatabase)
+}
+
+func defaultDatabase(s *DatabaseSpec) {
+	if s.Engine == "" {
+		s.Engine = EnginePostgres
+	}
+	if s.Version == "" {
+		s.Version = map[string]string{EnginePostgres: "16", EngineMySQL: "8.4"}[s.Engine]
+	}
+	if s.Size == "" {
+		s.Size = "1Gi"
+	}
+	if s.EnvPrefix == "" {
+		s.EnvPrefix = "DATABASE"
+	}
+}
+
+func validateDatabase(s *DatabaseSpec) []FieldError {
+	var fe fieldErrors
+	if s.InstanceID == "" {
+		fe.add("spec.instance_id", "is required")
+	}
+	switch s.Engine {
+	case EnginePostgres, EngineMySQL:
+	default:
+		fe.add("spec.engine", "must be postgres or mysql, not %q", s.Engine)
+	}
+	if !versionRE.MatchString(s.Version) {
+		fe.add("spec.version", "must be a version such as 16 or 8.4, not %q", s.Version)
+	}
+	if q, err := resource.ParseQuantity(s.Size); err != nil || q.Sign() <= 0 {
+		fe.add("spec.size", "must be a positive Kubernetes quantity such as 1Gi, not %q", s.Size)
+	}
+	if !envPrefixRE.MatchString(s.EnvPrefix) {
+		fe.add("spec.env_prefix", "must be upper case letters, digits and _, starting with a letter, not %q", s.EnvPrefix)
+	}
+	return fe
+}
+
+// DatabaseEngine is how an engine runs in a cluster.
+type DatabaseEngine struct {
+	// Image is the container image, with the version as tag.
+	Image string
+	// Port is the port it listens on.
+	Port int32
+	// Scheme is the URL scheme of the connection string.
+	Scheme string
+	// DataDir is where it keeps its data.
+	DataDir string
+}
+
+// EngineOf returns how a database's engine runs.
+func EngineOf(s *DatabaseSpec) DatabaseEngine {
+	if s.Engine == EngineMySQL {
+		return DatabaseEngine{Image: "mysql:" + s.Version, Port: 3306, Scheme: "mysql", DataDir: "/var/lib/mysql"}
+	}
+	return DatabaseEngine{Image: "postgres:" + s.Version, Port: 5432, Scheme: "postgres", DataDir: "/var/lib/postgresql/data"}
+}
+
+var versionRE = regexp.MustCompile(`^[0-9]{1,3}(\.[0-9]{1,3}){0,2}$`)
+
+// DatabaseCredentialsSecret is the Secret in a database's namespace that holds its username, password
+// and database name.
+const DatabaseCredentialsSecret = "credentials"
+
+// DatabaseNamespace is the namespace a database lives in on each runtime.
+func DatabaseNamespace(name string) string { return "qleet-db-" + name }
+
+// DatabaseURL is the connection string of a database.
+func DatabaseURL(scheme, user, password, host string, port int32, name string) string {
+	return fmt.Sprintf("%s://%s:%s@%s:%d/%s", scheme, user, password, host, port, name)
+}
