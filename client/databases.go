@@ -38,13 +38,13 @@ type DatabaseSpec struct {
 	EnvPrefix string `json:"env_prefix,omitempty"`
 }
 
-// DatabaseRuntimeStatus is a database on one runtime.
-type DatabaseRuntimeStatus struct {
+// DataRuntimeStatus is a database or a bucket on one runtime.
+type DataRuntimeStatus struct {
 	// RuntimeID is the runtime.
 	RuntimeID string `json:"runtime_id"`
 	// Runtime is the runtime's name.
 	Runtime string `json:"runtime"`
-	// Host is the database's Service address in the cluster.
+	// Host is the Service address in the cluster.
 	Host string `json:"host,omitempty"`
 	// Port is its port.
 	Port int32 `json:"port,omitempty"`
@@ -62,7 +62,7 @@ type DatabaseRuntimeStatus struct {
 type DatabaseStatus struct {
 	Status
 	// Runtimes is the database on each runtime its instance runs on.
-	Runtimes []DatabaseRuntimeStatus `json:"runtimes,omitempty"`
+	Runtimes []DataRuntimeStatus `json:"runtimes,omitempty"`
 }
 
 // Database is a database for an instance.
@@ -142,4 +142,71 @@ func DatabaseNamespace(name string) string { return "qleet-db-" + name }
 // DatabaseURL is the connection string of a database.
 func DatabaseURL(scheme, user, password, host string, port int32, name string) string {
 	return fmt.Sprintf("%s://%s:%s@%s:%d/%s", scheme, user, password, host, port, name)
+}
+
+// KindBucket is an object store bucket serving a workload instance.
+const KindBucket = "bucket"
+
+// BucketSpec is an S3-compatible bucket for an instance. Off AWS it is an in-cluster object store (MinIO)
+// on every runtime the instance runs on; the instance gets the endpoint, the bucket name and the
+// credentials as env from a Secret. Retain keeps its data on delete.
+type BucketSpec struct {
+	// InstanceID is the workload instance it serves.
+	InstanceID string `json:"instance_id"`
+	// Size is the volume size, a Kubernetes quantity (default 1Gi).
+	Size string `json:"size,omitempty"`
+	// Retain keeps the volume and the credentials when the bucket is deleted; a bucket of the same name
+	// created later takes them back.
+	Retain bool `json:"retain,omitempty"`
+	// EnvPrefix prefixes the variables the instance gets (default S3: S3_ENDPOINT, S3_BUCKET, ...).
+	EnvPrefix string `json:"env_prefix,omitempty"`
+}
+
+// BucketStatus is the observed state of a bucket.
+type BucketStatus struct {
+	Status
+	// Runtimes is the bucket on each runtime its instance runs on.
+	Runtimes []DataRuntimeStatus `json:"runtimes,omitempty"`
+}
+
+// Bucket is an object store bucket for an instance.
+type Bucket = Object[BucketSpec, BucketStatus]
+
+// Buckets is the buckets collection.
+func (c *Client) Buckets() *Resource[BucketSpec, BucketStatus] {
+	return For[BucketSpec, BucketStatus](c, KindBucket)
+}
+
+// The in-cluster object store buckets run.
+const (
+	// BucketImage is the S3-compatible server.
+	BucketImage = "quay.io/minio/minio:RELEASE.2024-11-07T00-52-20Z"
+	// BucketPort is its port.
+	BucketPort = 9000
+)
+
+// BucketNamespace is the namespace a bucket lives in on each runtime.
+func BucketNamespace(name string) string { return "qleet-bucket-" + name }
+
+func defaultBucket(s *BucketSpec) {
+	if s.Size == "" {
+		s.Size = "1Gi"
+	}
+	if s.EnvPrefix == "" {
+		s.EnvPrefix = "S3"
+	}
+}
+
+func validateBucket(s *BucketSpec) []FieldError {
+	var fe fieldErrors
+	if s.InstanceID == "" {
+		fe.add("spec.instance_id", "is required")
+	}
+	if q, err := resource.ParseQuantity(s.Size); err != nil || q.Sign() <= 0 {
+		fe.add("spec.size", "must be a positive Kubernetes quantity such as 1Gi, not %q", s.Size)
+	}
+	if !envPrefixRE.MatchString(s.EnvPrefix) {
+		fe.add("spec.env_prefix", "must be upper case letters, digits and _, starting with a letter, not %q", s.EnvPrefix)
+	}
+	return fe
 }

@@ -219,6 +219,12 @@ func init() {
 		Default:     defaultDatabase,
 		Validate:    validateDatabase,
 	})
+	RegisterKind(KindDef[BucketSpec, BucketStatus]{
+		Kind:        KindBucket,
+		Description: "An S3-compatible bucket for a workload instance: an in-cluster object store on every runtime the instance runs on; the instance gets the endpoint, bucket name and credentials as env from a Secret. Retain keeps its data on delete.",
+		Default:     defaultBucket,
+		Validate:    validateBucket,
+	})
 	RegisterKind(KindDef[SupportServiceSpec, SupportServiceStatus]{
 		Kind:        KindSupportService,
 		Description: "An add-on on a runtime (ingress, cert-manager, external-dns, metrics-server), installed from a pinned Helm chart. Controllers create one when a dependency needs it and remove it once nothing has used it for a grace period; one an operator declares stays.",

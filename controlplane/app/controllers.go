@@ -89,7 +89,8 @@ func (a *App) workloadControllers(cl *client.Client, conn *kube.Connector, cfg r
 	return []starter{
 		reconcile.New(a.Broker, cl.WorkloadDefinitions(), &workload.DefinitionReconciler{Client: cl, Renderer: renderer}, cfg),
 		reconcile.New(a.Broker, cl.Secrets(), &workload.SecretReconciler{Client: cl}, cfg),
-		reconcile.New(a.Broker, cl.Databases(), &data.DatabaseReconciler{Client: cl, Connector: conn}, cfg),
+		reconcile.New(a.Broker, cl.Databases(), &data.Reconciler[client.DatabaseSpec, client.DatabaseStatus]{Client: cl, Connector: conn, Kind: data.Databases}, cfg),
+		reconcile.New(a.Broker, cl.Buckets(), &data.Reconciler[client.BucketSpec, client.BucketStatus]{Client: cl, Connector: conn, Kind: data.Buckets}, cfg),
 		reconcile.New(a.Broker, cl.WorkloadInstances(), &workload.InstanceReconciler{Client: cl, Connector: conn, Renderer: renderer, ProgressDeadline: a.cfg.ProgressDeadline, CleanupGrace: a.cfg.CleanupGrace}, cfg),
 	}
 }

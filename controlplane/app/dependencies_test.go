@@ -216,7 +216,7 @@ func TestSecretsAndUses(t *testing.T) {
 // TestDatabaseRetainAndReattach: a database is Ready before its instance, which gets the connection
 // details from a Secret; a retained database keeps its volume and credentials through delete and
 // re-create; deleting without retain leaves nothing behind.
-func TestDatabaseRetainAndReattach(t *testing.T) {
+func TestDatabaseRetainAndReattach(t *testing.T) { //nolint:maintidx // one story, told in order
 	t.Parallel()
 	sim := kubesimtest.Start(t, kubesimtest.WithName("db"), kubesimtest.WithNodes(1))
 	_, cl := cptest.Start(t, app.Config{ResyncInterval: time.Second, DriftInterval: 2 * time.Second})
@@ -235,9 +235,12 @@ func TestDatabaseRetainAndReattach(t *testing.T) {
 		return db
 	}
 	db := newDB()
+	bucket, err := cl.Buckets().Create(ctx, &client.Bucket{Meta: client.Meta{Name: "files"}, Spec: client.BucketSpec{InstanceID: inst.ID}})
+	require.NoError(t, err)
 	got, err := cl.WorkloadInstances().WaitReconciled(cptest.Wait(t, 2*time.Minute), inst.ID)
 	require.NoError(t, err)
-	t.Logf("an app with a database, create to Ready: %s", time.Since(start).Round(time.Millisecond))
+	t.Logf("an app with a database and a bucket, create to Ready: %s", time.Since(start).Round(time.Millisecond))
+	require.Contains(t, got.Status.Dependencies, client.ObjectRef{Kind: client.KindBucket, ID: bucket.ID, Name: "files"})
 	require.Contains(t, got.Status.Dependencies, client.ObjectRef{Kind: client.KindDatabase, ID: db.ID, Name: "main"})
 
 	var password, pvcUID string
@@ -249,9 +252,9 @@ func TestDatabaseRetainAndReattach(t *testing.T) {
 		require.True(t, firstEvent(t, dbEvents, "Reconciled").Before(firstEvent(t, appEvents, "Reconciled")), "the database is Ready first")
 		env := envOf(deployment(t, cs, "app", "app").Spec.Template.Spec.Containers[0])
 		for _, k := range []string{"DATABASE_URL", "DATABASE_HOST", "DATABASE_PORT", "DATABASE_NAME", "DATABASE_USER", "DATABASE_PASSWORD"} {
-			require.Equal(t, "qleet-db-main", env[k].ValueFrom.SecretKeyRef.Name, k)
+			require.Equal(t, "qleet-database-main", env[k].ValueFrom.SecretKeyRef.Name, k)
 		}
-		s, err := cs.CoreV1().Secrets("app").Get(ctx, "qleet-db-main", metav1.GetOptions{})
+		s, err := cs.CoreV1().Secrets("app").Get(ctx, "qleet-database-main", metav1.GetOptions{})
 		require.NoError(t, err)
 		creds, err := cs.CoreV1().Secrets("qleet-db-main").Get(ctx, "credentials", metav1.GetOptions{})
 		require.NoError(t, err)
@@ -265,6 +268,18 @@ func TestDatabaseRetainAndReattach(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, corev1.ClaimBound, pvc.Status.Phase)
 		pvcUID = string(pvc.UID)
+
+		// The bucket: an S3 endpoint, the bucket's name and credentials.
+		for _, k := range []string{"S3_ENDPOINT", "S3_BUCKET", "S3_REGION", "S3_ACCESS_KEY_ID", "S3_SECRET_ACCESS_KEY"} {
+			require.Equal(t, "qleet-bucket-files", env[k].ValueFrom.SecretKeyRef.Name, k)
+		}
+		bs, err := cs.CoreV1().Secrets("app").Get(ctx, "qleet-bucket-files", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, "http://db.qleet-bucket-files.svc.cluster.local:9000", string(bs.Data["S3_ENDPOINT"]))
+		require.Equal(t, "files", string(bs.Data["S3_BUCKET"]))
+		bcreds, err := cs.CoreV1().Secrets("qleet-bucket-files").Get(ctx, "credentials", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, string(bcreds.Data["secret_key"]), string(bs.Data["S3_SECRET_ACCESS_KEY"]))
 		got, err := cl.Databases().Get(ctx, db.ID)
 		require.NoError(t, err)
 		data, _ := json.Marshal(got)
@@ -306,7 +321,8 @@ func TestDatabaseRetainAndReattach(t *testing.T) {
 		_, err = cl.Databases().Update(ctx, cur)
 		require.NoError(t, err)
 		require.NoError(t, cl.Databases().Delete(cptest.Wait(t, 2*time.Minute), db.ID, client.DeleteOptions{Wait: true}))
-		for _, ns := range []string{"app", "qleet-db-main"} {
+		require.NoError(t, cl.Buckets().Delete(cptest.Wait(t, 2*time.Minute), bucket.ID, client.DeleteOptions{Wait: true}))
+		for _, ns := range []string{"app", "qleet-db-main", "qleet-bucket-files"} {
 			require.Eventually(t, func() bool {
 				_, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 				return apierrors.IsNotFound(err)

@@ -1,6 +1,6 @@
-// Package data reconciles databases: off AWS, an in-cluster StatefulSet with a Service, a volume and
-// generated credentials, on every runtime the instance it serves runs on. The instance controller
-// delivers the connection details to the instance's pods.
+// Package data reconciles databases and buckets: off AWS, an in-cluster StatefulSet (PostgreSQL, MySQL,
+// or an S3-compatible store) with a Service, a volume and generated credentials, on every runtime the
+// instance it serves runs on. The instance controller delivers the connection details to the pods.
 package data
 
 import (
@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -24,33 +25,87 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 )
 
-// Names of what a database is made of, in its namespace.
+// Names of what a data service is made of, in its namespace.
 const (
-	// CredentialsSecret holds username, password and database.
+	// CredentialsSecret holds the generated credentials.
 	CredentialsSecret = client.DatabaseCredentialsSecret
-	// ServiceName is the database's Service (and StatefulSet).
+	// ServiceName is the data service's Service (and StatefulSet).
 	ServiceName = "db"
-	// LabelRetained marks a retained database's namespace and credentials with its name, so that a
-	// database of that name created later takes them back.
-	LabelRetained = "qleetos.io/retained-database"
+	// LabelRetained marks a retained data service's namespace and credentials with its name, so that one
+	// of that kind (the namespace says which) and name created later takes them back.
+	LabelRetained = "qleetos.io/retained"
 )
 
-// Namespace is where a database lives on each runtime.
-func Namespace(db *client.Database) string { return client.DatabaseNamespace(db.Name) }
+// Service is how one data service object runs in a cluster.
+type Service struct {
+	// InstanceID is the instance it serves.
+	InstanceID string
+	// Namespace holds it.
+	Namespace string
+	// Image, Port and DataDir describe the container.
+	Image   string
+	Port    int32
+	DataDir string
+	// Args are the container's arguments.
+	Args []any
+	// Credentials are the keys of the generated credentials, with fixed values where not empty.
+	Credentials map[string]string
+	// Env makes the container's environment from the credentials Secret's keys.
+	Env map[string]string
+	// Size is the volume size.
+	Size string
+	// Retain keeps the volume and the credentials on delete.
+	Retain bool
+}
 
-// DatabaseReconciler reconciles databases.
-type DatabaseReconciler struct {
+// Kind describes a data service kind to the Reconciler.
+type Kind[S any, T any] struct {
+	// Describe says how an object runs.
+	Describe func(obj *client.Object[S, T]) Service
+	// Runtimes points at the status's per-runtime list.
+	Runtimes func(st *T) *[]client.DataRuntimeStatus
+}
+
+// Databases runs databases: PostgreSQL or MySQL.
+var Databases = Kind[client.DatabaseSpec, client.DatabaseStatus]{
+	Describe: func(db *client.Database) Service {
+		eng := client.EngineOf(&db.Spec)
+		env := map[string]string{"POSTGRES_USER": "username", "POSTGRES_PASSWORD": "password", "POSTGRES_DB": "database"}
+		if db.Spec.Engine == client.EngineMySQL {
+			env = map[string]string{"MYSQL_USER": "username", "MYSQL_PASSWORD": "password", "MYSQL_ROOT_PASSWORD": "password", "MYSQL_DATABASE": "database"}
+		}
+		return Service{InstanceID: db.Spec.InstanceID, Namespace: client.DatabaseNamespace(db.Name), Image: eng.Image, Port: eng.Port, DataDir: eng.DataDir,
+			Credentials: map[string]string{"username": "app", "password": "", "database": "app"}, Env: env, Size: db.Spec.Size, Retain: db.Spec.Retain}
+	},
+	Runtimes: func(st *client.DatabaseStatus) *[]client.DataRuntimeStatus { return &st.Runtimes },
+}
+
+// Buckets runs S3-compatible object stores (MinIO).
+var Buckets = Kind[client.BucketSpec, client.BucketStatus]{
+	Describe: func(b *client.Bucket) Service {
+		return Service{InstanceID: b.Spec.InstanceID, Namespace: client.BucketNamespace(b.Name), Image: client.BucketImage, Port: client.BucketPort, DataDir: "/data",
+			Args:        []any{"server", "/data"},
+			Credentials: map[string]string{"access_key": "", "secret_key": ""},
+			Env:         map[string]string{"MINIO_ROOT_USER": "access_key", "MINIO_ROOT_PASSWORD": "secret_key"}, Size: b.Spec.Size, Retain: b.Spec.Retain}
+	},
+	Runtimes: func(st *client.BucketStatus) *[]client.DataRuntimeStatus { return &st.Runtimes },
+}
+
+// Reconciler reconciles one data service kind.
+type Reconciler[S any, T any] struct {
 	// Client reads instances and runtimes (a controller token) and notifies instances.
 	Client *client.Client
 	// Connector connects to runtimes' clusters.
 	Connector *kube.Connector
+	// Kind is the kind served.
+	Kind Kind[S, T]
 
 	once      sync.Once
 	runtimes  reconcile.Deps[client.KubernetesRuntimeSpec, client.KubernetesRuntimeStatus]
 	instances reconcile.Deps[client.WorkloadInstanceSpec, client.WorkloadInstanceStatus]
 }
 
-func (r *DatabaseReconciler) init() *DatabaseReconciler {
+func (r *Reconciler[S, T]) init() *Reconciler[S, T] {
 	r.once.Do(func() {
 		r.runtimes.Resource = r.Client.KubernetesRuntimes()
 		r.instances.Resource = r.Client.WorkloadInstances()
@@ -58,12 +113,15 @@ func (r *DatabaseReconciler) init() *DatabaseReconciler {
 	return r
 }
 
-// Reconcile runs the database on every runtime its instance runs on, and tells the instance once it is
-// Ready there.
-func (r *DatabaseReconciler) Reconcile(ctx context.Context, db *client.Database) (reconcile.Result, error) {
-	inst, err := r.init().instances.Get(ctx, db.Spec.InstanceID)
+// Reconcile runs the data service on every runtime its instance runs on, and tells the instance once it
+// is Ready there.
+func (r *Reconciler[S, T]) Reconcile(ctx context.Context, obj *client.Object[S, T]) (reconcile.Result, error) {
+	svc := r.Kind.Describe(obj)
+	st := client.CommonStatus(obj)
+	runtimes := r.Kind.Runtimes(&obj.Status)
+	inst, err := r.init().instances.Get(ctx, svc.InstanceID)
 	if client.IsNotFound(err) {
-		return reconcile.Result{}, reconcile.Wait(fmt.Sprintf("workload_instance %q", db.Spec.InstanceID), "NotFound", "WorkloadInstanceNotFound", 5*time.Second)
+		return reconcile.Result{}, reconcile.Wait(fmt.Sprintf("workload_instance %q", svc.InstanceID), "NotFound", "WorkloadInstanceNotFound", 5*time.Second)
 	}
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("get workload_instance: %w", err)
@@ -72,20 +130,20 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, db *client.Database)
 	if len(ids) == 0 {
 		return reconcile.Result{}, reconcile.Wait(fmt.Sprintf("workload_instance %q", inst.Name), "not placed on a runtime yet", "WorkloadInstanceNotPlaced", 2*time.Second)
 	}
-	wasReady := client.Reconciled(db.Generation, &db.Status.Status)
-	var out []client.DatabaseRuntimeStatus
+	wasReady := client.Reconciled(obj.Generation, st)
+	var out []client.DataRuntimeStatus
 	var waitErr error
 	for _, id := range ids {
-		rs := client.DatabaseRuntimeStatus{RuntimeID: id, Phase: client.PhasePending}
-		for _, prev := range db.Status.Runtimes {
+		rs := client.DataRuntimeStatus{RuntimeID: id, Phase: client.PhasePending}
+		for _, prev := range *runtimes {
 			if prev.RuntimeID == id {
 				rs.Objects = prev.Objects
 			}
 		}
-		if err := r.run(ctx, db, &rs); err != nil {
+		if err := r.run(ctx, obj.ID, obj.Name, svc, &rs); err != nil {
 			var we *reconcile.WaitError
 			if !errors.As(err, &we) {
-				db.Status.Runtimes = append(out, rs)
+				*runtimes = append(out, rs)
 				return reconcile.Result{}, err
 			}
 			rs.Message = err.Error()
@@ -93,13 +151,13 @@ func (r *DatabaseReconciler) Reconcile(ctx context.Context, db *client.Database)
 		}
 		out = append(out, rs)
 	}
-	db.Status.Runtimes = out
+	*runtimes = out
 	if waitErr != nil {
 		return reconcile.Result{}, waitErr
 	}
 	for _, rs := range out {
 		if rs.Phase != client.PhaseReady {
-			db.Status.Message = fmt.Sprintf("on kubernetes_runtime %q: %s", rs.Runtime, rs.Message)
+			st.Message = fmt.Sprintf("on kubernetes_runtime %q: %s", rs.Runtime, rs.Message)
 			return reconcile.Result{RequeueAfter: 2 * time.Second}, nil
 		}
 	}
@@ -133,8 +191,8 @@ func runtimeIDs(inst *client.WorkloadInstance) []string {
 	return ids
 }
 
-// run applies the database on one runtime and reports its health there.
-func (r *DatabaseReconciler) run(ctx context.Context, db *client.Database, rs *client.DatabaseRuntimeStatus) error {
+// run applies the data service on one runtime and reports its health there.
+func (r *Reconciler[S, T]) run(ctx context.Context, id, name string, svc Service, rs *client.DataRuntimeStatus) error {
 	rt, err := r.runtimes.RequireReady(ctx, rs.RuntimeID)
 	if rt != nil {
 		rs.Runtime = rt.Name
@@ -146,16 +204,16 @@ func (r *DatabaseReconciler) run(ctx context.Context, db *client.Database, rs *c
 	if err != nil {
 		return err
 	}
-	ns := Namespace(db)
-	adopt, err := retainedFor(ctx, cl, db)
+	ns := svc.Namespace
+	adopt, err := retainedFor(ctx, cl, ns, r.retainedMark(name))
 	if err != nil {
 		return err
 	}
-	objs, err := render(ctx, cl, db)
+	objs, err := render(ctx, cl, svc)
 	if err != nil {
 		return err
 	}
-	owner := kube.Owner{InstanceID: db.ID, Namespace: ns, Previous: workload.RefsOf(rs.Objects), Adopt: adopt}
+	owner := kube.Owner{InstanceID: id, Namespace: ns, Previous: workload.RefsOf(rs.Objects), Adopt: adopt}
 	applied, err := kube.Apply(ctx, cl, owner, objs)
 	if err != nil {
 		if kube.IsInvalid(err) || kube.IsOwnershipConflict(err) {
@@ -165,8 +223,7 @@ func (r *DatabaseReconciler) run(ctx context.Context, db *client.Database, rs *c
 	}
 	rep := kube.HealthWith(ctx, cl, applied, kube.HealthOptions{})
 	rs.Objects = rep.Objects
-	eng := client.EngineOf(&db.Spec)
-	rs.Namespace, rs.Host, rs.Port = ns, fmt.Sprintf("%s.%s.svc.cluster.local", ServiceName, ns), eng.Port
+	rs.Namespace, rs.Host, rs.Port = ns, fmt.Sprintf("%s.%s.svc.cluster.local", ServiceName, ns), svc.Port
 	if !rep.Ready {
 		nr := rep.NotReady()
 		rs.Phase, rs.Message = client.PhaseReconciling, fmt.Sprintf("%s %q is not ready: %s", nr.Kind, nr.Name, nr.Message)
@@ -176,82 +233,78 @@ func (r *DatabaseReconciler) run(ctx context.Context, db *client.Database, rs *c
 	return nil
 }
 
-// retainedFor reports whether the runtime holds a retained database of this name (its namespace marked
-// with the name), which this database takes back.
-func retainedFor(ctx context.Context, cl *kube.Cluster, db *client.Database) (bool, error) {
-	ns, err := cl.Clientset.CoreV1().Namespaces().Get(ctx, Namespace(db), metav1.GetOptions{})
+// retainedMark is the value of LabelRetained for an object of this name (the namespace says the kind).
+func (r *Reconciler[S, T]) retainedMark(name string) string { return name }
+
+// retainedFor reports whether the runtime holds a retained data service of this kind and name (its
+// namespace marked), which this one takes back.
+func retainedFor(ctx context.Context, cl *kube.Cluster, namespace, mark string) (bool, error) {
+	ns, err := cl.Clientset.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	return ns.Labels[LabelRetained] == db.Name, nil
+	return ns.Labels[LabelRetained] == mark, nil
 }
 
-// render makes the database's objects. The credentials are generated once: an existing credentials
-// Secret (of this database, or retained by one of its name) keeps its password.
-func render(ctx context.Context, cl *kube.Cluster, db *client.Database) ([]*unstructured.Unstructured, error) {
-	ns := Namespace(db)
-	eng := client.EngineOf(&db.Spec)
-	password := ""
+// render makes a data service's objects. The credentials are generated once: an existing credentials
+// Secret (of this object, or retained by one of its kind and name) keeps its values.
+func render(ctx context.Context, cl *kube.Cluster, svc Service) ([]*unstructured.Unstructured, error) {
+	ns := svc.Namespace
+	existing := map[string][]byte{}
 	sec, err := cl.Clientset.CoreV1().Secrets(ns).Get(ctx, CredentialsSecret, metav1.GetOptions{})
 	switch {
 	case err == nil:
-		password = string(sec.Data["password"])
+		existing = sec.Data
 	case !apierrors.IsNotFound(err):
 		return nil, fmt.Errorf("read credentials: %w", err)
 	}
-	if password == "" {
-		b := make([]byte, 18)
-		if _, err := rand.Read(b); err != nil {
-			return nil, err
+	data := map[string]any{}
+	for k, fixed := range svc.Credentials {
+		v := string(existing[k])
+		if v == "" {
+			v = fixed
 		}
-		password = base64.RawURLEncoding.EncodeToString(b)
-	}
-	user, name := "app", "app"
-	secretRef := func(key string) map[string]any {
-		return map[string]any{"secretKeyRef": map[string]any{"name": CredentialsSecret, "key": key}}
+		if v == "" {
+			b := make([]byte, 18)
+			if _, err := rand.Read(b); err != nil {
+				return nil, err
+			}
+			v = base64.RawURLEncoding.EncodeToString(b)
+		}
+		data[k] = base64.StdEncoding.EncodeToString([]byte(v))
 	}
 	var env []any
-	if db.Spec.Engine == client.EngineMySQL {
-		env = []any{
-			map[string]any{"name": "MYSQL_USER", "valueFrom": secretRef("username")},
-			map[string]any{"name": "MYSQL_PASSWORD", "valueFrom": secretRef("password")},
-			map[string]any{"name": "MYSQL_ROOT_PASSWORD", "valueFrom": secretRef("password")},
-			map[string]any{"name": "MYSQL_DATABASE", "valueFrom": secretRef("database")},
-		}
-	} else {
-		env = []any{
-			map[string]any{"name": "POSTGRES_USER", "valueFrom": secretRef("username")},
-			map[string]any{"name": "POSTGRES_PASSWORD", "valueFrom": secretRef("password")},
-			map[string]any{"name": "POSTGRES_DB", "valueFrom": secretRef("database")},
-		}
+	for _, name := range sortedKeys(svc.Env) {
+		env = append(env, map[string]any{"name": name, "valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": CredentialsSecret, "key": svc.Env[name]}}})
 	}
 	whenDeleted := "Delete"
-	if db.Spec.Retain {
+	if svc.Retain {
 		whenDeleted = "Retain"
 	}
 	labels := map[string]any{"app.kubernetes.io/name": ServiceName}
+	container := map[string]any{
+		"name": "main", "image": svc.Image, "env": env,
+		"ports":        []any{map[string]any{"containerPort": int64(svc.Port)}},
+		"volumeMounts": []any{map[string]any{"name": "data", "mountPath": svc.DataDir}},
+	}
+	if len(svc.Args) > 0 {
+		container["args"] = svc.Args
+	}
 	objs := []map[string]any{
 		{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}},
-		{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": CredentialsSecret, "namespace": ns}, "type": "Opaque",
-			"data": map[string]any{
-				"username": b64(user), "password": b64(password), "database": b64(name),
-			}},
+		{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": CredentialsSecret, "namespace": ns}, "type": "Opaque", "data": data},
 		{"apiVersion": "v1", "kind": "Service", "metadata": map[string]any{"name": ServiceName, "namespace": ns}, "spec": map[string]any{
-			"selector": labels, "ports": []any{map[string]any{"name": eng.Scheme, "port": int64(eng.Port), "targetPort": int64(eng.Port)}}}},
+			"selector": labels, "ports": []any{map[string]any{"name": "main", "port": int64(svc.Port), "targetPort": int64(svc.Port)}}}},
 		{"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": map[string]any{"name": ServiceName, "namespace": ns}, "spec": map[string]any{
 			"serviceName": ServiceName, "replicas": int64(1),
 			"selector":                             map[string]any{"matchLabels": labels},
 			"persistentVolumeClaimRetentionPolicy": map[string]any{"whenDeleted": whenDeleted, "whenScaled": "Retain"},
-			"template": map[string]any{"metadata": map[string]any{"labels": labels}, "spec": map[string]any{"containers": []any{map[string]any{
-				"name": "db", "image": eng.Image, "env": env,
-				"ports":        []any{map[string]any{"containerPort": int64(eng.Port)}},
-				"volumeMounts": []any{map[string]any{"name": "data", "mountPath": eng.DataDir}},
-			}}}},
+			"template":                             map[string]any{"metadata": map[string]any{"labels": labels}, "spec": map[string]any{"containers": []any{container}}},
 			"volumeClaimTemplates": []any{map[string]any{"metadata": map[string]any{"name": "data"}, "spec": map[string]any{
-				"accessModes": []any{"ReadWriteOnce"}, "resources": map[string]any{"requests": map[string]any{"storage": db.Spec.Size}}}}},
+				"accessModes": []any{"ReadWriteOnce"}, "resources": map[string]any{"requests": map[string]any{"storage": svc.Size}}}}},
 		}},
 	}
 	out := make([]*unstructured.Unstructured, len(objs))
@@ -261,20 +314,28 @@ func render(ctx context.Context, cl *kube.Cluster, db *client.Database) ([]*unst
 	return out, nil
 }
 
-func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
 
-// Finalize removes the database from every runtime; with retain it removes the StatefulSet and the
-// Service only, and marks the namespace and the credentials (the volume stays, with them) for a database
-// of the same name to take back.
-func (r *DatabaseReconciler) Finalize(ctx context.Context, db *client.Database) (reconcile.Result, error) {
-	// The instance drops the connection details (it no longer lists a database being deleted).
-	if err := r.Client.WorkloadInstances().RequestReconcile(ctx, db.Spec.InstanceID); err != nil && !client.IsNotFound(err) {
+// Finalize removes the data service from every runtime; with retain it removes the StatefulSet and the
+// Service only, and marks the namespace and the credentials (the volume stays, with them) for one of the
+// same kind and name to take back.
+func (r *Reconciler[S, T]) Finalize(ctx context.Context, obj *client.Object[S, T]) (reconcile.Result, error) {
+	svc := r.Kind.Describe(obj)
+	// The instance drops the connection details (it no longer lists a data service being deleted).
+	if err := r.Client.WorkloadInstances().RequestReconcile(ctx, svc.InstanceID); err != nil && !client.IsNotFound(err) {
 		return reconcile.Result{}, fmt.Errorf("notify workload_instance: %w", err)
 	}
-	if db.DeletionOrphan {
+	if obj.DeletionOrphan {
 		return reconcile.Result{}, nil
 	}
-	for _, rs := range db.Status.Runtimes {
+	for _, rs := range *r.Kind.Runtimes(&obj.Status) {
 		rt, err := r.init().runtimes.Get(ctx, rs.RuntimeID)
 		if client.IsNotFound(err) {
 			continue
@@ -286,30 +347,30 @@ func (r *DatabaseReconciler) Finalize(ctx context.Context, db *client.Database) 
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		owner := kube.Owner{InstanceID: db.ID, Namespace: Namespace(db), Previous: workload.RefsOf(rs.Objects)}
-		if db.Spec.Retain {
-			if err := retain(ctx, cl, db, owner); err != nil {
+		owner := kube.Owner{InstanceID: obj.ID, Namespace: svc.Namespace, Previous: workload.RefsOf(rs.Objects)}
+		if svc.Retain {
+			if err := retain(ctx, cl, svc.Namespace, r.retainedMark(obj.Name), owner); err != nil {
 				return reconcile.Result{}, fmt.Errorf("retain on kubernetes_runtime %q: %w", rt.Name, err)
 			}
-			reconcile.Eventf(ctx, client.EventNormal, "Retained", "kept the volume and credentials in namespace %s on kubernetes_runtime %q", Namespace(db), rt.Name)
+			reconcile.Eventf(ctx, client.EventNormal, "Retained", "kept the volume and credentials in namespace %s on kubernetes_runtime %q", svc.Namespace, rt.Name)
 			continue
 		}
 		// The volumes first: a retained one taken back has no owner reference to the StatefulSet, and
-		// the namespace goes only once it holds nothing but the database's own objects.
-		left, err := deleteVolumes(ctx, cl, Namespace(db))
+		// the namespace goes only once it holds nothing but the data service's own objects.
+		left, err := deleteVolumes(ctx, cl, svc.Namespace)
 		if err != nil {
 			return reconcile.Result{}, fmt.Errorf("delete volumes on kubernetes_runtime %q: %w", rt.Name, err)
 		}
 		if left > 0 {
-			if _, err := kube.Prune(ctx, cl, owner, []kube.AppliedRef{{APIVersion: "v1", Kind: "Namespace", Name: Namespace(db)}}); err != nil {
+			if _, err := kube.Prune(ctx, cl, owner, []kube.AppliedRef{{APIVersion: "v1", Kind: "Namespace", Name: svc.Namespace}}); err != nil {
 				return reconcile.Result{}, err
 			}
-			db.Status.Message = fmt.Sprintf("%d volume(s) still going away on kubernetes_runtime %q", left, rt.Name)
+			client.CommonStatus(obj).Message = fmt.Sprintf("%d volume(s) still going away on kubernetes_runtime %q", left, rt.Name)
 			return reconcile.Result{RequeueAfter: time.Second}, nil
 		}
 		err = kube.DeleteAll(ctx, cl, owner)
 		if errors.Is(err, kube.ErrStillPresent) {
-			db.Status.Message = err.Error()
+			client.CommonStatus(obj).Message = err.Error()
 			return reconcile.Result{RequeueAfter: time.Second}, nil
 		}
 		if err != nil {
@@ -319,8 +380,8 @@ func (r *DatabaseReconciler) Finalize(ctx context.Context, db *client.Database) 
 	return reconcile.Result{}, nil
 }
 
-// deleteVolumes deletes the StatefulSet's volume claims in the database's namespace and returns how many
-// are still there.
+// deleteVolumes deletes the StatefulSet's volume claims in the namespace and returns how many are still
+// there.
 func deleteVolumes(ctx context.Context, cl *kube.Cluster, ns string) (int, error) {
 	pvcs, err := cl.Clientset.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -329,7 +390,7 @@ func deleteVolumes(ctx context.Context, cl *kube.Cluster, ns string) (int, error
 	left := 0
 	for _, p := range pvcs.Items {
 		if !strings.HasPrefix(p.Name, "data-"+ServiceName+"-") {
-			continue // not the database's
+			continue // not the data service's
 		}
 		left++
 		if p.DeletionTimestamp == nil {
@@ -341,22 +402,22 @@ func deleteVolumes(ctx context.Context, cl *kube.Cluster, ns string) (int, error
 	return left, nil
 }
 
-// retain deletes what runs the database and marks what keeps its data.
-func retain(ctx context.Context, cl *kube.Cluster, db *client.Database, owner kube.Owner) error {
+// retain deletes what runs the data service and marks what keeps its data.
+func retain(ctx context.Context, cl *kube.Cluster, ns, mark string, owner kube.Owner) error {
 	keep := []kube.AppliedRef{
-		{APIVersion: "v1", Kind: "Namespace", Name: Namespace(db)},
-		{APIVersion: "v1", Kind: "Secret", Namespace: Namespace(db), Name: CredentialsSecret},
+		{APIVersion: "v1", Kind: "Namespace", Name: ns},
+		{APIVersion: "v1", Kind: "Secret", Namespace: ns, Name: CredentialsSecret},
 	}
 	if _, err := kube.Prune(ctx, cl, owner, keep); err != nil {
 		return err
 	}
-	// Released from this database's ownership, marked for one of its name.
+	// Released from this object's ownership, marked for one of its kind and name.
 	patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:null,%q:null,%q:%q}}}`,
-		kube.LabelInstanceID, kube.LabelManagedBy, LabelRetained, db.Name))
-	if _, err := cl.Clientset.CoreV1().Namespaces().Patch(ctx, Namespace(db), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		kube.LabelInstanceID, kube.LabelManagedBy, LabelRetained, mark))
+	if _, err := cl.Clientset.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	if _, err := cl.Clientset.CoreV1().Secrets(Namespace(db)).Patch(ctx, CredentialsSecret, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	if _, err := cl.Clientset.CoreV1().Secrets(ns).Patch(ctx, CredentialsSecret, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
 	return nil

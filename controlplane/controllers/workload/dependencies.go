@@ -29,6 +29,7 @@ const AnnotationDependencies = "qleetos.io/dependencies"
 type dependencies struct {
 	secrets   []*client.Secret
 	databases []*client.Database
+	buckets   []*client.Bucket
 	env       []map[string]any // plain variables for the instances it uses
 	used      []*client.WorkloadInstance
 	hash      string
@@ -58,6 +59,15 @@ func (r *InstanceReconciler) dependencies(ctx context.Context, inst *client.Work
 		if db.DeletionRequestedAt == nil && db.Spec.InstanceID == inst.ID {
 			refs = append(refs, client.ObjectRef{Kind: client.KindDatabase, ID: db.ID, Name: db.Name})
 			d.databases = append(d.databases, db)
+		}
+	}
+	for b, err := range r.Client.Buckets().All(ctx, client.ListOptions{}) {
+		if err != nil {
+			return nil, fmt.Errorf("list buckets: %w", err)
+		}
+		if b.DeletionRequestedAt == nil && b.Spec.InstanceID == inst.ID {
+			refs = append(refs, client.ObjectRef{Kind: client.KindBucket, ID: b.ID, Name: b.Name})
+			d.buckets = append(d.buckets, b)
 		}
 	}
 	inst.Status.Dependencies = refs
@@ -105,41 +115,89 @@ type onRuntime struct {
 	hash string
 }
 
-// databasesOn waits until every database of the instance is Ready on the runtime, and returns a Secret in
-// the instance's namespace with each one's connection details (<PREFIX>_URL, _HOST, _PORT, _NAME, _USER,
-// _PASSWORD), read from the database's credentials there, with the variables that reference it.
-func (r *InstanceReconciler) databasesOn(ctx context.Context, cl *kube.Cluster, d *dependencies, rt *client.KubernetesRuntime, ns string) (onRuntime, error) {
-	var out onRuntime
-	h := sha256.New()
+// servicePort is the port of a used instance's Service: its definition's first container port.
+func (r *InstanceReconciler) servicePort(ctx context.Context, used *client.WorkloadInstance) (int32, error) {
+	def, err := r.deps().definitions.Get(ctx, used.Spec.DefinitionID)
+	if err != nil {
+		return 0, fmt.Errorf("get workload_definition of used workload_instance %q: %w", used.Name, err)
+	}
+	for _, c := range def.Spec.Containers {
+		for _, p := range c.Ports {
+			return p.ContainerPort, nil
+		}
+	}
+	return 0, reconcile.Terminal(fmt.Errorf("used workload_instance %q has no Service port (its definition declares no container port)", used.Name))
+}
+
+// dataService is a database or a bucket as the instance sees it: where it runs on a runtime, and the
+// variables its credentials make.
+type dataService struct {
+	kind, name string
+	status     *client.Status
+	generation int64
+	runtimes   []client.DataRuntimeStatus
+	env        func(at *client.DataRuntimeStatus, creds map[string][]byte) map[string]string
+}
+
+func (d *dependencies) dataServices() []dataService {
+	var out []dataService
 	for _, db := range d.databases {
-		var at *client.DatabaseRuntimeStatus
-		for i := range db.Status.Runtimes {
-			if db.Status.Runtimes[i].RuntimeID == rt.ID && db.Status.Runtimes[i].Phase == client.PhaseReady {
-				at = &db.Status.Runtimes[i]
+		spec := db.Spec
+		out = append(out, dataService{kind: client.KindDatabase, name: db.Name, status: &db.Status.Status, generation: db.Generation, runtimes: db.Status.Runtimes,
+			env: func(at *client.DataRuntimeStatus, c map[string][]byte) map[string]string {
+				eng, p := client.EngineOf(&spec), spec.EnvPrefix
+				user, pass, name := string(c["username"]), string(c["password"]), string(c["database"])
+				return map[string]string{
+					p + "_URL": client.DatabaseURL(eng.Scheme, user, pass, at.Host, at.Port, name), p + "_HOST": at.Host,
+					p + "_PORT": strconv.Itoa(int(at.Port)), p + "_NAME": name, p + "_USER": user, p + "_PASSWORD": pass,
+				}
+			}})
+	}
+	for _, b := range d.buckets {
+		name, p := b.Name, b.Spec.EnvPrefix
+		out = append(out, dataService{kind: client.KindBucket, name: b.Name, status: &b.Status.Status, generation: b.Generation, runtimes: b.Status.Runtimes,
+			env: func(at *client.DataRuntimeStatus, c map[string][]byte) map[string]string {
+				return map[string]string{
+					p + "_ENDPOINT": fmt.Sprintf("http://%s:%d", at.Host, at.Port), p + "_BUCKET": name, p + "_REGION": "us-east-1",
+					p + "_ACCESS_KEY_ID": string(c["access_key"]), p + "_SECRET_ACCESS_KEY": string(c["secret_key"]),
+				}
+			}})
+	}
+	return out
+}
+
+// dataOn waits until every database and bucket of the instance is Ready on the runtime, and returns a
+// Secret in the instance's namespace per data service with its connection details, read from its
+// credentials there (a database's <PREFIX>_URL, _HOST, _PORT, _NAME, _USER, _PASSWORD; a bucket's
+// <PREFIX>_ENDPOINT, _BUCKET, _REGION, _ACCESS_KEY_ID, _SECRET_ACCESS_KEY), with the variables that
+// reference it. A Failed one fails the instance with its reason.
+func (r *InstanceReconciler) dataOn(ctx context.Context, cl *kube.Cluster, d *dependencies, rt *client.KubernetesRuntime, ns string) (onRuntime, error) {
+	var out onRuntime
+	services := d.dataServices()
+	h := sha256.New()
+	for _, s := range services {
+		var at *client.DataRuntimeStatus
+		for i := range s.runtimes {
+			if s.runtimes[i].RuntimeID == rt.ID && s.runtimes[i].Phase == client.PhaseReady {
+				at = &s.runtimes[i]
 			}
 		}
-		if at == nil || db.Status.ObservedGeneration != db.Generation {
-			state := string(db.Status.Phase)
-			if db.Status.Message != "" {
-				state += ": " + db.Status.Message
+		if at == nil || s.status.ObservedGeneration != s.generation {
+			if s.status.Phase == client.PhaseFailed && s.status.ObservedGeneration == s.generation {
+				return out, reconcile.Terminal(fmt.Errorf("%s %q failed: %s", s.kind, s.name, s.status.Message))
 			}
-			if db.Status.Phase == client.PhaseFailed && db.Status.ObservedGeneration == db.Generation {
-				return out, reconcile.Terminal(fmt.Errorf("database %q failed: %s", db.Name, db.Status.Message))
+			state := cmp.Or(string(s.status.Phase), "Pending")
+			if s.status.Message != "" {
+				state += ": " + s.status.Message
 			}
-			return out, reconcile.Wait(fmt.Sprintf("database %q", db.Name), cmp.Or(state, "Pending")+" on kubernetes_runtime "+strconv.Quote(rt.Name), "DatabaseNotReady", 5*time.Second)
+			return out, reconcile.Wait(fmt.Sprintf("%s %q", s.kind, s.name), state+" on kubernetes_runtime "+strconv.Quote(rt.Name), "DataServiceNotReady", 5*time.Second)
 		}
 		creds, err := cl.Clientset.CoreV1().Secrets(at.Namespace).Get(ctx, client.DatabaseCredentialsSecret, metav1.GetOptions{})
 		if err != nil {
-			return out, fmt.Errorf("read the credentials of database %q: %w", db.Name, err)
+			return out, fmt.Errorf("read the credentials of %s %q: %w", s.kind, s.name, err)
 		}
-		user, pass, name := string(creds.Data["username"]), string(creds.Data["password"]), string(creds.Data["database"])
-		eng := client.EngineOf(&db.Spec)
-		p := db.Spec.EnvPrefix
-		values := map[string]string{
-			p + "_URL": client.DatabaseURL(eng.Scheme, user, pass, at.Host, at.Port, name), p + "_HOST": at.Host,
-			p + "_PORT": strconv.Itoa(int(at.Port)), p + "_NAME": name, p + "_USER": user, p + "_PASSWORD": pass,
-		}
-		secretName := "qleet-db-" + db.Name
+		values := s.env(at, creds.Data)
+		secretName := "qleet-" + s.kind + "-" + s.name
 		data := map[string]any{}
 		for _, k := range sortedKeys(values) {
 			data[k] = base64.StdEncoding.EncodeToString([]byte(values[k]))
@@ -153,24 +211,10 @@ func (r *InstanceReconciler) databasesOn(ctx context.Context, cl *kube.Cluster, 
 		sec.SetNamespace(ns)
 		out.objs = append(out.objs, sec)
 	}
-	if len(d.databases) > 0 {
+	if len(services) > 0 {
 		out.hash = hex.EncodeToString(h.Sum(nil))[:16]
 	}
 	return out, nil
-}
-
-// servicePort is the port of a used instance's Service: its definition's first container port.
-func (r *InstanceReconciler) servicePort(ctx context.Context, used *client.WorkloadInstance) (int32, error) {
-	def, err := r.deps().definitions.Get(ctx, used.Spec.DefinitionID)
-	if err != nil {
-		return 0, fmt.Errorf("get workload_definition of used workload_instance %q: %w", used.Name, err)
-	}
-	for _, c := range def.Spec.Containers {
-		for _, p := range c.Ports {
-			return p.ContainerPort, nil
-		}
-	}
-	return 0, reconcile.Terminal(fmt.Errorf("used workload_instance %q has no Service port (its definition declares no container port)", used.Name))
 }
 
 // missingOn names a used instance that is not placed on the runtime, if any.

@@ -151,7 +151,7 @@ func (r *InstanceReconciler) rollout(ctx context.Context, def *client.WorkloadDe
 		}
 		return reconcile.Result{}, reconcile.Terminal(fmt.Errorf("render workload_definition %q: %w", def.Name, err))
 	}
-	extra, err := r.databasesOn(ctx, cl, deps, rt, Namespace(inst))
+	extra, err := r.dataOn(ctx, cl, deps, rt, Namespace(inst))
 	if err != nil {
 		return reconcile.Result{}, err
 	}
