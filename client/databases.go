@@ -23,8 +23,9 @@ const (
 // connection details as env from a Secret (<PREFIX>_URL and the parts), never through the API or state.
 // It has its own lifecycle: it outlives a redeploy of its instance, and Retain keeps its data on delete.
 type DatabaseSpec struct {
-	// InstanceID is the workload instance it serves.
-	InstanceID string `json:"instance_id"`
+	// InstanceID is the workload instance it serves, if it names one; instances may also list it in their
+	// spec.databases. It runs on every runtime its instances run on.
+	InstanceID string `json:"instance_id,omitempty"`
 	// Engine is postgres (default) or mysql.
 	Engine string `json:"engine,omitempty"`
 	// Version is the engine's major version (default 16 for postgres, 8.4 for mysql).
@@ -90,9 +91,6 @@ func defaultDatabase(s *DatabaseSpec) {
 
 func validateDatabase(s *DatabaseSpec) []FieldError {
 	var fe fieldErrors
-	if s.InstanceID == "" {
-		fe.add("spec.instance_id", "is required")
-	}
 	switch s.Engine {
 	case EnginePostgres, EngineMySQL:
 	default:
@@ -151,8 +149,9 @@ const KindBucket = "bucket"
 // on every runtime the instance runs on; the instance gets the endpoint, the bucket name and the
 // credentials as env from a Secret. Retain keeps its data on delete.
 type BucketSpec struct {
-	// InstanceID is the workload instance it serves.
-	InstanceID string `json:"instance_id"`
+	// InstanceID is the workload instance it serves, if it names one; instances may also list it in their
+	// spec.buckets. It runs on every runtime its instances run on.
+	InstanceID string `json:"instance_id,omitempty"`
 	// Size is the volume size, a Kubernetes quantity (default 1Gi).
 	Size string `json:"size,omitempty"`
 	// Retain keeps the volume and the credentials when the bucket is deleted; a bucket of the same name
@@ -199,9 +198,6 @@ func defaultBucket(s *BucketSpec) {
 
 func validateBucket(s *BucketSpec) []FieldError {
 	var fe fieldErrors
-	if s.InstanceID == "" {
-		fe.add("spec.instance_id", "is required")
-	}
 	if q, err := resource.ParseQuantity(s.Size); err != nil || q.Sign() <= 0 {
 		fe.add("spec.size", "must be a positive Kubernetes quantity such as 1Gi, not %q", s.Size)
 	}

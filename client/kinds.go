@@ -214,6 +214,11 @@ type WorkloadInstanceSpec struct {
 	// one gets <PREFIX>_HOST, <PREFIX>_PORT and <PREFIX>_URL for it. A used instance cannot be deleted
 	// while used.
 	Uses []Use `json:"uses,omitempty"`
+	// Databases are databases the instance uses (by id), beyond those that name it: each is Ready on the
+	// instance's runtimes before it rolls out, and cannot be deleted while used.
+	Databases []string `json:"databases,omitempty"`
+	// Buckets are buckets the instance uses (by id), likewise.
+	Buckets []string `json:"buckets,omitempty"`
 	// Adopt lets the instance take over objects that already exist in the cluster without QleetOS's
 	// ownership (a namespace, a ConfigMap named by a manifest). Without it the instance goes Failed and
 	// names such an object; with it the object is labelled as the instance's, and pruned or deleted with it.

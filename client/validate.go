@@ -535,6 +535,12 @@ func workloadInstanceRefs(s *WorkloadInstanceSpec) []FieldRef {
 			refs = append(refs, FieldRef{Field: fmt.Sprintf("spec.uses[%d].instance_id", i), Kind: KindWorkloadInstance, ID: u.InstanceID})
 		}
 	}
+	for i, id := range s.Databases {
+		refs = append(refs, FieldRef{Field: fmt.Sprintf("spec.databases[%d]", i), Kind: KindDatabase, ID: id})
+	}
+	for i, id := range s.Buckets {
+		refs = append(refs, FieldRef{Field: fmt.Sprintf("spec.buckets[%d]", i), Kind: KindBucket, ID: id})
+	}
 	return refs
 }
 

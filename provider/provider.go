@@ -147,6 +147,8 @@ func (p *qleetProvider) Resources(context.Context) []func() resource.Resource {
 		domainNameKind.resource,
 		supportServiceKind.resource,
 		secretKind.resource,
+		databaseKind.resource,
+		bucketKind.resource,
 	}
 }
 
@@ -160,6 +162,8 @@ func (p *qleetProvider) DataSources(context.Context) []func() datasource.DataSou
 		domainNameKind.dataSource, domainNameKind.listDataSource,
 		supportServiceKind.dataSource, supportServiceKind.listDataSource,
 		secretKind.dataSource, secretKind.listDataSource,
+		databaseKind.dataSource, databaseKind.listDataSource,
+		bucketKind.dataSource, bucketKind.listDataSource,
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// seedsConfig is the seeds' shape without the database: an RPC node, an app that uses it, and a secret.
+// seedsConfig is the seeds' shape: an RPC node, an app that uses it, a database, and a secret.
 func seedsConfig(name, kubeconfig, value string) string {
 	return fmt.Sprintf(`
 resource "qleet_kubernetes_runtime" "rt" {
@@ -37,11 +37,16 @@ resource "qleet_workload_definition" "app" {
   containers = [{ name = "web", image = "nginx:1.27", ports = [{ container_port = 80 }] }]
 }
 
+resource "qleet_database" "main" {
+  name = "%[1]s-db"
+}
+
 resource "qleet_workload_instance" "app" {
   name          = "%[1]s-app"
   definition_id = qleet_workload_definition.app.id
   runtime_id    = qleet_kubernetes_runtime.rt.id
   uses          = [{ instance_id = qleet_workload_instance.rpc.id, env_prefix = "RPC" }]
+  databases     = [qleet_database.main.id]
 }
 
 resource "qleet_secret" "api" {
@@ -55,6 +60,7 @@ resource "qleet_secret" "api" {
 func TestAccSecretAndUses(t *testing.T) {
 	env := testAccEnv(t)
 	name := randomName("acc-sec")
+	start := time.Now()
 	marker := "acc-marker-" + name
 	ctx := context.Background()
 	// onlyWhereWritten checks that the value is in the state only in the secret's values.
@@ -116,7 +122,29 @@ func TestAccSecretAndUses(t *testing.T) {
 			{
 				Config: seedsConfig(name, env.kubeconfig, marker),
 				Check: resource.ComposeAggregateTestCheckFunc(
+					func(*terraform.State) error {
+						t.Logf("seeds-shaped example (RPC node, app using it, database, secret) through terraform, apply to Ready: %s", time.Since(start).Round(time.Millisecond))
+						return nil
+					},
 					resource.TestCheckResourceAttr("qleet_workload_instance.app", "status.phase", "Ready"),
+					resource.TestCheckResourceAttr("qleet_database.main", "engine", "postgres"),
+					wantEnv("DATABASE_URL", "qleet-database-"+name+"-db"),
+					func(s *terraform.State) error {
+						// The database's password is nowhere in the state.
+						creds, err := env.kube.CoreV1().Secrets("qleet-db-"+name+"-db").Get(ctx, "credentials", metav1.GetOptions{})
+						if err != nil {
+							return err
+						}
+						pw := string(creds.Data["password"])
+						for addr, r := range s.RootModule().Resources {
+							for k, v := range r.Primary.Attributes {
+								if pw != "" && strings.Contains(v, pw) {
+									return fmt.Errorf("the database password is in the state at %s.%s", addr, k)
+								}
+							}
+						}
+						return nil
+					},
 					resource.TestCheckResourceAttr("qleet_workload_instance.app", "uses.0.env_prefix", "RPC"),
 					resource.TestCheckResourceAttr("qleet_secret.api", "status.keys.0", "API_TOKEN"),
 					wantEnv("RPC_HOST", name+"-rpc."+name+"-rpc.svc.cluster.local"),

@@ -30,6 +30,8 @@ type workloadInstanceModel struct {
 	Adopt        types.Bool   `tfsdk:"adopt"`
 	Placement    types.Object `tfsdk:"placement"`
 	Uses         types.List   `tfsdk:"uses"`
+	Databases    types.List   `tfsdk:"databases"`
+	Buckets      types.List   `tfsdk:"buckets"`
 }
 
 // useModel is one element of qleet_workload_instance.uses.
@@ -220,6 +222,17 @@ var workloadInstanceKind = &kind[client.WorkloadInstanceSpec, client.WorkloadIns
 			Optional:     true,
 			NestedObject: rschema.NestedAttributeObject{Attributes: useAttributes},
 		},
+		"databases": rschema.ListAttribute{
+			Description: "IDs of qleet_databases the instance uses: each is Ready on the instance's runtimes before it rolls out, " +
+				"and the instance gets its connection details as env. A used database cannot be deleted while used.",
+			Optional:    true,
+			ElementType: types.StringType,
+		},
+		"buckets": rschema.ListAttribute{
+			Description: "IDs of qleet_buckets the instance uses, likewise.",
+			Optional:    true,
+			ElementType: types.StringType,
+		},
 		"placement": rschema.SingleNestedAttribute{
 			Description: "Where the instance runs when it is not pinned: regions, a runtime selector, how many runtimes and how the " +
 				"replicas are split. Matching Ready runtimes are used first; in a region with none, a runtime is provisioned from the " +
@@ -284,8 +297,14 @@ var workloadInstanceKind = &kind[client.WorkloadInstanceSpec, client.WorkloadIns
 		for _, u := range uses {
 			apiUses = append(apiUses, client.Use{InstanceID: u.InstanceID.ValueString(), EnvPrefix: u.EnvPrefix.ValueString()})
 		}
+		dbs, d := stringsOf(ctx, m.Databases)
+		diags.Append(d...)
+		buckets, d := stringsOf(ctx, m.Buckets)
+		diags.Append(d...)
 		return client.WorkloadInstanceSpec{
 			Uses:         apiUses,
+			Databases:    dbs,
+			Buckets:      buckets,
 			Placement:    placement,
 			DefinitionID: m.DefinitionID.ValueString(),
 			RuntimeID:    m.RuntimeID.ValueString(),
@@ -308,6 +327,8 @@ var workloadInstanceKind = &kind[client.WorkloadInstanceSpec, client.WorkloadIns
 		var d diag.Diagnostics
 		m.Uses, d = objectListValue(ctx, useType, m.Uses, uses)
 		diags.Append(d...)
+		m.Databases = stringListValue(m.Databases, s.Databases)
+		m.Buckets = stringListValue(m.Buckets, s.Buckets)
 		m.Namespace = stringValue(m.Namespace, s.Namespace)
 		m.Replicas = int32PtrValue(s.Replicas)
 		m.Env = stringMapValue(m.Env, envMap(s.Env))

@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -113,24 +114,25 @@ func (r *Reconciler[S, T]) init() *Reconciler[S, T] {
 	return r
 }
 
-// Reconcile runs the data service on every runtime its instance runs on, and tells the instance once it
-// is Ready there.
+// Reconcile runs the data service on every runtime its instances run on (none yet: Ready, with nothing to
+// run), and tells them when it becomes Ready somewhere.
 func (r *Reconciler[S, T]) Reconcile(ctx context.Context, obj *client.Object[S, T]) (reconcile.Result, error) {
 	svc := r.Kind.Describe(obj)
 	st := client.CommonStatus(obj)
 	runtimes := r.Kind.Runtimes(&obj.Status)
-	inst, err := r.init().instances.Get(ctx, svc.InstanceID)
-	if client.IsNotFound(err) {
-		return reconcile.Result{}, reconcile.Wait(fmt.Sprintf("workload_instance %q", svc.InstanceID), "NotFound", "WorkloadInstanceNotFound", 5*time.Second)
-	}
+	insts, err := r.init().consumers(ctx, obj.ID, svc.InstanceID)
 	if err != nil {
-		return reconcile.Result{}, fmt.Errorf("get workload_instance: %w", err)
+		return reconcile.Result{}, err
 	}
-	ids := runtimeIDs(inst)
-	if len(ids) == 0 {
-		return reconcile.Result{}, reconcile.Wait(fmt.Sprintf("workload_instance %q", inst.Name), "not placed on a runtime yet", "WorkloadInstanceNotPlaced", 2*time.Second)
+	var ids []string
+	for _, inst := range insts {
+		for _, id := range runtimeIDs(inst) {
+			if !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
 	}
-	wasReady := client.Reconciled(obj.Generation, st)
+	readyBefore := readyRuntimes(*runtimes)
 	var out []client.DataRuntimeStatus
 	var waitErr error
 	for _, id := range ids {
@@ -161,9 +163,11 @@ func (r *Reconciler[S, T]) Reconcile(ctx context.Context, obj *client.Object[S, 
 			return reconcile.Result{RequeueAfter: 2 * time.Second}, nil
 		}
 	}
-	if !wasReady {
-		if err := r.Client.WorkloadInstances().RequestReconcile(ctx, inst.ID); err != nil && !client.IsNotFound(err) {
-			return reconcile.Result{}, fmt.Errorf("notify workload_instance %q: %w", inst.Name, err)
+	if readyRuntimes(out) != readyBefore {
+		for _, inst := range insts {
+			if err := r.Client.WorkloadInstances().RequestReconcile(ctx, inst.ID); err != nil && !client.IsNotFound(err) {
+				return reconcile.Result{}, fmt.Errorf("notify workload_instance %q: %w", inst.Name, err)
+			}
 		}
 	}
 	// The instance may move to other runtimes: look again now and then.
@@ -175,6 +179,41 @@ func cmpErr(a, b error) error {
 		return a
 	}
 	return b
+}
+
+// consumers are the instances a data service serves: the one it names, and those that list it.
+func (r *Reconciler[S, T]) consumers(ctx context.Context, id, named string) ([]*client.WorkloadInstance, error) {
+	var out []*client.WorkloadInstance
+	if named != "" {
+		inst, err := r.instances.Get(ctx, named)
+		switch {
+		case client.IsNotFound(err):
+		case err != nil:
+			return nil, fmt.Errorf("get workload_instance: %w", err)
+		default:
+			out = append(out, inst)
+		}
+	}
+	for inst, err := range r.Client.WorkloadInstances().All(ctx, client.ListOptions{References: id}) {
+		if err != nil {
+			return nil, fmt.Errorf("list the instances that use it: %w", err)
+		}
+		if !slices.ContainsFunc(out, func(o *client.WorkloadInstance) bool { return o.ID == inst.ID }) {
+			out = append(out, inst)
+		}
+	}
+	return out, nil
+}
+
+// readyRuntimes names the runtimes where the data service is Ready.
+func readyRuntimes(rts []client.DataRuntimeStatus) string {
+	var ids []string
+	for _, rs := range rts {
+		if rs.Phase == client.PhaseReady {
+			ids = append(ids, rs.RuntimeID)
+		}
+	}
+	return strings.Join(ids, ",")
 }
 
 // runtimeIDs are the runtimes an instance runs on: its pinned one, or its placements.
@@ -329,8 +368,10 @@ func sortedKeys(m map[string]string) []string {
 func (r *Reconciler[S, T]) Finalize(ctx context.Context, obj *client.Object[S, T]) (reconcile.Result, error) {
 	svc := r.Kind.Describe(obj)
 	// The instance drops the connection details (it no longer lists a data service being deleted).
-	if err := r.Client.WorkloadInstances().RequestReconcile(ctx, svc.InstanceID); err != nil && !client.IsNotFound(err) {
-		return reconcile.Result{}, fmt.Errorf("notify workload_instance: %w", err)
+	if svc.InstanceID != "" {
+		if err := r.Client.WorkloadInstances().RequestReconcile(ctx, svc.InstanceID); err != nil && !client.IsNotFound(err) {
+			return reconcile.Result{}, fmt.Errorf("notify workload_instance: %w", err)
+		}
 	}
 	if obj.DeletionOrphan {
 		return reconcile.Result{}, nil
@@ -338,7 +379,7 @@ func (r *Reconciler[S, T]) Finalize(ctx context.Context, obj *client.Object[S, T
 	for _, rs := range *r.Kind.Runtimes(&obj.Status) {
 		rt, err := r.init().runtimes.Get(ctx, rs.RuntimeID)
 		if client.IsNotFound(err) {
-			continue
+			continue // the runtime and everything on it are gone
 		}
 		if err != nil {
 			return reconcile.Result{}, err

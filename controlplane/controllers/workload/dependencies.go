@@ -56,7 +56,7 @@ func (r *InstanceReconciler) dependencies(ctx context.Context, inst *client.Work
 		if err != nil {
 			return nil, fmt.Errorf("list databases: %w", err)
 		}
-		if db.DeletionRequestedAt == nil && db.Spec.InstanceID == inst.ID {
+		if db.DeletionRequestedAt == nil && (db.Spec.InstanceID == inst.ID || slices.Contains(inst.Spec.Databases, db.ID)) {
 			refs = append(refs, client.ObjectRef{Kind: client.KindDatabase, ID: db.ID, Name: db.Name})
 			d.databases = append(d.databases, db)
 		}
@@ -65,7 +65,7 @@ func (r *InstanceReconciler) dependencies(ctx context.Context, inst *client.Work
 		if err != nil {
 			return nil, fmt.Errorf("list buckets: %w", err)
 		}
-		if b.DeletionRequestedAt == nil && b.Spec.InstanceID == inst.ID {
+		if b.DeletionRequestedAt == nil && (b.Spec.InstanceID == inst.ID || slices.Contains(inst.Spec.Buckets, b.ID)) {
 			refs = append(refs, client.ObjectRef{Kind: client.KindBucket, ID: b.ID, Name: b.Name})
 			d.buckets = append(d.buckets, b)
 		}
@@ -132,7 +132,7 @@ func (r *InstanceReconciler) servicePort(ctx context.Context, used *client.Workl
 // dataService is a database or a bucket as the instance sees it: where it runs on a runtime, and the
 // variables its credentials make.
 type dataService struct {
-	kind, name string
+	kind, id, name string
 	status     *client.Status
 	generation int64
 	runtimes   []client.DataRuntimeStatus
@@ -143,7 +143,7 @@ func (d *dependencies) dataServices() []dataService {
 	var out []dataService
 	for _, db := range d.databases {
 		spec := db.Spec
-		out = append(out, dataService{kind: client.KindDatabase, name: db.Name, status: &db.Status.Status, generation: db.Generation, runtimes: db.Status.Runtimes,
+		out = append(out, dataService{kind: client.KindDatabase, id: db.ID, name: db.Name, status: &db.Status.Status, generation: db.Generation, runtimes: db.Status.Runtimes,
 			env: func(at *client.DataRuntimeStatus, c map[string][]byte) map[string]string {
 				eng, p := client.EngineOf(&spec), spec.EnvPrefix
 				user, pass, name := string(c["username"]), string(c["password"]), string(c["database"])
@@ -155,7 +155,7 @@ func (d *dependencies) dataServices() []dataService {
 	}
 	for _, b := range d.buckets {
 		name, p := b.Name, b.Spec.EnvPrefix
-		out = append(out, dataService{kind: client.KindBucket, name: b.Name, status: &b.Status.Status, generation: b.Generation, runtimes: b.Status.Runtimes,
+		out = append(out, dataService{kind: client.KindBucket, id: b.ID, name: b.Name, status: &b.Status.Status, generation: b.Generation, runtimes: b.Status.Runtimes,
 			env: func(at *client.DataRuntimeStatus, c map[string][]byte) map[string]string {
 				return map[string]string{
 					p + "_ENDPOINT": fmt.Sprintf("http://%s:%d", at.Host, at.Port), p + "_BUCKET": name, p + "_REGION": "us-east-1",
@@ -185,6 +185,11 @@ func (r *InstanceReconciler) dataOn(ctx context.Context, cl *kube.Cluster, d *de
 		if at == nil || s.status.ObservedGeneration != s.generation {
 			if s.status.Phase == client.PhaseFailed && s.status.ObservedGeneration == s.generation {
 				return out, reconcile.Terminal(fmt.Errorf("%s %q failed: %s", s.kind, s.name, s.status.Message))
+			}
+			// It may not know yet that this instance runs there (an instance that lists it is not
+			// an edge it is told about): ask it to look.
+			if err := r.Client.Raw(s.kind).RequestReconcile(ctx, s.id); err != nil && !client.IsNotFound(err) {
+				return out, fmt.Errorf("notify %s %q: %w", s.kind, s.name, err)
 			}
 			state := cmp.Or(string(s.status.Phase), "Pending")
 			if s.status.Message != "" {
