@@ -133,10 +133,10 @@ func (r *InstanceReconciler) servicePort(ctx context.Context, used *client.Workl
 // variables its credentials make.
 type dataService struct {
 	kind, id, name string
-	status     *client.Status
-	generation int64
-	runtimes   []client.DataRuntimeStatus
-	env        func(at *client.DataRuntimeStatus, creds map[string][]byte) map[string]string
+	status         *client.Status
+	generation     int64
+	runtimes       []client.DataRuntimeStatus
+	env            func(at *client.DataRuntimeStatus, creds map[string][]byte) map[string]string
 }
 
 func (d *dependencies) dataServices() []dataService {
