@@ -132,6 +132,12 @@ func (r *Reconciler[S, T]) Reconcile(ctx context.Context, obj *client.Object[S, 
 			}
 		}
 	}
+	// Where it already runs it stays, used or not, until it is deleted: its data is there.
+	for _, prev := range *runtimes {
+		if len(prev.Objects) > 0 && !slices.Contains(ids, prev.RuntimeID) {
+			ids = append(ids, prev.RuntimeID)
+		}
+	}
 	readyBefore := readyRuntimes(*runtimes)
 	var out []client.DataRuntimeStatus
 	var waitErr error
