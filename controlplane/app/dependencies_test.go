@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
@@ -311,6 +312,27 @@ func TestDatabaseRetainAndReattach(t *testing.T) { //nolint:maintidx // one stor
 			_, hasURL := envOf(deployment(t, cs, "app", "app").Spec.Template.Spec.Containers[0])["DATABASE_URL"]
 			return hasURL
 		}, time.Minute, 100*time.Millisecond, "the app gets the details again")
+	})
+
+	t.Run("a namespace QleetOS did not make is refused, and left intact", func(t *testing.T) {
+		_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "qleet-db-theirs"}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		_, err = cs.CoreV1().PersistentVolumeClaims("qleet-db-theirs").Create(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data-db-0"},
+			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		theirs, err := cl.Databases().Create(ctx, &client.Database{Meta: client.Meta{Name: "theirs"}, Spec: client.DatabaseSpec{InstanceID: inst.ID}})
+		require.NoError(t, err)
+		_, err = cl.Databases().WaitReconciled(cptest.Wait(t, time.Minute), theirs.ID)
+		require.True(t, client.IsFailed(err), "%v", err)
+		require.Contains(t, err.Error(), "namespace qleet-db-theirs already exists and was not created by QleetOS")
+		_, err = cs.AppsV1().StatefulSets("qleet-db-theirs").Get(ctx, "db", metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "nothing was put there: %v", err)
+		require.NoError(t, cl.Databases().Delete(cptest.Wait(t, time.Minute), theirs.ID, client.DeleteOptions{Wait: true}))
+		_, err = cs.CoreV1().PersistentVolumeClaims("qleet-db-theirs").Get(ctx, "data-db-0", metav1.GetOptions{})
+		require.NoError(t, err, "their volume claim is intact")
+		_, err = cs.CoreV1().Namespaces().Get(ctx, "qleet-db-theirs", metav1.GetOptions{})
+		require.NoError(t, err, "their namespace is intact")
 	})
 
 	t.Run("deleting the app, then the database without retain, leaves nothing behind", func(t *testing.T) {

@@ -254,6 +254,9 @@ func (r *Reconciler[S, T]) run(ctx context.Context, id, name string, svc Service
 	if err != nil {
 		return err
 	}
+	if err := ownNamespace(ctx, cl, ns, id, adopt); err != nil {
+		return reconcile.Terminal(fmt.Errorf("on kubernetes_runtime %q: %w", rt.Name, err))
+	}
 	objs, err := render(ctx, cl, svc)
 	if err != nil {
 		return err
@@ -275,6 +278,22 @@ func (r *Reconciler[S, T]) run(ctx context.Context, id, name string, svc Service
 		return nil
 	}
 	rs.Phase, rs.Message = client.PhaseReady, ""
+	return nil
+}
+
+// ownNamespace refuses a namespace that exists without being this data service's (or retained for it):
+// its volumes and credentials live there, and QleetOS takes over and deletes nothing it did not create.
+func ownNamespace(ctx context.Context, cl *kube.Cluster, namespace, id string, retained bool) error {
+	ns, err := cl.Clientset.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) || retained {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if ns.Labels[kube.LabelInstanceID] != id {
+		return fmt.Errorf("namespace %s already exists and was not created by QleetOS for it; it was left unchanged (delete or rename it, or give the %s another name)", namespace, "data service")
+	}
 	return nil
 }
 
@@ -393,6 +412,13 @@ func (r *Reconciler[S, T]) Finalize(ctx context.Context, obj *client.Object[S, T
 		cl, err := r.Connector.Connect(ctx, rt)
 		if err != nil {
 			return reconcile.Result{}, err
+		}
+		if len(rs.Objects) == 0 {
+			continue // nothing was applied there
+		}
+		if err := ownNamespace(ctx, cl, svc.Namespace, obj.ID, false); err != nil {
+			reconcile.Eventf(ctx, client.EventWarning, "LeftAlone", "on kubernetes_runtime %q: %v", rt.Name, err)
+			continue // not ours: nothing there is deleted
 		}
 		owner := kube.Owner{InstanceID: obj.ID, Namespace: svc.Namespace, Previous: workload.RefsOf(rs.Objects)}
 		if svc.Retain {
