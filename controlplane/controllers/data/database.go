@@ -4,13 +4,14 @@
 package data
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -155,7 +156,7 @@ func (r *Reconciler[S, T]) Reconcile(ctx context.Context, obj *client.Object[S, 
 				return reconcile.Result{}, err
 			}
 			rs.Message = err.Error()
-			waitErr = cmpErr(waitErr, err)
+			waitErr = cmp.Or(waitErr, err)
 		}
 		out = append(out, rs)
 	}
@@ -178,13 +179,6 @@ func (r *Reconciler[S, T]) Reconcile(ctx context.Context, obj *client.Object[S, 
 	}
 	// The instance may move to other runtimes: look again now and then.
 	return reconcile.Result{Recheck: 10 * time.Second}, nil
-}
-
-func cmpErr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
 }
 
 // consumers are the instances a data service serves: the one it names, and those that list it.
@@ -341,7 +335,7 @@ func render(ctx context.Context, cl *kube.Cluster, svc Service) ([]*unstructured
 		data[k] = base64.StdEncoding.EncodeToString([]byte(v))
 	}
 	var env []any
-	for _, name := range sortedKeys(svc.Env) {
+	for _, name := range slices.Sorted(maps.Keys(svc.Env)) {
 		env = append(env, map[string]any{"name": name, "valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": CredentialsSecret, "key": svc.Env[name]}}})
 	}
 	whenDeleted := "Delete"
@@ -376,15 +370,6 @@ func render(ctx context.Context, cl *kube.Cluster, svc Service) ([]*unstructured
 		out[i] = &unstructured.Unstructured{Object: o}
 	}
 	return out, nil
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // Finalize removes the data service from every runtime; with retain it removes the StatefulSet and the

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -77,7 +78,7 @@ func (r *InstanceReconciler) dependencies(ctx context.Context, inst *client.Work
 			return nil, reconcile.Wait(fmt.Sprintf("secret %q", s.Name), string(s.Status.Phase), "SecretNotReady", 5*time.Second)
 		}
 		fmt.Fprintf(h, "secret %s %s\n", s.Name, s.Spec.MountPath)
-		for _, k := range sortedKeys(s.Spec.Values) {
+		for _, k := range slices.Sorted(maps.Keys(s.Spec.Values)) {
 			fmt.Fprintf(h, "%s=%s\n", k, s.Spec.Values[k])
 		}
 	}
@@ -204,7 +205,7 @@ func (r *InstanceReconciler) dataOn(ctx context.Context, cl *kube.Cluster, d *de
 		values := s.env(at, creds.Data)
 		secretName := "qleet-" + s.kind + "-" + s.name
 		data := map[string]any{}
-		for _, k := range sortedKeys(values) {
+		for _, k := range slices.Sorted(maps.Keys(values)) {
 			data[k] = base64.StdEncoding.EncodeToString([]byte(values[k]))
 			out.env = append(out.env, map[string]any{"name": k, "valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": secretName, "key": k}}})
 			fmt.Fprintf(h, "%s=%s\n", k, values[k])
@@ -259,7 +260,7 @@ func (d *dependencies) inject(objs []*unstructured.Unstructured, ns string, extr
 			mounts = append(mounts, map[string]any{"name": name, "mountPath": s.Spec.MountPath, "readOnly": true})
 			continue
 		}
-		for _, k := range sortedKeys(s.Spec.Values) {
+		for _, k := range slices.Sorted(maps.Keys(s.Spec.Values)) {
 			env = append(env, map[string]any{"name": k, "valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": name, "key": k}}})
 		}
 	}
@@ -314,13 +315,4 @@ func podTemplatePath(kind string) []string {
 		return []string{"spec", "jobTemplate", "spec", "template"}
 	}
 	return nil
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -3,6 +3,8 @@ package workload
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
@@ -20,7 +22,7 @@ type SecretReconciler struct {
 
 // Reconcile implements reconcile.Reconciler.
 func (r *SecretReconciler) Reconcile(ctx context.Context, s *client.Secret) (reconcile.Result, error) {
-	s.Status.Keys = sortedKeys(s.Spec.Values)
+	s.Status.Keys = slices.Sorted(maps.Keys(s.Spec.Values))
 	n, missing, err := r.notify(ctx, s)
 	if err != nil {
 		return reconcile.Result{}, err
