@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -300,4 +301,32 @@ func TestAutoscalingOnSimulatedLoad(t *testing.T) {
 		require.NoError(t, err)
 		return got.Status.Replicas == 4
 	}, time.Minute, 200*time.Millisecond, "the instance reports the autoscaled replicas")
+}
+
+// TestSupportServiceLeavesForeignObjects: an ingress support service whose IngressClass someone else made
+// fails, naming it, and leaves it as it was, also when it is deleted.
+func TestSupportServiceLeavesForeignObjects(t *testing.T) {
+	t.Parallel()
+	sim := kubesimtest.Start(t, kubesimtest.WithName("foreign"), kubesimtest.WithNodes(1))
+	_, cl := cptest.Start(t, app.Config{ResyncInterval: time.Second})
+	ctx := context.Background()
+	cs := clientset(t, sim.Kubeconfig)
+	rt := readyRuntime(t, cl, "foreign", sim.Kubeconfig)
+	theirs := &networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: client.IngressClassName, Labels: map[string]string{"team": "edge"}},
+		Spec: networkingv1.IngressClassSpec{Controller: "example.com/their-controller"}}
+	_, err := cs.NetworkingV1().IngressClasses().Create(ctx, theirs, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	ss, err := cl.SupportServices().Create(ctx, &client.SupportService{Meta: client.Meta{Name: "ingress"},
+		Spec: client.SupportServiceSpec{RuntimeID: rt.ID, Type: client.SupportIngress}})
+	require.NoError(t, err)
+	_, err = cl.SupportServices().WaitReconciled(cptest.Wait(t, time.Minute), ss.ID)
+	require.True(t, client.IsFailed(err), "%v", err)
+	require.Contains(t, err.Error(), "IngressClass/qleet already exists and was not created by QleetOS")
+
+	require.NoError(t, cl.SupportServices().Delete(cptest.Wait(t, time.Minute), ss.ID, client.DeleteOptions{Wait: true}))
+	got, err := cs.NetworkingV1().IngressClasses().Get(ctx, client.IngressClassName, metav1.GetOptions{})
+	require.NoError(t, err, "their IngressClass is still there")
+	require.Equal(t, "example.com/their-controller", got.Spec.Controller)
+	require.Equal(t, map[string]string{"team": "edge"}, got.Labels, "unlabelled, unchanged")
 }
