@@ -15,7 +15,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/propagation"
 )
+
+// traceContext writes the W3C traceparent of the caller's span on every request.
+var traceContext = propagation.TraceContext{}
 
 // Client talks to the QleetOS API. It is safe for concurrent use.
 type Client struct {
@@ -112,6 +117,9 @@ func (c *Client) Do(ctx context.Context, method, path string, query url.Values, 
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", c.userAgent)
+	// The caller's trace continues on the server (a reconcile's status write is a child of its span).
+	// Without a span in ctx this writes nothing.
+	traceContext.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}

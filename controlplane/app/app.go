@@ -97,6 +97,9 @@ type Config struct {
 	KubesimBinary string
 	// Logger receives logs (default slog.Default()).
 	Logger *slog.Logger
+	// Traces is this process's recent-span buffer, served at GET /v1/<kind>/{id}/trace (see package
+	// telemetry/tracing). Nil: that route answers that tracing is off.
+	Traces server.TraceSource
 }
 
 func (c *Config) applyDefaults() error {
@@ -271,7 +274,7 @@ func (a *App) startAPI(ctx, runCtx context.Context) error {
 	if err != nil {
 		return err
 	}
-	srv, err := server.New(server.Config{Store: st, Logger: a.log, Registry: a.Registry, OnCommit: a.relay.Notify, SecretKey: key,
+	srv, err := server.New(server.Config{Store: st, Logger: a.log, Registry: a.Registry, OnCommit: a.relay.Notify, SecretKey: key, Traces: a.cfg.Traces,
 		MetricsAuth: a.cfg.MetricsAuth == "on" || a.cfg.MetricsAuth != "off" && needsTLS(a.cfg.Listen), Ready: a.ready})
 	if err != nil {
 		return fmt.Errorf("api server: %w", err)

@@ -29,6 +29,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/qleetos/terraform-provider-qleet/controlplane/telemetry"
 )
 
 // Names fixed by the NATS contract.
@@ -281,7 +283,9 @@ func (b *Broker) Consumer(ctx context.Context, kind string) (jetstream.Consumer,
 }
 
 // Publish notifies the controller of kind that object id needs reconciling. A non-empty msgID is sent as
-// Nats-Msg-Id, so that publishing it again within the duplicate window is a no-op.
+// Nats-Msg-Id, so that publishing it again within the duplicate window is a no-op. When ctx holds a
+// span (a reconcile asking for another later), the notification carries it in telemetry.LinkHeader:
+// the next reconcile starts a trace of its own that links to it.
 func (b *Broker) Publish(ctx context.Context, kind, id, msgID string) error {
 	if err := validToken(kind); err != nil {
 		return fmt.Errorf("broker: kind %q: %w", kind, err)
@@ -289,11 +293,14 @@ func (b *Broker) Publish(ctx context.Context, kind, id, msgID string) error {
 	if err := validToken(id); err != nil {
 		return fmt.Errorf("broker: id %q: %w", id, err)
 	}
-	var opts []jetstream.PublishOpt
+	msg := &nats.Msg{Subject: Subject(kind, id), Header: nats.Header{}}
 	if msgID != "" {
-		opts = append(opts, jetstream.WithMsgID(msgID))
+		msg.Header.Set(jetstream.MsgIDHeader, msgID)
 	}
-	if _, err := b.js.Publish(ctx, Subject(kind, id), nil, opts...); err != nil {
+	if tp := telemetry.Traceparent(ctx); tp != "" {
+		msg.Header.Set(telemetry.LinkHeader, tp)
+	}
+	if _, err := b.js.PublishMsg(ctx, msg); err != nil {
 		return fmt.Errorf("broker: publish %s: %w", Subject(kind, id), err)
 	}
 	return nil

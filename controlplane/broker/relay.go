@@ -11,8 +11,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/telemetry"
 )
 
 // OutboxSource is the part of the store the relay reads from. store.Store satisfies it.
@@ -176,8 +179,9 @@ func (r *Relay) relayOnce(ctx context.Context) (int, error) {
 // entries to delete (acknowledged, or malformed), and the first failure.
 func (r *Relay) publish(ctx context.Context, entries []*store.OutboxEntry) ([]int64, error) {
 	type pending struct {
-		id  int64
-		fut jetstream.PubAckFuture
+		id   int64
+		fut  jetstream.PubAckFuture
+		span trace.Span
 	}
 	futs := make([]pending, 0, len(entries))
 	acked := make([]int64, 0, len(entries))
@@ -193,13 +197,20 @@ func (r *Relay) publish(ctx context.Context, entries []*store.OutboxEntry) ([]in
 		}
 		msg := &nats.Msg{Subject: Subject(e.Kind, e.ObjectID), Header: nats.Header{}}
 		msg.Header.Set(jetstream.MsgIDHeader, MsgIDPrefix+strconv.FormatInt(e.ID, 10))
+		span := publishSpan(ctx, e, msg)
 		fut, err := r.b.js.PublishMsgAsync(msg)
 		if err != nil {
 			firstErr = fmt.Errorf("publish outbox entry %d: %w", e.ID, err)
+			telemetry.End(span, firstErr)
 			break
 		}
-		futs = append(futs, pending{id: e.ID, fut: fut})
+		futs = append(futs, pending{id: e.ID, fut: fut, span: span})
 	}
+	defer func() {
+		for _, p := range futs {
+			p.span.End() // a no-op for spans already ended
+		}
+	}()
 
 	timer := time.NewTimer(r.cfg.PublishTimeout)
 	defer timer.Stop()
@@ -209,9 +220,12 @@ func (r *Relay) publish(ctx context.Context, entries []*store.OutboxEntry) ([]in
 			r.published.Add(1)
 			if ack != nil && ack.Duplicate {
 				r.duplicates.Add(1)
+				p.span.SetAttributes(attribute.Bool("messaging.nats.duplicate", true))
 			}
+			p.span.End()
 			acked = append(acked, p.id)
 		case err := <-p.fut.Err():
+			telemetry.End(p.span, err)
 			if firstErr == nil {
 				firstErr = fmt.Errorf("publish outbox entry %d: %w", p.id, err)
 			}
@@ -225,4 +239,28 @@ func (r *Relay) publish(ctx context.Context, entries []*store.OutboxEntry) ([]in
 		}
 	}
 	return acked, firstErr
+}
+
+// publishSpan continues the trace of the write that made e (when it was traced) with a producer span
+// that lasts until the stream acknowledges the message, and puts that span's traceparent on msg, so
+// that the reconcile it causes is its child. Untraced entries get a non-recording span.
+func publishSpan(ctx context.Context, e *store.OutboxEntry, msg *nats.Msg) trace.Span {
+	if e.TraceParent == "" {
+		return trace.SpanFromContext(context.Background())
+	}
+	pctx := telemetry.ContextWithRemoteParent(ctx, e.TraceParent)
+	pctx, span := telemetry.Start(pctx, "outbox publish "+e.Kind,
+		trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(
+			telemetry.AttrKind.String(e.Kind),
+			telemetry.AttrObjectID.String(e.ObjectID),
+			attribute.String("messaging.system", "nats"),
+			attribute.String("messaging.destination.name", msg.Subject),
+			attribute.Int64("qleet.outbox.id", e.ID),
+			attribute.Float64("qleet.outbox.age_ms", float64(time.Since(e.CreatedAt).Microseconds())/1000),
+		))
+	if tp := telemetry.Traceparent(pctx); tp != "" {
+		msg.Header.Set(telemetry.TraceparentHeader, tp)
+	}
+	return span
 }

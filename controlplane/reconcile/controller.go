@@ -13,9 +13,13 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/broker"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/telemetry"
 )
 
 // Config configures one controller. Zero values take the documented defaults.
@@ -247,7 +251,8 @@ func (c *Controller[S, T]) handle(ctx context.Context, locker *broker.Locker, m 
 		return
 	}
 	defer c.end(id)
-	lock, err := locker.Acquire(ctx, broker.LockKey(kind, id))
+	parent, link := messageTrace(m)
+	lock, err := c.acquire(ctx, locker, parent, kind, id)
 	if errors.Is(err, broker.ErrLocked) {
 		_ = m.NakWithDelay(jitter(c.cfg.LockRetry))
 		return
@@ -260,13 +265,34 @@ func (c *Controller[S, T]) handle(ctx context.Context, locker *broker.Locker, m 
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	stopBeat := c.heartbeat(rctx, cancel, lock, m, id)
-	delay, ack := c.process(rctx, id)
+	var links []trace.Link
+	if link.IsValid() {
+		links = append(links, trace.Link{SpanContext: link, Attributes: []attribute.KeyValue{linkRequeued}})
+	}
+	delay, ack, last := c.processTraced(rctx, parent, links, id, m)
 	for rctx.Err() == nil {
 		again := c.takeDirty(id)
 		if len(again) == 0 {
 			break
 		}
-		delay, ack = c.process(rctx, id)
+		// The notifications that came in meanwhile are reconciled once more: that reconcile continues
+		// the newest one's trace, and links to the reconcile that took them over and to the others.
+		links = []trace.Link{{SpanContext: last, Attributes: []attribute.KeyValue{linkTakenOver}}}
+		parent = trace.SpanContext{}
+		for _, am := range again {
+			p, l := messageTrace(am)
+			if l.IsValid() {
+				links = append(links, trace.Link{SpanContext: l, Attributes: []attribute.KeyValue{linkRequeued}})
+			}
+			if !p.IsValid() {
+				continue
+			}
+			if parent.IsValid() {
+				links = append(links, trace.Link{SpanContext: parent, Attributes: []attribute.KeyValue{linkCoalesced}})
+			}
+			parent = p
+		}
+		delay, ack, last = c.processTraced(rctx, parent, links, id, again[len(again)-1])
 		for _, am := range again {
 			_ = am.Ack()
 			if c.cfg.Metrics != nil {
@@ -280,11 +306,66 @@ func (c *Controller[S, T]) handle(ctx context.Context, locker *broker.Locker, m 
 	}
 	_ = m.Ack()
 	if !ack {
-		c.requeue(ctx, id, delay)
+		c.requeue(trace.ContextWithSpanContext(ctx, last), id, delay)
 	}
 	if c.cfg.Metrics != nil {
 		c.cfg.Metrics.delivered(kind)
 	}
+}
+
+// Why a reconcile span links to another.
+var (
+	linkRequeued  = attribute.String("qleet.link", "requeued by")
+	linkTakenOver = attribute.String("qleet.link", "taken over by")
+	linkCoalesced = attribute.String("qleet.link", "coalesced with")
+)
+
+// messageTrace returns the span context a notification continues (its traceparent header: the outbox
+// publish of the write that caused it) and the one it links to (a reconcile that requeued it).
+func messageTrace(m jetstream.Msg) (parent, link trace.SpanContext) {
+	h := m.Headers()
+	if h == nil {
+		return parent, link
+	}
+	return telemetry.SpanContext(h.Get(telemetry.TraceparentHeader)), telemetry.SpanContext(h.Get(telemetry.LinkHeader))
+}
+
+// acquire takes the object's lock, in a span of the notification's trace.
+func (c *Controller[S, T]) acquire(ctx context.Context, locker *broker.Locker, parent trace.SpanContext, kind, id string) (*broker.Lock, error) {
+	if parent.IsValid() {
+		ctx = trace.ContextWithRemoteSpanContext(ctx, parent)
+	}
+	ctx, span := telemetry.Start(ctx, "lock acquire", trace.WithAttributes(telemetry.AttrKind.String(kind), telemetry.AttrObjectID.String(id)))
+	lock, err := locker.Acquire(ctx, broker.LockKey(kind, id))
+	c.cfg.Metrics.lockAttempt(kind, err)
+	if errors.Is(err, broker.ErrLocked) {
+		span.SetAttributes(attribute.Bool("qleet.lock.contended", true))
+		span.End()
+		return nil, err
+	}
+	telemetry.End(span, err)
+	return lock, err
+}
+
+// processTraced runs process in a consumer span "reconcile <kind>", the child of parent (when valid),
+// with links. It returns process's answer and the span's context.
+func (c *Controller[S, T]) processTraced(ctx context.Context, parent trace.SpanContext, links []trace.Link, id string, m jetstream.Msg) (time.Duration, bool, trace.SpanContext) {
+	if parent.IsValid() {
+		ctx = trace.ContextWithRemoteSpanContext(ctx, parent)
+	}
+	kind := c.res.Kind()
+	attrs := []attribute.KeyValue{telemetry.AttrKind.String(kind), telemetry.AttrObjectID.String(id), attribute.String("qleet.source", c.cfg.Source)}
+	if md, err := m.Metadata(); err == nil {
+		attrs = append(attrs, attribute.Int64("messaging.nats.delivered", int64(md.NumDelivered)))
+	}
+	ctx, span := telemetry.Start(ctx, telemetry.ReconcileSpanPrefix+kind,
+		trace.WithSpanKind(trace.SpanKindConsumer), trace.WithLinks(links...), trace.WithAttributes(attrs...))
+	defer span.End()
+	delay, ack := c.process(ctx, id)
+	if !ack {
+		span.SetAttributes(attribute.Int64("qleet.requeue_after_ms", delay.Milliseconds()))
+	}
+	return delay, ack, span.SpanContext()
 }
 
 // begin marks id as being reconciled by this replica. When it already is, it hands m to that worker
@@ -423,6 +504,7 @@ func (c *Controller[S, T]) process(ctx context.Context, id string) (delay time.D
 	if c.cfg.Metrics != nil {
 		c.cfg.Metrics.observe(c.res.Kind(), out.name, elapsed)
 	}
+	traceOutcome(ctx, obj.Generation, out)
 
 	if deleting && out.name == outcomeDone {
 		if err := c.res.Finalize(ctx, id); err != nil && !client.IsNotFound(err) {
@@ -479,6 +561,15 @@ func (c *Controller[S, T]) finalize(ctx context.Context, obj *client.Object[S, T
 		}
 	}()
 	return f.Finalize(ctx, obj)
+}
+
+// traceOutcome records the reconcile's outcome on its span; errors and terminal failures mark it failed.
+func traceOutcome(ctx context.Context, generation int64, out outcome) {
+	span := trace.SpanFromContext(ctx)
+	span.SetAttributes(attribute.String("qleet.outcome", out.name), attribute.Int64("qleet.generation", generation))
+	if out.name == outcomeError || out.name == outcomeTerminal {
+		span.SetStatus(codes.Error, out.msg)
+	}
 }
 
 const (
@@ -826,6 +917,9 @@ func StartedAt(ctx context.Context) time.Time {
 // withReconcileID gives the reconcile a logger carrying the object and a fresh reconcile id.
 func withReconcileID(ctx context.Context, base *slog.Logger, id, name string, generation int64) context.Context {
 	l := base.With("id", id, "name", name, "generation", generation, "reconcile_id", uuid.NewString())
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		l = l.With("trace_id", sc.TraceID().String(), "span_id", sc.SpanID().String())
+	}
 	return context.WithValue(ctx, loggerKey{}, l)
 }
 

@@ -2,10 +2,13 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/qleetos/terraform-provider-qleet/controlplane/broker"
 )
 
 // Metrics are the runtime's Prometheus metrics, shared by every controller of a process.
@@ -13,7 +16,15 @@ type Metrics struct {
 	duration   *prometheus.HistogramVec
 	deliveries *prometheus.CounterVec
 	depth      *prometheus.GaugeVec
+	locks      *prometheus.CounterVec
 }
+
+// Results of a lock acquisition, the result label of qleet_lock_acquisitions_total.
+const (
+	lockAcquired  = "acquired"
+	lockContended = "contended"
+	lockError     = "error"
+)
 
 // NewMetrics registers the runtime's metrics on reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
@@ -31,8 +42,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "qleet_reconcile_queue_depth",
 			Help: "Messages pending or in flight in a kind's consumer.",
 		}, []string{"kind"}),
+		locks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "qleet_lock_acquisitions_total",
+			Help: "Attempts to lock an object for a reconcile, by kind and result: acquired, contended (another holder had it) or error.",
+		}, []string{"kind", "result"}),
 	}
-	reg.MustRegister(m.duration, m.deliveries, m.depth)
+	reg.MustRegister(m.duration, m.deliveries, m.depth, m.locks)
 	return m
 }
 
@@ -41,6 +56,22 @@ func (m *Metrics) observe(kind, outcome string, d time.Duration) {
 }
 
 func (m *Metrics) delivered(kind string) { m.deliveries.WithLabelValues(kind).Inc() }
+
+// lockAttempt counts an attempt to lock an object of kind that ended with err (from Locker.Acquire).
+// A nil Metrics counts nothing.
+func (m *Metrics) lockAttempt(kind string, err error) {
+	if m == nil {
+		return
+	}
+	result := lockAcquired
+	switch {
+	case errors.Is(err, broker.ErrLocked):
+		result = lockContended
+	case err != nil:
+		result = lockError
+	}
+	m.locks.WithLabelValues(kind, result).Inc()
+}
 
 // watchQueue samples the consumer's backlog every few seconds.
 func (m *Metrics) watchQueue(ctx context.Context, kind string, cons jetstream.Consumer) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/telemetry/tracing"
 )
 
 // BenchmarkAPICreate measures create throughput through the whole HTTP stack (client, auth, decoding,
@@ -47,5 +48,46 @@ func BenchmarkAPICreate(b *testing.B) {
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "creates/s")
 			})
 		}
+	}
+}
+
+// BenchmarkTracingOverhead measures API creates on SQLite (8 concurrent clients) side by side with
+// tracing off (the no-op provider: what `qleet server --trace-buffer 0` runs) and on (every hop recorded
+// into the recent-span buffer, the default). Run it alone (-run '^$'): it installs the process's tracer
+// provider.
+func BenchmarkTracingOverhead(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		b.Run(fmt.Sprintf("tracing=%v", on), func(b *testing.B) {
+			if on {
+				tr, err := tracing.Setup(context.Background(), tracing.Config{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = tr.Shutdown(context.Background()) })
+			}
+			e := setup(b, setupOpts{st: openSQLite(b)})
+			rts := e.dev.KubernetesRuntimes()
+			ctx := context.Background()
+			var next, seq atomic.Int64
+			next.Store(int64(b.N))
+			b.ReportAllocs()
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for next.Add(-1) >= 0 {
+						if _, err := rts.Create(ctx, localRuntime(fmt.Sprintf("bench-%d", seq.Add(1)))); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "creates/s")
+		})
 	}
 }

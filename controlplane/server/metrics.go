@@ -25,7 +25,7 @@ func newMetrics(reg *prometheus.Registry, st store.Store) (*metrics, error) {
 			Buckets:   []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300},
 		}, []string{"route", "method", "code"}),
 	}
-	for _, c := range []prometheus.Collector{m.latency, &outboxCollector{st: st}} {
+	for _, c := range []prometheus.Collector{m.latency, &outboxCollector{st: st}, &objectsCollector{st: st}} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}

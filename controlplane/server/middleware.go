@@ -13,8 +13,12 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/telemetry"
 )
 
 type requestIDKey struct{}
@@ -43,6 +47,48 @@ func withRequestID(next http.Handler) http.Handler {
 		}
 		w.Header().Set(requestIDHeader, id)
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))
+	})
+}
+
+// traceRequests gives each request a server span, the child of the caller's traceparent when it sends
+// one (a reconcile's reads and status writes join its trace). The span is named for the route pattern
+// once routing has matched it, e.g. "PUT /v1/{plural}/{id}/status".
+func traceRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := telemetry.ExtractHTTP(r.Context(), r.Header)
+		ctx, span := telemetry.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer))
+		defer span.End()
+		if !span.IsRecording() {
+			next.ServeHTTP(w, r.WithContext(ctx))
+			return
+		}
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		r = r.WithContext(ctx)
+		next.ServeHTTP(ww, r)
+		route := "unmatched"
+		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
+			route = rc.RoutePattern()
+		}
+		code := ww.Status()
+		if code == 0 {
+			code = http.StatusOK
+		}
+		span.SetName(r.Method + " " + route)
+		span.SetAttributes(
+			attribute.String("http.request.method", r.Method),
+			attribute.String("http.route", route),
+			attribute.String("url.path", r.URL.Path),
+			attribute.Int("http.response.status_code", code),
+			attribute.String("qleet.request_id", requestID(r.Context())))
+		if ki := kindFrom(r); ki != nil {
+			span.SetAttributes(telemetry.AttrKind.String(ki.Kind))
+		}
+		if id := chi.URLParam(r, "id"); id != "" {
+			span.SetAttributes(telemetry.AttrObjectID.String(id))
+		}
+		if code >= 500 {
+			span.SetStatus(codes.Error, http.StatusText(code))
+		}
 	})
 }
 

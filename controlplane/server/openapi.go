@@ -324,6 +324,10 @@ func (g *openapiGen) kindPaths(ki *client.KindInfo, paths obj, errResp, idParam,
 			"requestBody": obj{"required": true, "content": jsonContent(eventSchema)},
 			"responses":   with(obj{"201": response("Recorded", eventSchema)})},
 	}
+	paths[base+"/{id}/trace"] = obj{"parameters": []any{idParam},
+		"get": obj{"operationId": "get_" + ki.Kind + "_trace", "summary": "The hops of the object's most recent reconcile, from this server's recent-span buffer (404 when none is held)", "tags": tag,
+			"responses": with(obj{"200": response("Trace", g.schema(reflect.TypeOf(client.Trace{})))})},
+	}
 	if ki.Kind == client.KindWorkloadDefinition {
 		g.schemas["ImageRequest"] = g.structSchema(reflect.TypeOf(imageRequest{}), "ImageRequest", nil)
 		g.schemas["ImageResponse"] = g.structSchema(reflect.TypeOf(imageResponse{}), "ImageResponse", map[string]obj{"definition": ref(n)})

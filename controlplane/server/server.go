@@ -47,6 +47,9 @@ type Config struct {
 	// MetricsAuth makes /metrics require a bearer token (any role). The control plane turns it on when it
 	// listens beyond loopback. Default off.
 	MetricsAuth bool
+	// Traces is this process's buffer of recent spans, which GET /v1/<kind>/{id}/trace reads. Nil: the
+	// route answers that tracing is off here.
+	Traces TraceSource
 	// SecretKey, 32 bytes, encrypts write-only spec fields (e.g. kubeconfigs) at rest with AES-256-GCM.
 	// Every API replica must share it. Nil stores them in plain text (tests only).
 	SecretKey []byte
@@ -126,7 +129,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.Se
 
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(withRequestID, s.observe, s.recoverPanics)
+	r.Use(withRequestID, traceRequests, s.observe, s.recoverPanics)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, client.Errorf(client.CodeNotFound, "no route for %s", r.URL.Path))
 	})
@@ -162,6 +165,7 @@ func (s *Server) routes() chi.Router {
 			r.With(status).Put("/status", s.updateStatus)
 			r.With(status).Post("/finalize", s.finalize)
 			r.With(read).Get("/events", s.listEvents)
+			r.With(read).Get("/trace", s.lastTrace)
 			r.With(status).Post("/events", s.recordEvent)
 			r.With(write).Post("/image", s.setImage)
 			r.With(s.require(permWrite, permStatus)).Post("/reconcile", s.requestReconcile)

@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/uptrace/bun"
+
+	"github.com/qleetos/terraform-provider-qleet/controlplane/telemetry"
 )
 
 // List page sizes.
@@ -365,8 +367,8 @@ func (s *bunStore) Finalize(ctx context.Context, kind, id string) error {
 			return &DependentsError{Dependents: deps}
 		}
 		if _, err := tx.ExecContext(ctx,
-			"INSERT INTO outbox (kind, object_id, created_at) SELECT to_kind, to_id, ? FROM object_refs WHERE from_id = ? ORDER BY to_id",
-			now(), row.ID); err != nil {
+			"INSERT INTO outbox (kind, object_id, created_at, trace_parent) SELECT to_kind, to_id, ?, ? FROM object_refs WHERE from_id = ? ORDER BY to_id",
+			now(), telemetry.Traceparent(ctx), row.ID); err != nil {
 			return fmt.Errorf("enqueue referenced objects: %w", err)
 		}
 		for _, m := range []any{(*eventRow)(nil), (*labelRow)(nil)} {
@@ -564,8 +566,10 @@ func insertRefsVia(ctx context.Context, tx bun.Tx, fromID, fromKind, via string,
 	return nil
 }
 
+// insertOutbox writes an outbox row for an object, with the traceparent of the write's span so that the
+// reconcile it causes continues the write's trace.
 func insertOutbox(ctx context.Context, tx bun.Tx, kind, objectID string) error {
-	row := &outboxRow{Kind: kind, ObjectID: objectID, CreatedAt: now()}
+	row := &outboxRow{Kind: kind, ObjectID: objectID, CreatedAt: now(), TraceParent: telemetry.Traceparent(ctx)}
 	if _, err := tx.NewInsert().Model(row).ExcludeColumn("id").Exec(ctx); err != nil {
 		return fmt.Errorf("insert outbox: %w", err)
 	}
@@ -575,8 +579,8 @@ func insertOutbox(ctx context.Context, tx bun.Tx, kind, objectID string) error {
 // enqueueDependents writes an outbox row for every object that references objectID.
 func enqueueDependents(ctx context.Context, tx bun.Tx, objectID string) error {
 	if _, err := tx.ExecContext(ctx,
-		"INSERT INTO outbox (kind, object_id, created_at) SELECT from_kind, from_id, ? FROM object_refs WHERE to_id = ? ORDER BY from_id",
-		now(), objectID); err != nil {
+		"INSERT INTO outbox (kind, object_id, created_at, trace_parent) SELECT from_kind, from_id, ?, ? FROM object_refs WHERE to_id = ? ORDER BY from_id",
+		now(), telemetry.Traceparent(ctx), objectID); err != nil {
 		return fmt.Errorf("enqueue dependents: %w", err)
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -15,7 +16,11 @@ import (
 	"github.com/uptrace/bun/dialect/pgdialect"
 	"github.com/uptrace/bun/dialect/sqlitedialect"
 	"github.com/uptrace/bun/driver/pgdriver"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/qleetos/terraform-provider-qleet/controlplane/telemetry"
 )
 
 // Config selects and tunes the database. The zero value of every field but URL takes its documented default.
@@ -247,10 +252,44 @@ func (s *bunStore) Close() error {
 
 // write runs fn in a read-write transaction and commits it when fn returns nil.
 func (s *bunStore) write(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error {
-	return s.wdb.RunInTx(ctx, nil, fn)
+	ctx, span := s.txSpan(ctx, "write")
+	err := s.wdb.RunInTx(ctx, nil, fn)
+	telemetry.End(span, err)
+	return err
 }
 
 // read runs fn in a read-only transaction, so that its queries see one snapshot.
 func (s *bunStore) read(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error {
-	return s.rdb.RunInTx(ctx, &sql.TxOptions{ReadOnly: true}, fn)
+	ctx, span := s.txSpan(ctx, "read")
+	err := s.rdb.RunInTx(ctx, &sql.TxOptions{ReadOnly: true}, fn)
+	telemetry.End(span, err)
+	return err
+}
+
+// txSpan starts the span of one store transaction, named for the store method that runs it (e.g.
+// "store.Create"). The caller is looked up only when the span records, so tracing off costs nothing.
+func (s *bunStore) txSpan(ctx context.Context, mode string) (context.Context, trace.Span) {
+	ctx, span := telemetry.Start(ctx, "store", trace.WithSpanKind(trace.SpanKindClient))
+	if !span.IsRecording() {
+		return ctx, span
+	}
+	name := "store." + mode
+	if pc, _, _, ok := runtime.Caller(2); ok {
+		if fn := runtime.FuncForPC(pc); fn != nil {
+			name = "store." + methodName(fn.Name())
+		}
+	}
+	span.SetName(name)
+	span.SetAttributes(attribute.String("db.system", s.dialect.String()), attribute.String("qleet.store.tx", mode))
+	return ctx, span
+}
+
+// methodName turns a function's full name (e.g. ".../store.(*bunStore).Create.func1") into its
+// method's ("Create").
+func methodName(full string) string {
+	parts := strings.Split(full, ".")
+	for len(parts) > 1 && strings.HasPrefix(parts[len(parts)-1], "func") {
+		parts = parts[:len(parts)-1]
+	}
+	return parts[len(parts)-1]
 }

@@ -82,6 +82,8 @@ type outboxRow struct {
 	Kind      string    `bun:"kind"`
 	ObjectID  string    `bun:"object_id"`
 	CreatedAt time.Time `bun:"created_at"`
+	// TraceParent is the W3C traceparent of the write that made the row, or "".
+	TraceParent string `bun:"trace_parent"`
 }
 
 type tokenRow struct {
@@ -145,7 +147,7 @@ func (r *eventRow) toEvent() *Event {
 }
 
 func (r *outboxRow) toEntry() *OutboxEntry {
-	return &OutboxEntry{ID: r.ID, Kind: r.Kind, ObjectID: r.ObjectID, CreatedAt: r.CreatedAt.UTC()}
+	return &OutboxEntry{ID: r.ID, Kind: r.Kind, ObjectID: r.ObjectID, CreatedAt: r.CreatedAt.UTC(), TraceParent: r.TraceParent}
 }
 
 func (r *tokenRow) toToken() *Token {

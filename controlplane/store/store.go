@@ -144,6 +144,9 @@ type OutboxEntry struct {
 	Kind      string
 	ObjectID  string
 	CreatedAt time.Time
+	// TraceParent is the W3C traceparent of the write that made the entry ("" when it was not traced):
+	// the relay continues that trace.
+	TraceParent string
 }
 
 // Token is an API bearer token. Only its SHA-256 hash is stored.
@@ -196,6 +199,9 @@ type Store interface {
 	DeleteOutbox(ctx context.Context, ids []int64) error
 	// OutboxStats returns the number of pending entries and the age of the oldest.
 	OutboxStats(ctx context.Context) (pending int64, oldest time.Duration, err error)
+	// CountObjects counts objects by phase and by the fields that p names, with how many are not
+	// reconciled and since when, in one aggregate query (metrics read it at scrape time).
+	CountObjects(ctx context.Context, p *CountParams) ([]*ObjectCount, error)
 	// CreateToken stores a token hash with its role.
 	CreateToken(ctx context.Context, t *Token) error
 	// GetToken returns the token with that hash.

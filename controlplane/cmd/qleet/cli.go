@@ -70,6 +70,7 @@ func runCLI(ctx context.Context, verb string, args []string) error {
 	orphan := fs.Bool("orphan", false, "delete: abandon what the object made in its cluster (when the cluster is gone or unreachable)")
 	wait := fs.Bool("wait", false, "delete: wait until the object is gone")
 	selector := fs.String("l", "", "get: label selector k=v,k2=v2")
+	withTrace := fs.Bool("trace", false, "describe: show the hops of the object's last reconcile and how long each took")
 	// Allow flags after positional arguments.
 	var pos []string
 	for len(args) > 0 {
@@ -108,6 +109,9 @@ func runCLI(ctx context.Context, verb string, args []string) error {
 	case "get":
 		return cmdGet(ctx, res, name, *selector, *output)
 	case "describe":
+		if *withTrace {
+			return cmdTrace(ctx, res, name, *output)
+		}
 		return cmdDescribe(ctx, res, name, *output)
 	case "events":
 		obj, err := res.GetByName(ctx, name)

@@ -23,7 +23,7 @@ Usage:
   qleet api        --database-url URL --nats-url URL [--listen ADDR] [--data-dir DIR]
   qleet controller --api-endpoint URL --token TOKEN --nats-url URL
   qleet get        <kind> [name] [-o table|json]
-  qleet describe   <kind> <name>
+  qleet describe   <kind> <name> [--trace]                       --trace: the hops of its last reconcile, timed
   qleet delete     <kind> <name> [--cascade] [--orphan] [--wait]
   qleet events     <kind> <name>
   qleet image set  <definition> <container> <image>

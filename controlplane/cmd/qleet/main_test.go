@@ -98,6 +98,21 @@ func TestServerAndCLI(t *testing.T) {
 		require.Contains(t, out, "Conditions:")
 		require.Contains(t, out, "Reconciled") // the event reason
 	})
+	t.Run("describe --trace shows the hops of the last reconcile and how long each took", func(t *testing.T) {
+		out, err := cli("describe", "definition", "web", "--trace")
+		require.NoError(t, err, out)
+		require.Contains(t, out, "Phase:       Ready", "the description comes first")
+		require.Regexp(t, `Last reconcile: trace [0-9a-f]{32}, \d+ hops over `, out)
+		require.Regexp(t, `(?m)^HOP\s+START\s+DURATION\s+NOTE$`, out)
+		require.Regexp(t, `(?m)^\s*reconcile workload_definition\s+\+[0-9.]+m?s\s+[0-9.]+m?s\s+done$`, out, "the reconcile and its outcome")
+		require.Regexp(t, `(?m)^\s{2,}GET /v1/\{plural\}/\{id\}\s+.*HTTP 200$`, out, "its read of the object, indented under it")
+		out, err = cli("describe", "definition", "web", "--trace", "-o", "json")
+		require.NoError(t, err, out)
+		var tr client.Trace
+		require.NoError(t, json.Unmarshal([]byte(out), &tr), out)
+		require.Equal(t, def.ID, tr.ObjectID)
+		require.NotEmpty(t, tr.Spans)
+	})
 	t.Run("errors are one line with a non-zero exit", func(t *testing.T) {
 		out, err := cli("get", "widgets")
 		require.Error(t, err)

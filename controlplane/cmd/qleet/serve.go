@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/telemetry"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/telemetry/tracing"
 )
 
 type mode int
@@ -54,6 +56,7 @@ func runServer(ctx context.Context, args []string, m mode) error {
 	supportCharts := fs.String("support-chart-dir", envDefault("support-chart-dir", ""), "local charts for support services by type (<dir>/ingress, <dir>/cert-manager, ...), used instead of the upstream chart repositories; the repository's charts/support works offline")
 	chartDir := fs.String("chart-dir", envDefault("chart-dir", ""), "the only directory local Helm charts are read from (default: <data-dir>/charts)")
 	logLevel := fs.String("log-level", envDefault("log-level", "info"), "debug, info, warn or error")
+	traceBuffer := fs.Int("trace-buffer", tracing.DefaultRecentSpans, "how many recent trace spans to keep in memory for 'qleet describe --trace' (0: none; with no OTEL_* exporter either, tracing is off)")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err.Error()}
 	}
@@ -61,7 +64,25 @@ func runServer(ctx context.Context, args []string, m mode) error {
 	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
 		return usageError{fmt.Sprintf("--log-level: %v", err)}
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	logger := slog.New(telemetry.LogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})))
+	recent := *traceBuffer
+	if recent == 0 {
+		recent = -1 // tracing.Config: 0 is the default size, negative keeps none
+	}
+	tr, err := tracing.Setup(ctx, tracing.Config{ServiceName: "qleet-" + modeName(m), RecentSpans: recent})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tr.Shutdown(sctx); err != nil {
+			logger.Warn("trace export flush failed", "error", err)
+		}
+	}()
+	if tr.Exporting != "" {
+		logger.Info("exporting traces", "exporter", tr.Exporting)
+	}
 	cfg := app.Config{
 		DataDir: *dataDir, Listen: *listen, DatabaseURL: *dbURL, NATSURL: *natsURL,
 		APIEndpoint: *apiEndpoint, ControllerToken: *token, APICACertFile: *apiCA,
@@ -70,6 +91,9 @@ func runServer(ctx context.Context, args []string, m mode) error {
 		ChartDir: *chartDir, FailedRecheckInterval: *failedRecheck, ProgressDeadline: *progressDeadline, CleanupGrace: *cleanupGrace,
 		ScaleDownDelay: *scaleDownDelay, OwnerGrace: *ownerGrace, SupportChartDir: *supportCharts,
 		API: m != modeController, Controllers: m != modeAPI,
+	}
+	if tr.Recent != nil {
+		cfg.Traces = tr.Recent
 	}
 	start := time.Now()
 	a, err := app.Start(ctx, cfg)

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -200,6 +201,8 @@ func (c *Connector) open(raw []byte, kubeContext string) (*Cluster, error) {
 
 // NewCluster builds the clients of a Cluster from a REST config.
 func NewCluster(rc *rest.Config) (*Cluster, error) {
+	rc = rest.CopyConfig(rc)
+	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return tracingTransport{next: rt} })
 	// The typed client (and the cache's informers built on it) speaks protobuf: decoding watch and list
 	// streams of thousands of objects is the largest CPU cost of a cache refill (make bench, scale
 	// section, full resync). The dynamic client stays on JSON, which every kind speaks.

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -28,6 +30,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/telemetry"
 )
 
 // Labels that rendered container workloads carry; the Deployment's selector is LabelInstance alone.
@@ -442,7 +445,10 @@ func mergeEnvUnstructured(env any, overrides []client.EnvVar) []any {
 
 // renderHelm renders a chart client-side, like `helm template`: release name and namespace are the
 // instance's, CRDs from the chart's crds/ directory are included, hooks are not.
-func (r *Renderer) renderHelm(ctx context.Context, h *client.HelmSource, release, namespace, kubeVersion string) ([]*unstructured.Unstructured, error) {
+func (r *Renderer) renderHelm(ctx context.Context, h *client.HelmSource, release, namespace, kubeVersion string) (objs []*unstructured.Unstructured, err error) {
+	_, span := telemetry.Start(ctx, "helm template "+h.Chart, trace.WithAttributes(
+		attribute.String("helm.chart", h.Chart), attribute.String("helm.version", h.Version), attribute.String("helm.repository", h.Repository)))
+	defer func() { telemetry.End(span, err) }()
 	path, err := r.locateChart(h)
 	if err != nil {
 		return nil, err
@@ -474,7 +480,7 @@ func (r *Renderer) renderHelm(ctx context.Context, h *client.HelmSource, release
 	if err != nil {
 		return nil, fmt.Errorf("helm chart %q: render: %w", h.Chart, err)
 	}
-	objs, err := ParseManifests(rel.Manifest)
+	objs, err = ParseManifests(rel.Manifest)
 	if err != nil {
 		return nil, fmt.Errorf("helm chart %q: %w", h.Chart, err)
 	}

@@ -57,6 +57,7 @@ func Run(t *testing.T, open Open) {
 		{"tokens", testTokens},
 		{"failed create writes nothing", testFailedCreateAtomic},
 		{"failed update writes nothing", testFailedUpdateAtomic},
+		{"count objects by phase, fields and condition, with the oldest unreconciled", testCountObjects},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -964,4 +965,89 @@ func testListByReference(t *testing.T, s store.Store) {
 	res, err = s.List(ctx(t), &store.ListParams{Kind: kindInstance, References: uuid.NewString()})
 	require.NoError(t, err)
 	require.Empty(t, res.Objects)
+}
+
+func testCountObjects(t *testing.T, s store.Store) {
+	mk := func(kind, name, spec, status string) *store.Object {
+		t.Helper()
+		obj, err := s.Create(ctx(t), &store.CreateParams{Kind: kind, Name: name, Spec: json.RawMessage(spec), Status: json.RawMessage(status)})
+		require.NoError(t, err)
+		return obj
+	}
+	// A runtime with no status is Pending; one Ready at an older generation is not reconciled.
+	pending := mk(kindRuntime, "pending", `{"region":"us-east"}`, `{}`)
+	mk(kindRuntime, "ready", `{"region":"eu-west"}`,
+		`{"phase":"Ready","observed_generation":1,"conditions":[{"type":"Ready","status":"False"},{"type":"Connected","status":"True"}]}`)
+	behind := mk(kindRuntime, "behind", `{}`, `{"phase":"Ready","observed_generation":0,"conditions":[{"type":"Connected","status":"False"}]}`)
+	failed := mk(kindInstance, "failed", `{}`, `{"phase":"Failed","observed_generation":1}`)
+	deleting := mk(kindInstance, "deleting", `{}`, `{"phase":"Ready","observed_generation":1}`)
+	deleting, err := s.RequestDeletion(ctx(t), kindInstance, deleting.ID, store.DeletionOptions{})
+	require.NoError(t, err)
+
+	t.Run("by kind: every phase counted, unreconciled since the oldest last write", func(t *testing.T) {
+		counts, err := s.CountObjects(ctx(t), &store.CountParams{GroupBy: []string{"kind"}})
+		require.NoError(t, err)
+		type group struct {
+			count, unreconciled int64
+			oldest              time.Time
+		}
+		got := map[string]group{}
+		for _, c := range counts {
+			require.Len(t, c.Values, 1)
+			require.Empty(t, c.Condition, "no condition asked for")
+			got[c.Values[0]+"/"+c.Phase] = group{c.Count, c.Unreconciled, c.OldestUnreconciled}
+		}
+		require.Equal(t, map[string]group{
+			kindRuntime + "/Pending": {1, 1, pending.UpdatedAt},
+			kindRuntime + "/Ready":   {2, 1, behind.UpdatedAt},
+			kindInstance + "/Failed": {1, 1, failed.UpdatedAt},
+			kindInstance + "/Ready":  {1, 1, deleting.UpdatedAt}, // deletion requested
+		}, got)
+	})
+
+	t.Run("a reconciled object has no oldest unreconciled", func(t *testing.T) {
+		_, err := s.UpdateStatus(ctx(t), &store.UpdateStatusParams{Kind: kindRuntime, ID: behind.ID,
+			Status: json.RawMessage(`{"phase":"Ready","observed_generation":1}`)})
+		require.NoError(t, err)
+		counts, err := s.CountObjects(ctx(t), &store.CountParams{Kind: kindRuntime})
+		require.NoError(t, err)
+		for _, c := range counts {
+			require.Empty(t, c.Values)
+			if c.Phase == "Ready" {
+				require.Equal(t, int64(2), c.Count)
+				require.Zero(t, c.Unreconciled)
+				require.True(t, c.OldestUnreconciled.IsZero())
+			}
+		}
+		require.Len(t, counts, 2)
+	})
+
+	t.Run("by id, spec and status fields, and a condition's status", func(t *testing.T) {
+		counts, err := s.CountObjects(ctx(t), &store.CountParams{Kind: kindRuntime,
+			GroupBy: []string{"name", "spec.region", "status.missing"}, Condition: "Connected"})
+		require.NoError(t, err)
+		got := map[string]string{}
+		for _, c := range counts {
+			require.Equal(t, int64(1), c.Count)
+			got[strings.Join(c.Values, ",")] = c.Phase + "/" + c.Condition
+		}
+		require.Equal(t, map[string]string{
+			"pending,us-east,": "Pending/",
+			"ready,eu-west,":   "Ready/True",
+			"behind,,":         "Ready/", // its status no longer has the condition
+		}, got)
+	})
+
+	t.Run("an unknown kind counts nothing", func(t *testing.T) {
+		counts, err := s.CountObjects(ctx(t), &store.CountParams{Kind: "nothing", GroupBy: []string{"id"}})
+		require.NoError(t, err)
+		require.Empty(t, counts)
+	})
+
+	t.Run("only plain fields may group", func(t *testing.T) {
+		for _, f := range []string{"spec", "generation", "spec.region'); DROP TABLE objects; --", "spec.a.b", "labels.env"} {
+			_, err := s.CountObjects(ctx(t), &store.CountParams{GroupBy: []string{f}})
+			require.Error(t, err, f)
+		}
+	})
 }
