@@ -1,0 +1,171 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Plan change operations: what a PlanChange asks for.
+const (
+	// PlanCreate creates an object (as POST /v1/<kind>s would).
+	PlanCreate = "create"
+	// PlanUpdate replaces an object's labels and spec (as PUT /v1/<kind>s/{id} would).
+	PlanUpdate = "update"
+	// PlanDelete deletes an object (as DELETE /v1/<kind>s/{id} would, with ?cascade when Cascade is set).
+	PlanDelete = "delete"
+)
+
+// Plan action types: what would happen.
+const (
+	// ActionCreate is a requested create.
+	ActionCreate = "create"
+	// ActionUpdate is a requested update that changes the spec or labels.
+	ActionUpdate = "update"
+	// ActionDelete is a requested delete, or one a cascade or garbage collection implies.
+	ActionDelete = "delete"
+	// ActionProvision is a kubernetes_runtime provisioned from a runtime_profile for a placement.
+	ActionProvision = "provision"
+	// ActionInstall is a support_service a controller would install on a runtime.
+	ActionInstall = "install"
+	// ActionRemove is a support_service that would be removed (garbage-collected after its grace period)
+	// once nothing uses it.
+	ActionRemove = "remove"
+	// ActionDepend is a dependency created: an edge from a consumer to a provider (a reference, a
+	// placement on a runtime, a support service used by a gateway).
+	ActionDepend = "depend"
+	// ActionRoll is a workload instance whose pods would roll because something it uses changes.
+	ActionRoll = "roll"
+)
+
+// PlanChange is one create, update or delete to preview, with the object as it would be written.
+type PlanChange struct {
+	// Op is "create", "update" or "delete".
+	Op string `json:"op"`
+	// Kind is the object's singular kind, e.g. "workload_instance".
+	Kind string `json:"kind"`
+	// ID names the object of an update or delete (else Name does). For a create it is optional: a
+	// placeholder that other changes of the same plan may use as a reference (e.g. an instance's
+	// definition_id naming a definition created in the same plan); the plan's actions use it as the
+	// created object's id. Without one, a created object's id is "planned:<kind>/<name>".
+	ID string `json:"id,omitempty"`
+	// Name is the object's name: required for a create; for an update or delete it may name the object
+	// instead of ID.
+	Name string `json:"name,omitempty"`
+	// Labels are the object's labels (create and update).
+	Labels map[string]string `json:"labels,omitempty"`
+	// Spec is the object's spec as it would be written (create and update).
+	Spec json.RawMessage `json:"spec,omitempty"`
+	// Cascade, for a delete, also deletes the objects that depend on it (DELETE ?cascade=true). Without
+	// it, a delete of an object that others still depend on is refused (409 listing them), as the real
+	// delete would be, unless those are deleted in the same plan.
+	Cascade bool `json:"cascade,omitempty"`
+}
+
+// PlanRequest is a set of changes to preview. POST /v1/plans writes nothing: it answers what applying
+// the changes, in dependency order, would make the controllers do.
+type PlanRequest struct {
+	// Changes are the creates, updates and deletes. Their order does not matter: the plan orders them
+	// as Terraform would (creates from providers to consumers, deletes in reverse).
+	Changes []PlanChange `json:"changes"`
+}
+
+// PlanAction is one thing that would happen, and why.
+type PlanAction struct {
+	// Action is create, update, delete, provision, install, remove, depend or roll.
+	Action string `json:"action"`
+	// Kind is the kind of the object the action is about.
+	Kind string `json:"kind"`
+	// ID is the object's id: the existing one, or for an object the plan creates, the change's
+	// placeholder or "planned:<kind>/<name>".
+	ID string `json:"id"`
+	// Name is the object's name (for a provisioned runtime or installed support service, the name the
+	// controller would give it).
+	Name string `json:"name"`
+	// Requested is true for the request's own changes, false for the actions they imply.
+	Requested bool `json:"requested"`
+	// Region is where a runtime is provisioned, or where a placement lands.
+	Region string `json:"region,omitempty"`
+	// Profile is the runtime_profile a runtime is provisioned from.
+	Profile string `json:"profile,omitempty"`
+	// Runtime is the runtime a support service is installed on or removed from, or an instance is placed on.
+	Runtime string `json:"runtime,omitempty"`
+	// SupportType is the type of an installed or removed support service (ingress, cert-manager, ...).
+	SupportType string `json:"support_type,omitempty"`
+	// Provider is the other end of a "depend" action: the object the consumer (Kind, ID, Name) depends on.
+	Provider *ObjectRef `json:"provider,omitempty"`
+	// Cause is the object whose change implies this action (absent for requested ones).
+	Cause *ObjectRef `json:"cause,omitempty"`
+	// Reason says why, in one sentence.
+	Reason string `json:"reason"`
+}
+
+// String renders the action as one line, e.g. `provision kubernetes_runtime "default-eu-west" in
+// eu-west from runtime_profile "default"`.
+func (a PlanAction) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s %q", a.Action, a.Kind, a.Name)
+	switch a.Action {
+	case ActionProvision:
+		fmt.Fprintf(&b, " in %s from runtime_profile %q", a.Region, a.Profile)
+	case ActionInstall, ActionRemove:
+		fmt.Fprintf(&b, " (%s) on kubernetes_runtime %q", a.SupportType, a.Runtime)
+	case ActionDepend:
+		if a.Provider != nil {
+			fmt.Fprintf(&b, " on %s", a.Provider)
+		}
+	}
+	if a.Reason != "" {
+		b.WriteString(": ")
+		b.WriteString(a.Reason)
+	}
+	return b.String()
+}
+
+// PlanResult is what a plan would do.
+type PlanResult struct {
+	// Actions are in the order they would happen: providers before consumers, deletes of consumers
+	// before their providers.
+	Actions []PlanAction `json:"actions"`
+	// Graph is the part of the dependency graph the plan touches, as it would be after the changes:
+	// existing objects with their state, planned ones (ids from Actions) with phase Pending, and the
+	// edges between them, new ones included.
+	Graph Graph `json:"graph"`
+}
+
+// Implied returns the actions beyond the request's own changes (Requested false).
+func (p *PlanResult) Implied() []PlanAction {
+	var out []PlanAction
+	for _, a := range p.Actions {
+		if !a.Requested {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// Plan previews changes: it returns what applying them would do, and changes nothing. A change that the
+// real write would refuse fails the plan the same way: a validation error (IsInvalid) names the field
+// under "changes[i].", and a delete refused for its dependents is a conflict listing them.
+func (c *Client) Plan(ctx context.Context, req PlanRequest) (*PlanResult, error) {
+	var out PlanResult
+	if err := c.Do(ctx, "POST", "/v1/plans", nil, nil, req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ChangeOf builds a change for a typed object: its id, name, labels and spec, as the write would send them.
+func ChangeOf[S any, T any](op, kind string, o *Object[S, T]) (PlanChange, error) {
+	ch := PlanChange{Op: op, Kind: kind, ID: o.ID, Name: o.Name, Labels: o.Labels}
+	if op == PlanDelete {
+		return ch, nil
+	}
+	spec, err := json.Marshal(o.Spec)
+	if err != nil {
+		return PlanChange{}, fmt.Errorf("encode %s %q spec: %w", kind, o.Name, err)
+	}
+	ch.Spec = spec
+	return ch, nil
+}
