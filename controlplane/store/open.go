@@ -99,6 +99,24 @@ func open(ctx context.Context, cfg Config) (*bunStore, error) {
 		cfg.BusyTimeout = DefaultBusyTimeout
 	}
 
+	s, err := openDialect(cfg)
+	if err != nil {
+		return nil, err
+	}
+
+	if err := s.Ping(ctx); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	if err := s.migrate(ctx); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// openDialect opens the database cfg.URL names, without pinging or migrating it.
+func openDialect(cfg Config) (*bunStore, error) {
 	var (
 		s   *bunStore
 		err error
@@ -113,15 +131,6 @@ func open(ctx context.Context, cfg Config) (*bunStore, error) {
 		return nil, err
 	}
 	s.log = cfg.Logger
-
-	if err := s.Ping(ctx); err != nil {
-		_ = s.Close()
-		return nil, err
-	}
-	if err := s.migrate(ctx); err != nil {
-		_ = s.Close()
-		return nil, err
-	}
 	return s, nil
 }
 
