@@ -40,6 +40,13 @@ type KubernetesRuntimeSpec struct {
 	// KubernetesVersion is the version the cluster must run, e.g. "v1.31"; any when empty. A cluster
 	// running another version fails the runtime.
 	KubernetesVersion string `json:"kubernetes_version,omitempty"`
+	// CloudAccountID is the cloud_account an "eks" runtime is provisioned with.
+	CloudAccountID string `json:"cloud_account_id,omitempty"`
+	// NodeType is the EC2 instance type of an "eks" runtime's managed node group (default t3.medium).
+	NodeType string `json:"node_type,omitempty"`
+	// SubnetIDs are existing subnets (in two zones at least) for an "eks" runtime; QleetOS makes a VPC
+	// with subnets when empty.
+	SubnetIDs []string `json:"subnet_ids,omitempty"`
 }
 
 // KubernetesRuntimeStatus is the observed state of a runtime.
@@ -64,6 +71,8 @@ type KubernetesRuntimeStatus struct {
 	NodesAdded int `json:"nodes_added,omitempty"`
 	// NodesRemoved counts nodes removed by node autoscaling.
 	NodesRemoved int `json:"nodes_removed,omitempty"`
+	// Cloud lists what QleetOS made in the cloud for an "eks" runtime, and the step in progress.
+	Cloud *CloudResources `json:"cloud,omitempty"`
 }
 
 // KubernetesRuntime is a cluster in the compute space.

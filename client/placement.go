@@ -15,8 +15,12 @@ const KindRuntimeProfile = "runtime_profile"
 // instance's placement needs a runtime where none matches. Overlapping profiles (a region in common and
 // labels that a selector could match together) must differ in priority, so that the choice is never random.
 type RuntimeProfileSpec struct {
-	// Provider of the clusters it provisions: "local" (kubesim); "eks" comes with the AWS issue.
+	// Provider of the clusters it provisions: "local" (kubesim) or "eks" (through AWS, with CloudAccountID).
 	Provider string `json:"provider"`
+	// CloudAccountID is the cloud_account that "eks" clusters are provisioned with.
+	CloudAccountID string `json:"cloud_account_id,omitempty"`
+	// NodeType is the EC2 instance type of "eks" clusters' node groups (default t3.medium).
+	NodeType string `json:"node_type,omitempty"`
 	// Regions it may provision in.
 	Regions []string `json:"regions"`
 	// Nodes is the initial node count (default 3, or min_nodes when larger).
@@ -156,15 +160,21 @@ func defaultRuntimeProfile(s *RuntimeProfileSpec) {
 func validateRuntimeProfile(s *RuntimeProfileSpec) []FieldError {
 	var fe fieldErrors
 	switch s.Provider {
-	case ProviderLocal:
-	case ProviderEKS:
-		fe.add("spec.provider", "eks profiles are not supported yet (they come with AWS support); use local")
+	case ProviderLocal, ProviderEKS:
 	case "":
-		fe.add("spec.provider", "is required (local)")
+		fe.add("spec.provider", "is required (local or eks)")
 	default:
-		fe.add("spec.provider", "must be local, not %q", s.Provider)
+		fe.add("spec.provider", "must be local or eks, not %q", s.Provider)
 	}
 	validateRegions(&fe, "spec.regions", s.Regions)
+	if s.Provider == ProviderEKS {
+		for i, r := range s.Regions {
+			if !awsRegionRE.MatchString(r) {
+				fe.add(fmt.Sprintf("spec.regions[%d]", i), "must be an AWS region such as us-east-1 with provider eks, not %q", r)
+			}
+		}
+	}
+	validateEKSFields(&fe, s.Provider, s.CloudAccountID, s.NodeType, nil)
 	if s.Nodes < 1 || s.Nodes > 100 {
 		fe.add("spec.nodes", "must be between 1 and 100, not %d", s.Nodes)
 	}

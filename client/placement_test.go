@@ -28,9 +28,9 @@ func TestValidateRuntimeProfile(t *testing.T) {
 	ki.Default(&s)
 	require.Equal(t, 4, s.Nodes, "nodes default to min_nodes when that is more than 3")
 
-	errs := check(client.RuntimeProfileSpec{Provider: "eks", Regions: []string{"eu-west", "eu-west", "EU"}, MinNodes: 5, MaxNodes: 2,
+	errs := check(client.RuntimeProfileSpec{Provider: "gke", Regions: []string{"eu-west", "eu-west", "EU"}, MinNodes: 5, MaxNodes: 2,
 		KubernetesVersion: "1.31", RuntimeLabels: map[string]string{"bad key!": "x"}, ReclaimAfter: "-5s"})
-	require.Contains(t, errs["spec.provider"], "not supported yet")
+	require.Contains(t, errs["spec.provider"], `must be local or eks, not "gke"`)
 	require.Contains(t, errs["spec.regions[1]"], `duplicate region "eu-west"`)
 	require.Contains(t, errs["spec.regions[2]"], "lower case")
 	require.Contains(t, errs["spec.min_nodes"], "must not exceed max_nodes")

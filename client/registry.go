@@ -191,7 +191,14 @@ func init() {
 		Description: "A Kubernetes cluster in the compute space: a local kubesim cluster, a cluster reached by kubeconfig, or an EKS cluster.",
 		Default:     defaultKubernetesRuntime,
 		Validate:    validateKubernetesRuntime,
+		Refs:        kubernetesRuntimeRefs,
 		WriteOnly:   []string{"kubeconfig"},
+	})
+	RegisterKind(KindDef[CloudAccountSpec, CloudAccountStatus]{
+		Kind:        KindCloudAccount,
+		Description: "Credentials, or a role to assume, for a cloud (AWS): validated with STS GetCallerIdentity, the account id in status. The secret access key and session token are write-only: encrypted at rest and returned to controllers only.",
+		Validate:    validateCloudAccount,
+		WriteOnly:   []string{"secret_access_key", "session_token"},
 	})
 	RegisterKind(KindDef[WorkloadDefinitionSpec, WorkloadDefinitionStatus]{
 		Kind:        KindWorkloadDefinition,
@@ -251,6 +258,7 @@ func init() {
 		Description:   "Operator-defined defaults for clusters provisioned on demand: provider, regions served, node bounds, version, labels, priority and reclaim.",
 		Default:       defaultRuntimeProfile,
 		Validate:      validateRuntimeProfile,
+		Refs:          runtimeProfileRefs,
 		ValidatePeers: validateRuntimeProfilePeers,
 	})
 }

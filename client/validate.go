@@ -94,6 +94,7 @@ func defaultKubernetesRuntime(s *KubernetesRuntimeSpec) {
 	if s.Provider == ProviderLocal && s.Nodes == 0 {
 		s.Nodes = defaultLocalNodes
 	}
+	defaultEKSRuntime(s)
 }
 
 var (
@@ -143,13 +144,14 @@ func validateKubernetesRuntime(s *KubernetesRuntimeSpec) []FieldError {
 		}
 	}
 	// Node counts.
-	if s.Provider == ProviderLocal {
+	if s.Provider == ProviderLocal || s.Provider == ProviderEKS {
 		if s.Nodes < 0 || s.Nodes > 100 {
 			fe.add("spec.nodes", "must be between 0 and 100, not %d", s.Nodes)
 		}
 	} else if s.Nodes != 0 {
-		fe.add("spec.nodes", "is only valid for local runtimes (use min_nodes and max_nodes)")
+		fe.add("spec.nodes", "is only valid for local and eks runtimes (use min_nodes and max_nodes)")
 	}
+	validateEKSFields(&fe, s.Provider, s.CloudAccountID, s.NodeType, s.SubnetIDs)
 	validateNodeBounds(&fe, s.Nodes, s.MinNodes, s.MaxNodes)
 	// Kubeconfig.
 	switch {

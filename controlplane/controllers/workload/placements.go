@@ -79,7 +79,7 @@ func (r *InstanceReconciler) provision(ctx context.Context, inst *client.Workloa
 	rt := &client.KubernetesRuntime{
 		Meta: client.Meta{Name: p.Name, Labels: labels, Owners: []client.ObjectRef{{Kind: client.KindRuntimeProfile, ID: p.Profile.ID, Name: p.Profile.Name}}},
 		Spec: client.KubernetesRuntimeSpec{Provider: spec.Provider, Region: p.Region, Nodes: spec.Nodes, MinNodes: spec.MinNodes, MaxNodes: spec.MaxNodes,
-			KubernetesVersion: spec.KubernetesVersion},
+			KubernetesVersion: spec.KubernetesVersion, CloudAccountID: spec.CloudAccountID, NodeType: spec.NodeType},
 	}
 	created, err := r.Client.KubernetesRuntimes().Create(ctx, rt)
 	if client.IsConflict(err) {
