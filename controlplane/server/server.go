@@ -19,6 +19,7 @@ import (
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/ui"
 )
 
 // Config configures a Server. Zero values take the documented defaults.
@@ -73,6 +74,8 @@ type Server struct {
 	hub     *hub
 	tokens  *tokenCache
 	metrics *metrics
+	// watchers fan store changes out to GET /v1/watch streams (watch.go).
+	watchers watchHub
 
 	openapiOnce sync.Once
 	openapi     []byte
@@ -150,6 +153,8 @@ func (s *Server) routes() chi.Router {
 	r.Get("/v1/openapi.json", s.serveOpenAPI)
 	r.Route("/v1/tokens", s.tokenRoutes)
 	r.With(s.authenticate, s.require(permRead)).Get("/v1/graph", s.graph)
+	r.With(s.authenticate, s.require(permRead)).Get("/v1/watch", s.watch)
+	r.Mount(ui.Prefix, ui.Handler())
 
 	r.Route("/v1/{plural}", func(r chi.Router) {
 		r.Use(s.authenticate, s.withKind)

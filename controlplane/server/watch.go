@@ -1,0 +1,222 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
+)
+
+// watchKeepAlive is how often an idle watch stream sends a comment, so that proxies keep it open.
+const watchKeepAlive = 15 * time.Second
+
+// watchChange is the data of a "change" event on GET /v1/watch: the objects written or gone since the
+// previous event.
+type watchChange struct {
+	// Changed are the objects created or written (spec, status, labels or deletion request).
+	Changed []watchObject `json:"changed"`
+	// Deleted are the ids of the objects that are gone.
+	Deleted []string `json:"deleted"`
+}
+
+// watchObject names one changed object and its new resource version.
+type watchObject struct {
+	// Kind is the object's kind.
+	Kind string `json:"kind"`
+	// ID is the object's id.
+	ID string `json:"id"`
+	// Name is the object's name.
+	Name string `json:"name"`
+	// ResourceVersion is the version the watch saw.
+	ResourceVersion int64 `json:"resource_version"`
+}
+
+// watchHub polls the store for changed objects while at least one watch stream is open, and fans the
+// changes out to the streams. With no stream open it does nothing. Its zero value is ready.
+//
+// It polls rather than hooking this server's writes so that it also sees writes made through other API
+// replicas. Events appended without a write to their object show at the object's next write.
+type watchHub struct {
+	mu     sync.Mutex
+	subs   map[*watchSub]struct{}
+	cancel context.CancelFunc
+}
+
+// watchSub is one open stream: the changes not yet sent, merged, and a channel that wakes its writer.
+type watchSub struct {
+	wake    chan struct{}
+	changed map[string]watchObject
+	deleted map[string]bool
+}
+
+// subscribe adds a stream and starts the poller with the first one. The returned func removes it, and
+// stops the poller with the last one.
+func (h *watchHub) subscribe(s *Server) (*watchSub, func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.subs == nil {
+		h.subs = map[*watchSub]struct{}{}
+	}
+	sub := &watchSub{wake: make(chan struct{}, 1), changed: map[string]watchObject{}, deleted: map[string]bool{}}
+	h.subs[sub] = struct{}{}
+	if h.cancel == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		h.cancel = cancel
+		go h.poll(ctx, s)
+	}
+	return sub, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		delete(h.subs, sub)
+		if len(h.subs) == 0 && h.cancel != nil {
+			h.cancel()
+			h.cancel = nil
+		}
+	}
+}
+
+// take returns and clears the sub's pending changes.
+func (h *watchHub) take(sub *watchSub) watchChange {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := watchChange{Changed: []watchObject{}, Deleted: []string{}}
+	for _, id := range slices.Sorted(maps.Keys(sub.changed)) {
+		out.Changed = append(out.Changed, sub.changed[id])
+	}
+	out.Deleted = slices.Sorted(maps.Keys(sub.deleted))
+	clear(sub.changed)
+	clear(sub.deleted)
+	return out
+}
+
+// poll reads every object's resource version each WaitPollInterval and hands the differences to the
+// subscribers, until ctx ends.
+func (h *watchHub) poll(ctx context.Context, s *Server) {
+	prev, err := s.versions(ctx)
+	if err != nil && ctx.Err() == nil {
+		s.log.WarnContext(ctx, "watch: read versions", slog.Any("error", err))
+	}
+	t := time.NewTicker(s.cfg.WaitPollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cur, err := s.versions(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.WarnContext(ctx, "watch: read versions", slog.Any("error", err))
+			}
+			continue
+		}
+		if prev != nil {
+			h.publish(prev, cur)
+		}
+		prev = cur
+	}
+}
+
+// publish merges the differences between two snapshots into every subscriber and wakes them.
+func (h *watchHub) publish(prev, cur map[string]watchObject) {
+	var changed []watchObject
+	var deleted []string
+	for id, o := range cur {
+		if p, ok := prev[id]; !ok || p.ResourceVersion != o.ResourceVersion {
+			changed = append(changed, o)
+		}
+	}
+	for id := range prev {
+		if _, ok := cur[id]; !ok {
+			deleted = append(deleted, id)
+		}
+	}
+	if len(changed) == 0 && len(deleted) == 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for sub := range h.subs {
+		for _, o := range changed {
+			sub.changed[o.ID] = o
+			delete(sub.deleted, o.ID)
+		}
+		for _, id := range deleted {
+			sub.deleted[id] = true
+			delete(sub.changed, id)
+		}
+		select {
+		case sub.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// versions reads the resource version of every object.
+func (s *Server) versions(ctx context.Context) (map[string]watchObject, error) {
+	out := map[string]watchObject{}
+	for _, ki := range client.Kinds() {
+		err := s.eachObject(ctx, ki, func(o *store.Object) {
+			out[o.ID] = watchObject{Kind: o.Kind, ID: o.ID, Name: o.Name, ResourceVersion: o.ResourceVersion}
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// watch serves GET /v1/watch: a Server-Sent Events stream. It opens with a "ready" event (re-read what
+// you show now), then sends a "change" event (watchChange) whenever objects are written or go, seen
+// within WaitPollInterval, and a comment every 15 s while idle. It authenticates like any read, with the
+// Authorization header, so that no token travels in a URL.
+func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	sub, done := s.watchers.subscribe(s)
+	defer done()
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	send := func(event string, data any) error {
+		b, err := json.Marshal(data)
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	if err := send("ready", map[string]string{"status": "ok"}); err != nil {
+		return
+	}
+	keep := time.NewTicker(watchKeepAlive)
+	defer keep.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-keep.C:
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+				return
+			}
+			if err := rc.Flush(); err != nil {
+				return
+			}
+		case <-sub.wake:
+			if err := send("change", s.watchers.take(sub)); err != nil {
+				return
+			}
+		}
+	}
+}
