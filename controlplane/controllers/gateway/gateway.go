@@ -19,7 +19,7 @@ import (
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
-	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/support"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/support/requirements"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/workload"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 )
@@ -71,13 +71,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, gw *client.Gateway) (reconci
 		return reconcile.Result{}, err
 	}
 	gw.Status.DomainNames = domains
-	needs := []string{client.SupportIngress}
-	if gw.Spec.TLSOn() {
-		needs = append(needs, client.SupportCertManager)
-	}
-	if len(domains) > 0 {
-		needs = append(needs, client.SupportExternalDNS)
-	}
+	needs := requirements.ForGateway(&gw.Spec, len(domains) > 0)
 
 	var used []client.ObjectRef
 	var runtimes []client.GatewayRuntimeStatus
@@ -149,7 +143,7 @@ func (r *Reconciler) ensure(ctx context.Context, gw *client.Gateway, p client.Pl
 			return ss, nil
 		}
 	}
-	name := support.Name(typ, p.Runtime)
+	name := requirements.Name(typ, p.Runtime)
 	ss, err := r.Client.SupportServices().Create(ctx, &client.SupportService{
 		Meta: client.Meta{Name: name, Labels: map[string]string{"qleet.io/support-type": typ},
 			Owners: []client.ObjectRef{{Kind: client.KindGateway, ID: gw.ID, Name: gw.Name}}},

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/support/requirements"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/workload"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 )
@@ -207,12 +207,5 @@ func (r *Reconciler) Finalize(ctx context.Context, ss *client.SupportService) (r
 	return reconcile.Result{}, nil
 }
 
-// Name is the name a controller gives the support service of a type on a runtime: one per runtime and
-// type, so that concurrent requests for it meet on the name.
-func Name(typ, runtime string) string {
-	n := typ + "-" + runtime
-	if len(n) > 63 {
-		n = strings.TrimRight(n[:63], "-")
-	}
-	return n
-}
+// Name is the name a controller gives the support service of a type on a runtime (requirements.Name).
+func Name(typ, runtime string) string { return requirements.Name(typ, runtime) }
