@@ -132,6 +132,9 @@ type PlanResult struct {
 	// existing objects with their state, planned ones (ids from Actions) with phase Pending, and the
 	// edges between them, new ones included.
 	Graph Graph `json:"graph"`
+	// Warnings say what the controllers could not do, e.g. a placement region that no runtime and no
+	// runtime_profile serves (the instance would wait there).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Implied returns the actions beyond the request's own changes (Requested false).

@@ -129,9 +129,28 @@ type checked struct {
 	refs []store.Ref
 }
 
+// objectView is what check reads: the store (the Server itself), or a plan's view of the store with the
+// plan's changes applied (plans.go), so that a plan validates exactly as the write would.
+type objectView interface {
+	// lookup returns an object by kind and id (store.ErrNotFound when there is none).
+	lookup(ctx context.Context, kind, id string) (*store.Object, error)
+	// peers returns the other objects of a kind, for KindInfo.ValidatePeers.
+	peers(ctx context.Context, ki *client.KindInfo, self string) ([]client.NamedSpec, error)
+}
+
+// lookup reads an object from the store.
+func (s *Server) lookup(ctx context.Context, kind, id string) (*store.Object, error) {
+	return s.cfg.Store.Get(ctx, kind, id)
+}
+
 // check defaults and validates a spec with the object's name and labels, and resolves its references.
 // Every problem is reported at once, as one 400.
 func (s *Server) check(ctx context.Context, ki *client.KindInfo, name string, labels map[string]string, spec any) (*checked, error) {
+	return checkIn(ctx, s, ki, name, labels, spec)
+}
+
+// checkIn is check against a view of the objects.
+func checkIn(ctx context.Context, v objectView, ki *client.KindInfo, name string, labels map[string]string, spec any) (*checked, error) {
 	if err := mayWriteClusterScoped(ctx, spec); err != nil {
 		return nil, err
 	}
@@ -141,7 +160,7 @@ func (s *Server) check(ctx context.Context, ki *client.KindInfo, name string, la
 	refSpecs := map[string]any{}
 	var refs []store.Ref
 	for _, fr := range ki.Refs(spec) {
-		target, err := s.cfg.Store.Get(ctx, fr.Kind, fr.ID)
+		target, err := v.lookup(ctx, fr.Kind, fr.ID)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			fes = append(fes, client.FieldError{Field: fr.Field, Message: fmt.Sprintf("%s %q not found", fr.Kind, fr.ID)})
@@ -164,7 +183,7 @@ func (s *Server) check(ctx context.Context, ki *client.KindInfo, name string, la
 		fes = append(fes, ki.ValidateRefs(spec, refSpecs)...)
 	}
 	if ki.ValidatePeers != nil && len(fes) == 0 {
-		peers, err := s.peers(ctx, ki, name)
+		peers, err := v.peers(ctx, ki, name)
 		if err != nil {
 			return nil, err
 		}

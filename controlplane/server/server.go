@@ -153,6 +153,7 @@ func (s *Server) routes() chi.Router {
 	r.Get("/v1/openapi.json", s.serveOpenAPI)
 	r.Route("/v1/tokens", s.tokenRoutes)
 	r.With(s.authenticate, s.require(permRead)).Get("/v1/graph", s.graph)
+	r.With(s.authenticate, s.require(permWrite)).Post("/v1/plans", s.plan)
 	r.With(s.authenticate, s.require(permRead)).Get("/v1/watch", s.watch)
 	r.Mount(ui.Prefix, ui.Handler())
 

@@ -1,0 +1,968 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/placement"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/support/requirements"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
+)
+
+// maxPlanChanges bounds the changes of one plan.
+const maxPlanChanges = 500
+
+// plannedPrefix starts the id of an object a plan creates, unless the change names a placeholder.
+const plannedPrefix = "planned:"
+
+// plan serves POST /v1/plans: it validates the changes exactly as their writes would (a 400 naming the
+// field under changes[i]., a 409 for a delete that others depend on), applies them to an in-memory view
+// of the store, runs the controllers' own pure decisions (placement.Decide, requirements.ForGateway) on
+// that view, and answers with the actions and the graph. It writes nothing.
+func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
+	data, err := s.readBody(w, r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var req client.PlanRequest
+	if err := decodeStrict(data, &req, ""); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	res, err := s.preview(r.Context(), &req)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// planView is the store as it would be after a plan's changes: every object read once, with the plan's
+// creates, updates and deletes applied in memory. It is the objectView that check validates against.
+type planView struct {
+	objs    map[string]*store.Object // by id
+	order   []string                 // ids, in the order read and created
+	deleted map[string]bool          // ids the plan deletes
+	planned map[string]bool          // ids the plan creates (requested or implied)
+	changed map[string]bool          // ids whose spec the plan changes (creates and updates)
+}
+
+func (v *planView) lookup(_ context.Context, kind, id string) (*store.Object, error) {
+	o, ok := v.objs[id]
+	if !ok || o.Kind != kind {
+		return nil, fmt.Errorf("%s %s: %w", kind, id, store.ErrNotFound)
+	}
+	return o, nil
+}
+
+func (v *planView) peers(_ context.Context, ki *client.KindInfo, self string) ([]client.NamedSpec, error) {
+	var out []client.NamedSpec
+	for _, o := range v.each(ki.Kind) {
+		spec := ki.NewSpec()
+		if o.Name != self && json.Unmarshal(o.Spec, spec) == nil {
+			out = append(out, client.NamedSpec{Name: o.Name, Spec: spec})
+		}
+	}
+	return out, nil
+}
+
+// each returns the live objects of a kind (not being deleted, not deleted by the plan), in order.
+func (v *planView) each(kind string) []*store.Object {
+	var out []*store.Object
+	for _, id := range v.order {
+		if o := v.objs[id]; o != nil && o.Kind == kind && o.DeletionRequestedAt == nil && !v.deleted[id] {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func (v *planView) byName(kind, name string) *store.Object {
+	for _, id := range v.order {
+		if o := v.objs[id]; o != nil && o.Kind == kind && o.Name == name {
+			return o
+		}
+	}
+	return nil
+}
+
+func (v *planView) add(o *store.Object) {
+	v.objs[o.ID] = o
+	v.order = append(v.order, o.ID)
+	v.planned[o.ID] = true
+	v.changed[o.ID] = true
+}
+
+func (v *planView) ref(id string) *client.ObjectRef {
+	o := v.objs[id]
+	if o == nil {
+		return nil
+	}
+	return &client.ObjectRef{Kind: o.Kind, ID: o.ID, Name: o.Name}
+}
+
+// dependents returns the ids of the live objects that depend on id: by a spec reference or a status
+// reference (a placement, a support service in use), as the store's reference rows would say. Owners do
+// not protect what they own.
+func (v *planView) dependents(id string) []string {
+	var out []string
+	for _, oid := range v.order {
+		o := v.objs[oid]
+		if o == nil || v.deleted[oid] {
+			continue
+		}
+		ki, ok := client.LookupKind(o.Kind)
+		if !ok {
+			continue
+		}
+		for _, e := range graphEdges(ki, o) {
+			if e.To == id && e.Type != client.EdgeOwner && !slices.Contains(out, oid) {
+				out = append(out, oid)
+			}
+		}
+	}
+	return out
+}
+
+// gone reports whether an object is absent, being deleted or deleted by the plan.
+func (v *planView) gone(id string) bool {
+	o := v.objs[id]
+	return o == nil || o.DeletionRequestedAt != nil || v.deleted[id]
+}
+
+// planner builds one plan.
+type planner struct {
+	s       *Server
+	view    *planView
+	actions []client.PlanAction
+	edges   []client.GraphEdge // edges the plan adds that the view's objects do not show (placements, uses)
+	// placed are the runtimes each instance the plan (re)places runs on.
+	placed map[string][]client.PlacementStatus
+	// uses are the support services each gateway the plan touches would use.
+	uses map[string][]string
+	// warnings say what the controllers could not do.
+	warnings []string
+}
+
+// decodedChange is a change that decoded: its kind, spec and target.
+type decodedChange struct {
+	index int
+	ch    *client.PlanChange
+	ki    *client.KindInfo
+	spec  any // a pointer to the kind's spec type (create and update)
+	id    string
+	cur   *store.Object // the object an update or delete targets
+}
+
+// preview computes the plan for req.
+func (s *Server) preview(ctx context.Context, req *client.PlanRequest) (*client.PlanResult, error) {
+	if len(req.Changes) > maxPlanChanges {
+		return nil, invalid("changes", fmt.Sprintf("at most %d changes per plan (got %d)", maxPlanChanges, len(req.Changes)))
+	}
+	view := &planView{objs: map[string]*store.Object{}, deleted: map[string]bool{}, planned: map[string]bool{}, changed: map[string]bool{}}
+	for _, ki := range client.Kinds() {
+		if err := s.eachObject(ctx, ki, func(o *store.Object) {
+			view.objs[o.ID] = o
+			view.order = append(view.order, o.ID)
+		}); err != nil {
+			return nil, err
+		}
+	}
+	p := &planner{s: s, view: view, placed: map[string][]client.PlacementStatus{}, uses: map[string][]string{}}
+	changes, err := p.decode(req.Changes)
+	if err != nil {
+		return nil, err
+	}
+	var fes []client.FieldError
+	var deletes []*decodedChange
+	for _, dc := range orderWrites(changes) {
+		if dc.ch.Op == client.PlanDelete {
+			deletes = append(deletes, dc)
+			continue
+		}
+		if err := p.write(ctx, dc); err != nil {
+			var ce *client.Error
+			if errors.As(err, &ce) && ce.Code == client.CodeInvalid {
+				fes = append(fes, ce.Fields...)
+				continue
+			}
+			return nil, err
+		}
+	}
+	if len(fes) > 0 {
+		return nil, client.Invalid(fes...)
+	}
+	if err := p.deleteAll(deletes); err != nil {
+		return nil, err
+	}
+	p.place()
+	p.gateways()
+	p.rolls(changes)
+	p.removals()
+	return &client.PlanResult{Actions: p.nonNil(), Graph: p.graph(), Warnings: p.warnings}, nil
+}
+
+func (p *planner) nonNil() []client.PlanAction {
+	if p.actions == nil {
+		return []client.PlanAction{}
+	}
+	return p.actions
+}
+
+// inChange puts a change's errors under changes[i]: its fields, or its message.
+func inChange(i int, err error) error {
+	var ce *client.Error
+	if !errors.As(err, &ce) {
+		return err
+	}
+	prefix := fmt.Sprintf("changes[%d]", i)
+	if ce.Code == client.CodeInvalid && len(ce.Fields) > 0 {
+		fields := make([]client.FieldError, len(ce.Fields))
+		for k, f := range ce.Fields {
+			fields[k] = client.FieldError{Field: prefix + "." + f.Field, Message: f.Message}
+		}
+		return client.Invalid(fields...)
+	}
+	out := *ce
+	if out.Field != "" {
+		out.Field = prefix + "." + out.Field
+	}
+	if out.Code == client.CodeInvalid && out.Field != "" {
+		return client.Invalid(client.FieldError{Field: out.Field, Message: ce.Message})
+	}
+	out.Message = prefix + ": " + ce.Message
+	return &out
+}
+
+// decode checks each change's shape: op, kind, target, and the object strictly decoded as its write would be.
+func (p *planner) decode(changes []client.PlanChange) ([]*decodedChange, error) {
+	var out []*decodedChange
+	var fes []client.FieldError
+	created := map[string]bool{}
+	for i := range changes {
+		ch := &changes[i]
+		dc, err := p.decodeOne(i, ch, created)
+		if err != nil {
+			var ce *client.Error
+			if errors.As(err, &ce) && ce.Code == client.CodeInvalid {
+				fes = append(fes, ce.Fields...)
+				continue
+			}
+			return nil, err
+		}
+		out = append(out, dc)
+	}
+	if len(fes) > 0 {
+		return nil, client.Invalid(fes...)
+	}
+	return out, nil
+}
+
+func (p *planner) decodeOne(i int, ch *client.PlanChange, created map[string]bool) (*decodedChange, error) {
+	field := func(f, msg string) error {
+		return client.Invalid(client.FieldError{Field: fmt.Sprintf("changes[%d].%s", i, f), Message: msg})
+	}
+	ki, ok := client.LookupKind(ch.Kind)
+	if !ok {
+		ki, ok = client.LookupPlural(ch.Kind)
+	}
+	if !ok {
+		return nil, field("kind", fmt.Sprintf("unknown kind %q", ch.Kind))
+	}
+	dc := &decodedChange{index: i, ch: ch, ki: ki}
+	switch ch.Op {
+	case client.PlanCreate:
+		dc.id = ch.ID
+		if dc.id == "" {
+			dc.id = plannedPrefix + ki.Kind + "/" + ch.Name
+		}
+		if _, exists := p.view.objs[dc.id]; exists {
+			return nil, field("id", fmt.Sprintf("%q is the id of an existing object; a create's id is a placeholder for the new one", ch.ID))
+		}
+		if created[dc.id] {
+			return nil, field("id", fmt.Sprintf("%q is the id of another create in this plan", dc.id))
+		}
+		created[dc.id] = true
+	case client.PlanUpdate, client.PlanDelete:
+		switch {
+		case ch.ID != "":
+			dc.cur = p.view.objs[ch.ID]
+			if dc.cur != nil && dc.cur.Kind != ki.Kind {
+				dc.cur = nil
+			}
+		case ch.Name != "":
+			dc.cur = p.view.byName(ki.Kind, ch.Name)
+		default:
+			return nil, field("id", "is required for an update or delete (or name the object)")
+		}
+		if dc.cur == nil {
+			return nil, inChange(i, client.Errorf(client.CodeNotFound, "%s %q not found", ki.Kind, cmpOr(ch.ID, ch.Name)))
+		}
+		dc.id = dc.cur.ID
+		if ch.Op == client.PlanDelete {
+			return dc, nil
+		}
+		if ch.Name != "" && ch.Name != dc.cur.Name {
+			return nil, field("name", fmt.Sprintf("is immutable (the object is named %q)", dc.cur.Name))
+		}
+	default:
+		return nil, field("op", fmt.Sprintf("must be %q, %q or %q, not %q", client.PlanCreate, client.PlanUpdate, client.PlanDelete, ch.Op))
+	}
+	name := ch.Name
+	if ch.Op == client.PlanUpdate {
+		name = dc.cur.Name
+	}
+	body, err := json.Marshal(writeBody{Name: name, Labels: ch.Labels, Spec: ch.Spec})
+	if err != nil {
+		return nil, fmt.Errorf("encode change %d: %w", i, err)
+	}
+	var wb writeBody
+	spec, err := decodeWrite(ki, body, &wb)
+	if err != nil {
+		return nil, inChange(i, err)
+	}
+	dc.spec = spec
+	return dc, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// orderWrites orders creates so that each comes after the creates it references (as Terraform would
+// apply them), then updates, then deletes, each in request order otherwise.
+func orderWrites(changes []*decodedChange) []*decodedChange {
+	creates := map[string]*decodedChange{}
+	for _, dc := range changes {
+		if dc.ch.Op == client.PlanCreate {
+			creates[dc.id] = dc
+		}
+	}
+	var out []*decodedChange
+	done := map[*decodedChange]bool{}
+	visiting := map[*decodedChange]bool{}
+	var visit func(dc *decodedChange)
+	visit = func(dc *decodedChange) {
+		if done[dc] || visiting[dc] {
+			return // a cycle: its reference fails as not found, as a write would
+		}
+		visiting[dc] = true
+		if dc.spec != nil {
+			for _, r := range dc.ki.Refs(dc.spec) {
+				if dep := creates[r.ID]; dep != nil {
+					visit(dep)
+				}
+			}
+		}
+		done[dc] = true
+		out = append(out, dc)
+	}
+	for _, op := range []string{client.PlanCreate, client.PlanUpdate, client.PlanDelete} {
+		for _, dc := range changes {
+			if dc.ch.Op == op {
+				visit(dc)
+			}
+		}
+	}
+	return out
+}
+
+// write validates a create or update against the view, as the write would, and applies it there.
+func (p *planner) write(ctx context.Context, dc *decodedChange) error {
+	v, ch, ki := p.view, dc.ch, dc.ki
+	name := ch.Name
+	if dc.cur != nil {
+		name = dc.cur.Name
+		if dc.cur.DeletionRequestedAt != nil {
+			return inChange(dc.index, client.Errorf(client.CodeConflict, "%s %q is being deleted", ki.Kind, name))
+		}
+	}
+	c, err := checkIn(ctx, v, ki, name, ch.Labels, dc.spec)
+	if err != nil {
+		return inChange(dc.index, err)
+	}
+	self := &client.ObjectRef{Kind: ki.Kind, ID: dc.id, Name: name}
+	before := map[string]bool{}
+	if dc.cur == nil {
+		if other := v.byName(ki.Kind, name); other != nil {
+			return inChange(dc.index, client.Errorf(client.CodeConflict, "%s name %q already taken", ki.Kind, name))
+		}
+		status, err := initialStatus(ki)
+		if err != nil {
+			return err
+		}
+		v.add(&store.Object{ID: dc.id, Kind: ki.Kind, Name: name, Labels: ch.Labels, Generation: 1, Spec: c.spec, Status: status, CreatedAt: time.Now().UTC()})
+		p.actions = append(p.actions, client.PlanAction{Action: client.ActionCreate, Kind: ki.Kind, ID: dc.id, Name: name, Requested: true,
+			Reason: "requested"})
+	} else {
+		for _, r := range ki.Refs(decodeSpec(ki, dc.cur.Spec)) {
+			before[r.ID] = true
+		}
+		specChanged := !sameJSON(ki, dc.cur.Spec, c.spec)
+		labelsChanged := !sameLabels(dc.cur.Labels, ch.Labels)
+		if !specChanged && !labelsChanged {
+			return nil
+		}
+		next := *dc.cur
+		next.Spec, next.Labels = c.spec, ch.Labels
+		reason := "labels change"
+		if specChanged {
+			next.Generation++
+			reason = fmt.Sprintf("spec changes (generation %d → %d)", dc.cur.Generation, next.Generation)
+			v.changed[dc.id] = true
+		}
+		v.objs[dc.id] = &next
+		p.actions = append(p.actions, client.PlanAction{Action: client.ActionUpdate, Kind: ki.Kind, ID: dc.id, Name: name, Requested: true, Reason: reason})
+	}
+	for _, r := range ki.Refs(dc.spec) {
+		if before[r.ID] {
+			continue
+		}
+		p.depend(self, v.ref(r.ID), "", fmt.Sprintf("%s references it", r.Field), client.EdgeReference, r.Field, self)
+	}
+	return nil
+}
+
+// depend records a dependency created: consumer → provider.
+func (p *planner) depend(consumer, provider *client.ObjectRef, region, reason, edgeType, why string, cause *client.ObjectRef) {
+	if provider == nil {
+		return
+	}
+	a := client.PlanAction{Action: client.ActionDepend, Kind: consumer.Kind, ID: consumer.ID, Name: consumer.Name, Provider: provider,
+		Region: region, Reason: reason, Cause: cause}
+	if provider.Kind == client.KindKubernetesRuntime {
+		a.Runtime = provider.Name
+	}
+	p.actions = append(p.actions, a)
+	p.edges = append(p.edges, client.GraphEdge{From: consumer.ID, To: provider.ID, Type: edgeType, Why: why})
+}
+
+func decodeSpec(ki *client.KindInfo, raw json.RawMessage) any {
+	spec := ki.NewSpec()
+	_ = json.Unmarshal(raw, spec)
+	return spec
+}
+
+// sameJSON compares two specs of a kind in their canonical encoding.
+func sameJSON(ki *client.KindInfo, a, b json.RawMessage) bool {
+	ea, err1 := json.Marshal(decodeSpec(ki, a))
+	eb, err2 := json.Marshal(decodeSpec(ki, b))
+	return err1 == nil && err2 == nil && bytes.Equal(ea, eb)
+}
+
+func sameLabels(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// deleteAll applies the deletes: an object others still depend on (beyond what the plan deletes too, and
+// what garbage collection would take) is refused with 409 listing them, unless the change cascades.
+// Consumers are deleted before their providers.
+func (p *planner) deleteAll(deletes []*decodedChange) error {
+	v := p.view
+	cascade := map[string]bool{}
+	requested := map[string]bool{}
+	for _, dc := range deletes {
+		v.deleted[dc.id] = true
+		requested[dc.id] = true
+		if dc.ch.Cascade {
+			cascade[dc.id] = true
+		}
+	}
+	// Cascades and garbage take the dependents with them.
+	implied := map[string]*client.ObjectRef{} // id -> the object whose delete takes it
+	var queue []string
+	for _, dc := range deletes {
+		queue = append(queue, dc.id)
+	}
+	for len(queue) > 0 {
+		id := queue[0]
+		queue = queue[1:]
+		deps := v.dependents(id)
+		if len(deps) == 0 {
+			continue
+		}
+		if !cascade[id] && !p.allGarbage(deps) {
+			dc := deleteChange(deletes, id, implied)
+			refs := make([]client.ObjectRef, 0, len(deps))
+			for _, d := range deps {
+				refs = append(refs, *v.ref(d))
+			}
+			msg := "object has dependents; delete them first or delete with cascade=true"
+			if dc != nil {
+				msg = fmt.Sprintf("changes[%d]: %s", dc.index, msg)
+			}
+			return &client.Error{Code: client.CodeConflict, Message: msg, Dependents: refs}
+		}
+		for _, d := range deps {
+			v.deleted[d] = true
+			implied[d] = v.ref(id)
+			if cascade[id] {
+				cascade[d] = true
+			}
+			queue = append(queue, d)
+		}
+	}
+	// Emit consumers before providers.
+	emitted := map[string]bool{}
+	var emit func(id string)
+	emit = func(id string) {
+		if emitted[id] {
+			return
+		}
+		emitted[id] = true
+		for _, oid := range v.order {
+			if !v.deleted[oid] || emitted[oid] {
+				continue
+			}
+			if o := v.objs[oid]; o != nil && dependsOn(o, id) {
+				emit(oid)
+			}
+		}
+		o := v.objs[id]
+		a := client.PlanAction{Action: client.ActionDelete, Kind: o.Kind, ID: id, Name: o.Name, Requested: requested[id], Reason: "requested"}
+		if o.DeletionRequestedAt != nil {
+			a.Reason = "already being deleted"
+		}
+		if by := implied[id]; by != nil && !requested[id] {
+			a.Cause = by
+			a.Reason = fmt.Sprintf("it depends on %s, which is deleted with cascade", by)
+			if !cascade[id] {
+				a.Reason = fmt.Sprintf("made for owners that are gone and used by nothing but %s, which is deleted: garbage collection takes it first", by)
+			}
+			if o.Kind == client.KindSupportService {
+				a.Action = client.ActionRemove
+				a.SupportType = decodeSpec(mustKind(o.Kind), o.Spec).(*client.SupportServiceSpec).Type
+				a.Runtime = p.runtimeName(decodeSpec(mustKind(o.Kind), o.Spec).(*client.SupportServiceSpec).RuntimeID)
+			}
+		}
+		p.actions = append(p.actions, a)
+	}
+	for _, id := range v.order {
+		if v.deleted[id] && requested[id] {
+			emit(id)
+		}
+	}
+	return nil
+}
+
+func mustKind(kind string) *client.KindInfo {
+	ki, _ := client.LookupKind(kind)
+	return ki
+}
+
+func deleteChange(deletes []*decodedChange, id string, implied map[string]*client.ObjectRef) *decodedChange {
+	for {
+		for _, dc := range deletes {
+			if dc.id == id {
+				return dc
+			}
+		}
+		by := implied[id]
+		if by == nil {
+			return nil
+		}
+		id = by.ID
+	}
+}
+
+// dependsOn reports whether o references id (spec or status; not as an owner).
+func dependsOn(o *store.Object, id string) bool {
+	ki, ok := client.LookupKind(o.Kind)
+	if !ok {
+		return false
+	}
+	for _, e := range graphEdges(ki, o) {
+		if e.To == id && e.Type != client.EdgeOwner {
+			return true
+		}
+	}
+	return false
+}
+
+// allGarbage is Server.allGarbage on the view: every dependent was made by a controller for owners that
+// are all gone, and is itself used by nothing.
+func (p *planner) allGarbage(deps []string) bool {
+	for _, d := range deps {
+		o := p.view.objs[d]
+		if o == nil || len(o.Owners) == 0 {
+			return false
+		}
+		for _, ow := range o.Owners {
+			if !p.view.gone(ow.ID) {
+				return false
+			}
+		}
+		if len(p.view.dependents(d)) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *planner) runtimeName(id string) string {
+	if o := p.view.objs[id]; o != nil {
+		return o.Name
+	}
+	return id
+}
+
+// runtimeObject decodes a runtime of the view.
+func runtimeObject(o *store.Object) *client.KubernetesRuntime {
+	rt := &client.KubernetesRuntime{Meta: client.Meta{ID: o.ID, Kind: o.Kind, Name: o.Name, Labels: o.Labels, Generation: o.Generation,
+		DeletionRequestedAt: o.DeletionRequestedAt}}
+	_ = json.Unmarshal(o.Spec, &rt.Spec)
+	_ = json.Unmarshal(o.Status, &rt.Status)
+	return rt
+}
+
+// place runs the instance controller's placement decision (placement.Decide, fed what the controller
+// reads: every runtime and live profile, and the instance's current placements) for every instance the
+// plan creates or changes, in order, provisioning runtimes into the view as the controller would, so that
+// a later instance finds them.
+func (p *planner) place() {
+	v := p.view
+	for _, inst := range v.each(client.KindWorkloadInstance) {
+		if !v.changed[inst.ID] {
+			continue
+		}
+		var spec client.WorkloadInstanceSpec
+		var status client.WorkloadInstanceStatus
+		_ = json.Unmarshal(inst.Spec, &spec)
+		_ = json.Unmarshal(inst.Status, &status)
+		self := v.ref(inst.ID)
+		current := map[string]bool{}
+		for _, c := range status.Placements {
+			if c.Phase != client.PhaseDeleting {
+				current[c.RuntimeID] = true
+			}
+		}
+		if spec.Placement == nil {
+			if rt := v.objs[spec.RuntimeID]; rt != nil {
+				p.placed[inst.ID] = []client.PlacementStatus{{RuntimeID: rt.ID, Runtime: rt.Name, Region: runtimeObject(rt).Spec.Region}}
+			}
+			continue
+		}
+		in := placement.Input{Placement: spec.Placement, Current: status.Placements, Now: time.Now()}
+		for _, o := range v.each(client.KindKubernetesRuntime) {
+			in.Runtimes = append(in.Runtimes, placement.FromObject(runtimeObject(o)))
+		}
+		for _, o := range v.each(client.KindRuntimeProfile) {
+			pr := placement.Profile{ID: o.ID, Name: o.Name}
+			_ = json.Unmarshal(o.Spec, &pr.Spec)
+			in.Profiles = append(in.Profiles, pr)
+		}
+		for _, t := range placement.Decide(in) {
+			switch {
+			case t.Problem != "":
+				p.warnings = append(p.warnings, fmt.Sprintf("workload_instance %q: %s", inst.Name, t.Problem))
+			case t.Provision != nil:
+				rt := p.provision(inst, t.Provision)
+				p.placed[inst.ID] = append(p.placed[inst.ID], client.PlacementStatus{RuntimeID: rt.ID, Runtime: rt.Name, Region: t.Region, Profile: t.Provision.Profile.Name})
+				p.depend(self, v.ref(rt.ID), t.Region, fmt.Sprintf("placed in %s on the runtime provisioned for it", t.Region), client.EdgePlacement, "status.placements", self)
+			case t.Runtime != nil:
+				p.placed[inst.ID] = append(p.placed[inst.ID], client.PlacementStatus{RuntimeID: t.Runtime.ID, Runtime: t.Runtime.Name, Region: t.Region})
+				if !current[t.Runtime.ID] {
+					p.depend(self, v.ref(t.Runtime.ID), t.Region, fmt.Sprintf("placed in %s on a runtime that matches", t.Region), client.EdgePlacement, "status.placements", self)
+				}
+			}
+		}
+	}
+}
+
+// provision adds the runtime the instance controller would create from a profile (workload's provision:
+// the profile's labels, region and provider, owned by the profile) to the view, and the action.
+func (p *planner) provision(inst *store.Object, pr *placement.Provision) *store.Object {
+	labels := map[string]string{}
+	for k, val := range pr.Profile.Spec.RuntimeLabels {
+		labels[k] = val
+	}
+	labels[client.LabelProfile] = pr.Profile.Name
+	labels[client.LabelRegion] = pr.Region
+	labels[client.LabelProvisionedFor] = inst.Name
+	spec, _ := json.Marshal(client.KubernetesRuntimeSpec{Provider: pr.Profile.Spec.Provider, Region: pr.Region, Nodes: pr.Profile.Spec.Nodes,
+		MinNodes: pr.Profile.Spec.MinNodes, MaxNodes: pr.Profile.Spec.MaxNodes, KubernetesVersion: pr.Profile.Spec.KubernetesVersion})
+	status, _ := initialStatus(mustKind(client.KindKubernetesRuntime))
+	rt := &store.Object{ID: plannedPrefix + client.KindKubernetesRuntime + "/" + pr.Name, Kind: client.KindKubernetesRuntime, Name: pr.Name,
+		Labels: labels, Generation: 1, Spec: spec, Status: status, CreatedAt: time.Now().UTC(),
+		Owners: []store.Ref{{Kind: client.KindRuntimeProfile, ID: pr.Profile.ID, Name: pr.Profile.Name}}}
+	p.view.add(rt)
+	p.actions = append(p.actions, client.PlanAction{Action: client.ActionProvision, Kind: client.KindKubernetesRuntime, ID: rt.ID, Name: rt.Name,
+		Region: pr.Region, Profile: pr.Profile.Name, Cause: p.view.ref(inst.ID),
+		Reason: fmt.Sprintf("workload_instance %q's placement needs a runtime in %s and none matches", inst.Name, pr.Region)})
+	p.edges = append(p.edges, client.GraphEdge{From: rt.ID, To: pr.Profile.ID, Type: client.EdgeOwner, Why: "owners"})
+	return rt
+}
+
+// placements are the runtimes an instance runs on after the plan.
+func (p *planner) placements(instID string) []client.PlacementStatus {
+	if ps, ok := p.placed[instID]; ok {
+		return ps
+	}
+	o := p.view.objs[instID]
+	if o == nil {
+		return nil
+	}
+	var status client.WorkloadInstanceStatus
+	_ = json.Unmarshal(o.Status, &status)
+	var out []client.PlacementStatus
+	for _, ps := range status.Placements {
+		if ps.Phase != client.PhaseDeleting {
+			out = append(out, ps)
+		}
+	}
+	return out
+}
+
+// gateways runs the gateway controller's decision (requirements.ForGateway) for every gateway the plan
+// creates or changes, or whose instance it places anew: on each runtime the instance runs on, a support
+// service of each needed type is used where one exists, else installed, named and owned as the
+// controller would.
+func (p *planner) gateways() {
+	v := p.view
+	for _, gw := range v.each(client.KindGateway) {
+		var spec client.GatewaySpec
+		var status client.GatewayStatus
+		_ = json.Unmarshal(gw.Spec, &spec)
+		_ = json.Unmarshal(gw.Status, &status)
+		_, replaced := p.placed[spec.InstanceID]
+		if !v.changed[gw.ID] && !replaced {
+			continue
+		}
+		inZone := false
+		for _, d := range v.each(client.KindDomainName) {
+			var ds client.DomainNameSpec
+			_ = json.Unmarshal(d.Spec, &ds)
+			if slices.ContainsFunc(spec.Hosts, func(h string) bool { return client.InZone(h, ds.Zone) }) {
+				inZone = true
+			}
+		}
+		using := map[string]bool{}
+		for _, r := range status.SupportServices {
+			using[r.ID] = true
+		}
+		self := v.ref(gw.ID)
+		for _, pl := range p.placements(spec.InstanceID) {
+			for _, typ := range requirements.ForGateway(&spec, inZone) {
+				ss := p.supportService(pl.RuntimeID, typ)
+				if ss == nil {
+					ss = p.install(gw, pl, typ)
+				} else if !using[ss.ID] {
+					p.depend(self, v.ref(ss.ID), "", fmt.Sprintf("the gateway needs %s on kubernetes_runtime %q, which has it", typ, pl.Runtime),
+						client.EdgePlacement, "status.support_services", self)
+				}
+				p.uses[gw.ID] = append(p.uses[gw.ID], ss.ID)
+			}
+		}
+	}
+}
+
+// supportService is the live support service of a type on a runtime, as the gateway controller finds it.
+func (p *planner) supportService(runtimeID, typ string) *store.Object {
+	for _, o := range p.view.each(client.KindSupportService) {
+		var ss client.SupportServiceSpec
+		_ = json.Unmarshal(o.Spec, &ss)
+		if ss.RuntimeID == runtimeID && ss.Type == typ {
+			return o
+		}
+	}
+	return nil
+}
+
+func (p *planner) install(gw *store.Object, pl client.PlacementStatus, typ string) *store.Object {
+	name := requirements.Name(typ, pl.Runtime)
+	spec, _ := json.Marshal(client.SupportServiceSpec{RuntimeID: pl.RuntimeID, Type: typ})
+	status, _ := initialStatus(mustKind(client.KindSupportService))
+	ss := &store.Object{ID: plannedPrefix + client.KindSupportService + "/" + name, Kind: client.KindSupportService, Name: name,
+		Labels: map[string]string{"qleet.io/support-type": typ}, Generation: 1, Spec: spec, Status: status, CreatedAt: time.Now().UTC(),
+		Owners: []store.Ref{{Kind: client.KindGateway, ID: gw.ID, Name: gw.Name}}}
+	p.view.add(ss)
+	p.actions = append(p.actions, client.PlanAction{Action: client.ActionInstall, Kind: client.KindSupportService, ID: ss.ID, Name: name,
+		Runtime: pl.Runtime, Region: pl.Region, SupportType: typ, Cause: p.view.ref(gw.ID),
+		Reason: fmt.Sprintf("gateway %q needs %s on kubernetes_runtime %q, which has none", gw.Name, typ, pl.Runtime)})
+	p.edges = append(p.edges,
+		client.GraphEdge{From: gw.ID, To: ss.ID, Type: client.EdgePlacement, Why: "status.support_services"},
+		client.GraphEdge{From: ss.ID, To: pl.RuntimeID, Type: client.EdgeReference, Why: "spec.runtime_id"})
+	return ss
+}
+
+// rolls lists the existing instances whose pods roll because something they use changes: their
+// definition's spec, a secret serving them, a database or bucket they use (created, changed or deleted).
+func (p *planner) rolls(changes []*decodedChange) {
+	v := p.view
+	rolled := map[string]bool{}
+	roll := func(instID string, cause *client.ObjectRef, reason string) {
+		inst := v.objs[instID]
+		if inst == nil || inst.Kind != client.KindWorkloadInstance || v.planned[instID] || v.gone(instID) || rolled[instID] {
+			return
+		}
+		if slices.ContainsFunc(changes, func(dc *decodedChange) bool {
+			return dc.id == instID && dc.ch.Op == client.PlanUpdate && v.changed[instID]
+		}) {
+			return // its own update rolls it
+		}
+		rolled[instID] = true
+		p.actions = append(p.actions, client.PlanAction{Action: client.ActionRoll, Kind: client.KindWorkloadInstance, ID: instID, Name: inst.Name,
+			Cause: cause, Reason: reason})
+	}
+	for _, dc := range changes {
+		o := v.objs[dc.id]
+		if o == nil {
+			continue
+		}
+		ref := v.ref(dc.id)
+		verb := map[string]string{client.PlanCreate: "is created", client.PlanUpdate: "changes", client.PlanDelete: "is deleted"}[dc.ch.Op]
+		if dc.ch.Op == client.PlanUpdate && !v.changed[dc.id] {
+			continue // labels only
+		}
+		switch o.Kind {
+		case client.KindWorkloadDefinition:
+			if dc.ch.Op != client.PlanUpdate {
+				continue
+			}
+			for _, inst := range v.each(client.KindWorkloadInstance) {
+				var s client.WorkloadInstanceSpec
+				_ = json.Unmarshal(inst.Spec, &s)
+				if s.DefinitionID == dc.id {
+					roll(inst.ID, ref, fmt.Sprintf("its workload_definition %q changes (generation %d → %d)", o.Name, o.Generation-1, o.Generation))
+				}
+			}
+		case client.KindSecret:
+			var s client.SecretSpec
+			_ = json.Unmarshal(o.Spec, &s)
+			ids := s.InstanceIDs
+			if dc.cur != nil && dc.ch.Op == client.PlanUpdate {
+				var old client.SecretSpec
+				_ = json.Unmarshal(dc.cur.Spec, &old)
+				ids = append(ids, old.InstanceIDs...)
+			}
+			for _, id := range ids {
+				roll(id, ref, fmt.Sprintf("secret %q %s: its values are delivered into the pods", o.Name, verb))
+			}
+		case client.KindDatabase, client.KindBucket:
+			var s struct {
+				InstanceID string `json:"instance_id"`
+			}
+			_ = json.Unmarshal(o.Spec, &s)
+			roll(s.InstanceID, ref, fmt.Sprintf("%s %q %s: its connection details are injected into the pods", o.Kind, o.Name, verb))
+			for _, inst := range v.each(client.KindWorkloadInstance) {
+				var is client.WorkloadInstanceSpec
+				_ = json.Unmarshal(inst.Spec, &is)
+				if slices.Contains(is.Databases, dc.id) || slices.Contains(is.Buckets, dc.id) {
+					roll(inst.ID, ref, fmt.Sprintf("%s %q %s: its connection details are injected into the pods", o.Kind, o.Name, verb))
+				}
+			}
+		}
+	}
+}
+
+// removals lists the support services that garbage collection would remove once the plan is applied:
+// owned ones whose owners all go and that nothing uses any more, because of the plan.
+func (p *planner) removals() {
+	v := p.view
+	for _, o := range v.each(client.KindSupportService) {
+		if len(o.Owners) == 0 || v.planned[o.ID] {
+			continue
+		}
+		byPlan := false
+		var owner *client.ObjectRef
+		for _, ow := range o.Owners {
+			if !v.gone(ow.ID) {
+				byPlan = false
+				owner = nil
+				break
+			}
+			if v.deleted[ow.ID] {
+				byPlan, owner = true, &client.ObjectRef{Kind: ow.Kind, ID: ow.ID, Name: ow.Name}
+			}
+		}
+		if !byPlan || len(v.dependents(o.ID)) > 0 || p.usedByPlan(o.ID) {
+			continue
+		}
+		var ss client.SupportServiceSpec
+		_ = json.Unmarshal(o.Spec, &ss)
+		p.actions = append(p.actions, client.PlanAction{Action: client.ActionRemove, Kind: o.Kind, ID: o.ID, Name: o.Name,
+			SupportType: ss.Type, Runtime: p.runtimeName(ss.RuntimeID), Cause: owner,
+			Reason: fmt.Sprintf("installed for %s, which is deleted, and used by nothing else: garbage-collected after its grace period", owner)})
+	}
+}
+
+func (p *planner) usedByPlan(id string) bool {
+	for gw, ids := range p.uses {
+		if !p.view.gone(gw) && slices.Contains(ids, id) {
+			return true
+		}
+	}
+	return false
+}
+
+// graph is the part of the graph the plan touches: the objects of its actions and their direct
+// providers, with the edges between them (those the view's objects show, and those the plan adds).
+func (p *planner) graph() client.Graph {
+	v := p.view
+	keep := map[string]bool{}
+	for _, a := range p.actions {
+		keep[a.ID] = true
+		if a.Provider != nil {
+			keep[a.Provider.ID] = true
+		}
+	}
+	var edges []client.GraphEdge
+	for _, id := range v.order {
+		o := v.objs[id]
+		if !keep[id] || o == nil {
+			continue
+		}
+		if ki, ok := client.LookupKind(o.Kind); ok {
+			edges = append(edges, graphEdges(ki, o)...)
+		}
+	}
+	edges = append(edges, p.edges...)
+	for _, e := range edges {
+		if keep[e.From] && v.objs[e.To] != nil {
+			keep[e.To] = true
+		}
+	}
+	g := client.Graph{Nodes: []client.GraphNode{}, Edges: []client.GraphEdge{}}
+	for _, id := range v.order {
+		if o := v.objs[id]; keep[id] && o != nil {
+			n := graphNode(o)
+			n.Deleting = n.Deleting || v.deleted[id]
+			g.Nodes = append(g.Nodes, n)
+		}
+	}
+	seen := map[[2]string]bool{}
+	for _, e := range edges {
+		k := [2]string{e.From, e.To}
+		if keep[e.From] && keep[e.To] && !seen[k] {
+			seen[k] = true
+			g.Edges = append(g.Edges, e)
+		}
+	}
+	sort.SliceStable(g.Nodes, func(i, j int) bool {
+		if g.Nodes[i].Kind != g.Nodes[j].Kind {
+			return g.Nodes[i].Kind < g.Nodes[j].Kind
+		}
+		return g.Nodes[i].Name < g.Nodes[j].Name
+	})
+	return g
+}

@@ -1,0 +1,332 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
+)
+
+// change builds a plan change for a typed object.
+func change[S any, T any](t testing.TB, op, kind string, o *client.Object[S, T]) client.PlanChange {
+	t.Helper()
+	ch, err := client.ChangeOf(op, kind, o)
+	require.NoError(t, err)
+	return ch
+}
+
+// snapshot is every object's resource version and the pending outbox: what a write would change.
+func snapshot(t testing.TB, st store.Store) string {
+	t.Helper()
+	ctx := context.Background()
+	var b strings.Builder
+	for _, ki := range client.Kinds() {
+		page, err := st.List(ctx, &store.ListParams{Kind: ki.Kind, Limit: 1000})
+		require.NoError(t, err)
+		for _, o := range page.Objects {
+			fmt.Fprintf(&b, "%s/%s rv=%d gen=%d deleting=%v\n", o.Kind, o.Name, o.ResourceVersion, o.Generation, o.DeletionRequestedAt != nil)
+		}
+	}
+	out, err := st.PendingOutbox(ctx, 10000)
+	require.NoError(t, err)
+	fmt.Fprintf(&b, "outbox=%d\n", len(out))
+	return b.String()
+}
+
+// profile creates a local runtime profile serving regions.
+func (e *env) profile(t testing.TB, name string, regions ...string) *client.RuntimeProfile {
+	t.Helper()
+	p, err := e.admin.RuntimeProfiles().Create(context.Background(), &client.RuntimeProfile{Meta: client.Meta{Name: name},
+		Spec: client.RuntimeProfileSpec{Provider: client.ProviderLocal, Regions: regions}})
+	require.NoError(t, err)
+	return p
+}
+
+// ready marks a runtime reconciled, as its controller would.
+func (e *env) ready(t testing.TB, rt *client.KubernetesRuntime) {
+	t.Helper()
+	st := rt.Status
+	st.Phase, st.ObservedGeneration = client.PhaseReady, rt.Generation
+	_, err := e.ctrl.KubernetesRuntimes().UpdateStatus(context.Background(), rt.ID, 0, st)
+	require.NoError(t, err)
+}
+
+func actionsOf(res *client.PlanResult, action string) []client.PlanAction {
+	var out []client.PlanAction
+	for _, a := range res.Actions {
+		if a.Action == action {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func TestPlan(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("a two-region instance with a gateway provisions a runtime per region from the profile and installs ingress and cert-manager on each, writing nothing", func(t *testing.T) {
+		e := setup(t)
+		e.profile(t, "default", "eu-west", "us-east")
+		before := snapshot(t, e.store)
+
+		def := webDefinition("web")
+		def.ID = "def"
+		inst := &client.WorkloadInstance{Meta: client.Meta{ID: "inst", Name: "web"},
+			Spec: client.WorkloadInstanceSpec{DefinitionID: "def", Placement: &client.Placement{Regions: []string{"eu-west", "us-east"}}}}
+		gw := &client.Gateway{Meta: client.Meta{Name: "web"}, Spec: client.GatewaySpec{InstanceID: "inst", Hosts: []string{"web.example.com"}}}
+		// Out of order on purpose: the plan orders creates from providers to consumers.
+		res, err := e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{
+			change(t, client.PlanCreate, client.KindGateway, gw),
+			change(t, client.PlanCreate, client.KindWorkloadInstance, inst),
+			change(t, client.PlanCreate, client.KindWorkloadDefinition, def),
+		}})
+		require.NoError(t, err)
+
+		var lines []string
+		for _, a := range res.Actions {
+			if a.Action != client.ActionDepend {
+				lines = append(lines, a.String())
+			}
+		}
+		require.Equal(t, []string{
+			`create workload_definition "web": requested`,
+			`create workload_instance "web": requested`,
+			`create gateway "web": requested`,
+			`provision kubernetes_runtime "default-eu-west" in eu-west from runtime_profile "default": workload_instance "web"'s placement needs a runtime in eu-west and none matches`,
+			`provision kubernetes_runtime "default-us-east" in us-east from runtime_profile "default": workload_instance "web"'s placement needs a runtime in us-east and none matches`,
+			`install support_service "ingress-default-eu-west" (ingress) on kubernetes_runtime "default-eu-west": gateway "web" needs ingress on kubernetes_runtime "default-eu-west", which has none`,
+			`install support_service "cert-manager-default-eu-west" (cert-manager) on kubernetes_runtime "default-eu-west": gateway "web" needs cert-manager on kubernetes_runtime "default-eu-west", which has none`,
+			`install support_service "ingress-default-us-east" (ingress) on kubernetes_runtime "default-us-east": gateway "web" needs ingress on kubernetes_runtime "default-us-east", which has none`,
+			`install support_service "cert-manager-default-us-east" (cert-manager) on kubernetes_runtime "default-us-east": gateway "web" needs cert-manager on kubernetes_runtime "default-us-east", which has none`,
+		}, lines)
+		for _, a := range res.Actions {
+			require.Equal(t, a.Action == client.ActionCreate, a.Requested, a.String())
+		}
+		depends := actionsOf(res, client.ActionDepend)
+		require.Contains(t, depends, client.PlanAction{Action: client.ActionDepend, Kind: client.KindWorkloadInstance, ID: "inst", Name: "web",
+			Provider: &client.ObjectRef{Kind: client.KindWorkloadDefinition, ID: "def", Name: "web"}, Cause: &client.ObjectRef{Kind: client.KindWorkloadInstance, ID: "inst", Name: "web"},
+			Reason: "spec.definition_id references it"})
+		require.NotNil(t, res.Graph.Node("planned:kubernetes_runtime/default-eu-west"))
+		require.Len(t, res.Graph.Providers("inst"), 3, "the definition and the two runtimes")
+		require.Len(t, res.Graph.Providers("planned:gateway/web"), 5, "the instance and four support services")
+
+		require.Equal(t, before, snapshot(t, e.store), "a plan writes nothing")
+	})
+
+	t.Run("a Ready runtime in a region is used, and its support services too", func(t *testing.T) {
+		e := setup(t)
+		e.profile(t, "default", "eu-west", "us-east")
+		rt := localRuntime("eu")
+		rt.Spec.Region = "eu-west"
+		eu, err := e.dev.KubernetesRuntimes().Create(ctx, rt)
+		require.NoError(t, err)
+		e.ready(t, eu)
+		_, err = e.admin.SupportServices().Create(ctx, &client.SupportService{Meta: client.Meta{Name: "ingress-eu"}, Spec: client.SupportServiceSpec{RuntimeID: eu.ID, Type: client.SupportIngress}})
+		require.NoError(t, err)
+		def, err := e.dev.WorkloadDefinitions().Create(ctx, webDefinition("web"))
+		require.NoError(t, err)
+		off := false
+		res, err := e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{
+			change(t, client.PlanCreate, client.KindWorkloadInstance, &client.WorkloadInstance{Meta: client.Meta{ID: "inst", Name: "web"},
+				Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, Placement: &client.Placement{Regions: []string{"eu-west", "us-east"}}}}),
+			change(t, client.PlanCreate, client.KindGateway, &client.Gateway{Meta: client.Meta{Name: "web"}, Spec: client.GatewaySpec{InstanceID: "inst", TLS: &off}}),
+		}})
+		require.NoError(t, err)
+		prov := actionsOf(res, client.ActionProvision)
+		require.Len(t, prov, 1)
+		require.Equal(t, "us-east", prov[0].Region)
+		inst := actionsOf(res, client.ActionInstall)
+		require.Len(t, inst, 1, "eu has ingress already; only us-east gets one")
+		require.Equal(t, "default-us-east", inst[0].Runtime)
+		require.Contains(t, res.Graph.Providers("planned:gateway/web"), client.GraphEdge{From: "planned:gateway/web", To: mustID(t, e, "ingress-eu"), Type: client.EdgePlacement, Why: "status.support_services"})
+	})
+
+	t.Run("a region nothing serves is a warning", func(t *testing.T) {
+		e := setup(t)
+		def, err := e.dev.WorkloadDefinitions().Create(ctx, webDefinition("web"))
+		require.NoError(t, err)
+		res, err := e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{
+			change(t, client.PlanCreate, client.KindWorkloadInstance, &client.WorkloadInstance{Meta: client.Meta{Name: "web"},
+				Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, Placement: &client.Placement{Regions: []string{"ap-south"}}}}),
+		}})
+		require.NoError(t, err)
+		require.Empty(t, actionsOf(res, client.ActionProvision))
+		require.Equal(t, []string{`workload_instance "web": no runtime in region "ap-south" matches, and no runtime_profile serves that region`}, res.Warnings)
+	})
+
+	t.Run("validation errors are the real write's, under changes[i]", func(t *testing.T) {
+		e := setup(t)
+		bad := webDefinition("web")
+		bad.Spec.Containers[0].Image = "Not An Image"
+		_, realErr := e.dev.WorkloadDefinitions().Create(ctx, bad)
+		require.True(t, client.IsInvalid(realErr))
+		before := snapshot(t, e.store)
+
+		_, err := e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{
+			change(t, client.PlanCreate, client.KindWorkloadDefinition, webDefinition("ok")),
+			change(t, client.PlanCreate, client.KindWorkloadDefinition, bad),
+		}})
+		require.True(t, client.IsInvalid(err), "%v", err)
+		var ce, re *client.Error
+		require.ErrorAs(t, err, &ce)
+		require.ErrorAs(t, realErr, &re)
+		require.Equal(t, "changes[1]."+re.Field, ce.Field)
+		require.Equal(t, re.Fields[0].Message, ce.Fields[0].Message)
+		require.Equal(t, before, snapshot(t, e.store))
+
+		code, body := e.raw(t, server.RoleDeveloper, http.MethodPost, "/v1/plans", `{"changes":[{"op":"create","kind":"workload_definition","name":"x","spec":{"containerz":[]}}]}`, nil)
+		require.Equal(t, http.StatusBadRequest, code)
+		require.Equal(t, "changes[0].spec.containerz", apiErr(t, body).Field)
+
+		_, err = e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{{Op: "upsert", Kind: client.KindWorkloadDefinition, Name: "x"}}})
+		require.ErrorAs(t, err, &ce)
+		require.Equal(t, "changes[0].op", ce.Field)
+
+		_, err = e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{
+			change(t, client.PlanCreate, client.KindWorkloadInstance, &client.WorkloadInstance{Meta: client.Meta{Name: "web"}, Spec: client.WorkloadInstanceSpec{DefinitionID: "nope", RuntimeID: "nope"}}),
+		}})
+		require.ErrorAs(t, err, &ce)
+		require.Equal(t, "changes[0].spec.definition_id", ce.Field, "a reference to nothing, neither stored nor planned")
+	})
+
+	t.Run("a name taken answers 409 as the create would", func(t *testing.T) {
+		e := setup(t)
+		_, err := e.dev.WorkloadDefinitions().Create(ctx, webDefinition("web"))
+		require.NoError(t, err)
+		_, err = e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{change(t, client.PlanCreate, client.KindWorkloadDefinition, webDefinition("web"))}})
+		require.True(t, client.IsConflict(err), "%v", err)
+	})
+
+	t.Run("a delete of an object others depend on is refused with its dependents, unless they go too or it cascades", func(t *testing.T) {
+		e := setup(t)
+		rt, def, inst := e.world(t, "a")
+
+		before := snapshot(t, e.store)
+		realErr := e.dev.WorkloadDefinitions().Delete(ctx, def.ID, client.DeleteOptions{})
+		require.Equal(t, before, snapshot(t, e.store), "the refused delete wrote nothing")
+		var re *client.Error
+		require.ErrorAs(t, realErr, &re)
+		_, err := e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{{Op: client.PlanDelete, Kind: client.KindWorkloadDefinition, ID: def.ID}}})
+		require.True(t, client.IsConflict(err), "%v", err)
+		var ce *client.Error
+		require.ErrorAs(t, err, &ce)
+		require.Equal(t, []client.ObjectRef{{Kind: client.KindWorkloadInstance, ID: inst.ID, Name: inst.Name}}, ce.Dependents)
+		require.Equal(t, re.Dependents, ce.Dependents, "the dependents the real delete names")
+		require.Equal(t, re.Code, ce.Code)
+
+		res, err := e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{
+			{Op: client.PlanDelete, Kind: client.KindWorkloadDefinition, Name: def.Name},
+			{Op: client.PlanDelete, Kind: client.KindWorkloadInstance, ID: inst.ID},
+		}})
+		require.NoError(t, err)
+		require.Equal(t, []string{`delete workload_instance "a-inst": requested`, `delete workload_definition "a-def": requested`}, strs(res.Actions))
+
+		res, err = e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{{Op: client.PlanDelete, Kind: client.KindKubernetesRuntime, ID: rt.ID, Cascade: true}}})
+		require.NoError(t, err)
+		require.Equal(t, []string{
+			`delete workload_instance "a-inst": it depends on kubernetes_runtime "a-rt", which is deleted with cascade`,
+			`delete kubernetes_runtime "a-rt": requested`,
+		}, strs(res.Actions))
+		require.False(t, res.Actions[0].Requested)
+		require.True(t, res.Graph.Node(inst.ID).Deleting)
+		require.Equal(t, before, snapshot(t, e.store), "nor did the plans")
+	})
+
+	t.Run("changing a definition, a secret or a database rolls the instances that use them", func(t *testing.T) {
+		e := setup(t)
+		_, def, inst := e.world(t, "a")
+		def.Spec.Containers[0].Image = "nginx:1.28"
+		res, err := e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{change(t, client.PlanUpdate, client.KindWorkloadDefinition, def)}})
+		require.NoError(t, err)
+		require.Equal(t, []string{
+			`update workload_definition "a-def": spec changes (generation 1 → 2)`,
+			`roll workload_instance "a-inst": its workload_definition "a-def" changes (generation 1 → 2)`,
+		}, strs(res.Actions))
+		require.Equal(t, &client.ObjectRef{Kind: client.KindWorkloadDefinition, ID: def.ID, Name: def.Name}, res.Actions[1].Cause)
+
+		res, err = e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{
+			change(t, client.PlanCreate, client.KindSecret, &client.Secret{Meta: client.Meta{Name: "creds"}, Spec: client.SecretSpec{InstanceIDs: []string{inst.ID}, Values: map[string]string{"K": "v"}}}),
+		}})
+		require.NoError(t, err)
+		require.Contains(t, strs(res.Actions), `roll workload_instance "a-inst": secret "creds" is created: its values are delivered into the pods`)
+
+		res, err = e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{
+			change(t, client.PlanCreate, client.KindDatabase, &client.Database{Meta: client.Meta{Name: "db"}, Spec: client.DatabaseSpec{InstanceID: inst.ID}}),
+		}})
+		require.NoError(t, err)
+		require.Contains(t, strs(res.Actions), `roll workload_instance "a-inst": database "db" is created: its connection details are injected into the pods`)
+
+		res, err = e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{change(t, client.PlanUpdate, client.KindWorkloadDefinition, webDefinitionWithID(def))}})
+		require.NoError(t, err)
+		require.Len(t, res.Actions, 2, "an update is compared with the stored spec")
+	})
+
+	t.Run("an unchanged update is no action", func(t *testing.T) {
+		e := setup(t)
+		_, def, _ := e.world(t, "a")
+		res, err := e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{change(t, client.PlanUpdate, client.KindWorkloadDefinition, def)}})
+		require.NoError(t, err)
+		require.Empty(t, res.Actions)
+	})
+
+	t.Run("deleting the gateway that installed a support service removes it once nothing uses it", func(t *testing.T) {
+		e := setup(t)
+		rt, _, inst := e.world(t, "a")
+		gw, err := e.dev.Gateways().Create(ctx, &client.Gateway{Meta: client.Meta{Name: "web"}, Spec: client.GatewaySpec{InstanceID: inst.ID}})
+		require.NoError(t, err)
+		ss, err := e.ctrl.SupportServices().Create(ctx, &client.SupportService{Meta: client.Meta{Name: "ingress-a-rt",
+			Owners: []client.ObjectRef{{Kind: client.KindGateway, ID: gw.ID}}}, Spec: client.SupportServiceSpec{RuntimeID: rt.ID, Type: client.SupportIngress}})
+		require.NoError(t, err)
+		st := gw.Status
+		st.SupportServices = []client.ObjectRef{{Kind: client.KindSupportService, ID: ss.ID, Name: ss.Name}}
+		_, err = e.ctrl.Gateways().UpdateStatus(ctx, gw.ID, 0, st)
+		require.NoError(t, err)
+
+		res, err := e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{{Op: client.PlanDelete, Kind: client.KindGateway, ID: gw.ID}}})
+		require.NoError(t, err)
+		require.Equal(t, []string{
+			`delete gateway "web": requested`,
+			`remove support_service "ingress-a-rt" (ingress) on kubernetes_runtime "a-rt": installed for gateway "web", which is deleted, and used by nothing else: garbage-collected after its grace period`,
+		}, strs(res.Actions))
+	})
+
+	t.Run("a viewer may not plan", func(t *testing.T) {
+		e := setup(t)
+		_, err := e.viewer.Plan(ctx, client.PlanRequest{})
+		require.True(t, client.IsForbidden(err), "%v", err)
+	})
+}
+
+func strs(actions []client.PlanAction) []string {
+	out := make([]string, len(actions))
+	for i, a := range actions {
+		out[i] = a.String()
+	}
+	return out
+}
+
+func mustID(t testing.TB, e *env, ssName string) string {
+	t.Helper()
+	ss, err := e.admin.SupportServices().GetByName(context.Background(), ssName)
+	require.NoError(t, err)
+	return ss.ID
+}
+
+// webDefinitionWithID is def with a changed replica count, sent as JSON the way a client would.
+func webDefinitionWithID(def *client.WorkloadDefinition) *client.WorkloadDefinition {
+	var out client.WorkloadDefinition
+	data, _ := json.Marshal(def)
+	_ = json.Unmarshal(data, &out)
+	n := int32(3)
+	out.Spec.Replicas = &n
+	return &out
+}
