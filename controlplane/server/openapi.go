@@ -219,6 +219,10 @@ func (g *openapiGen) document() obj {
 		"parameters": []any{param("root", "query", "<kind>/<id or name>: only the objects connected to it (what it depends on and what depends on it, transitively).", false, obj{"type": "string"})},
 		"responses":  obj{"200": response("The graph", g.schema(reflect.TypeOf(client.Graph{}))), "default": errResp}}}
 	tags = append(tags, obj{"name": "graph", "description": "The dependency graph between objects."})
+	paths["/v1/plans"] = obj{"post": obj{"operationId": "plan", "summary": "Preview creates, updates and deletes without writing anything: the runtimes provisioned (from which profile, in which region), support services installed or removed, dependencies created, instances rolled and deletes cascading, in order, each with its reason, and the graph they touch. A change the write would refuse fails the plan the same way (400 naming the field under changes[i]., 409 for a delete with dependents)", "tags": []string{"plans"},
+		"requestBody": obj{"required": true, "content": jsonContent(g.schema(reflect.TypeOf(client.PlanRequest{})))},
+		"responses":   obj{"200": response("What would happen", g.schema(reflect.TypeOf(client.PlanResult{}))), "default": errResp}}}
+	tags = append(tags, obj{"name": "plans", "description": "Plan previews: what a change would make the controllers do."})
 	tags = append(tags, obj{"name": "health", "description": "Probes, metrics and this document; no token needed."})
 	return obj{
 		"openapi": OpenAPIVersion,

@@ -299,6 +299,26 @@ func TestPlan(t *testing.T) {
 		}, strs(res.Actions))
 	})
 
+	t.Run("the OpenAPI document describes the route, its request and its result", func(t *testing.T) {
+		e := setup(t)
+		code, body := e.raw(t, "", http.MethodGet, "/v1/openapi.json", "", nil)
+		require.Equal(t, http.StatusOK, code)
+		var doc struct {
+			Paths map[string]struct {
+				Post struct {
+					OperationID string `json:"operationId"`
+				} `json:"post"`
+			} `json:"paths"`
+			Components struct {
+				Schemas map[string]any `json:"schemas"`
+			} `json:"components"`
+		}
+		require.NoError(t, json.Unmarshal(body, &doc))
+		require.Equal(t, "plan", doc.Paths["/v1/plans"].Post.OperationID)
+		require.Contains(t, doc.Components.Schemas, "PlanResult")
+		require.Contains(t, doc.Components.Schemas, "PlanAction")
+	})
+
 	t.Run("a viewer may not plan", func(t *testing.T) {
 		e := setup(t)
 		_, err := e.viewer.Plan(ctx, client.PlanRequest{})
