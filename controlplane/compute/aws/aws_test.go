@@ -1,0 +1,160 @@
+package aws_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/smithy-go"
+	"github.com/stretchr/testify/require"
+
+	qaws "github.com/qleetos/terraform-provider-qleet/controlplane/compute/aws"
+)
+
+const secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+
+func account() qaws.Account {
+	return qaws.Account{Region: "us-east-1", AccessKeyID: "AKIAIOSFODNN7EXAMPLE", SecretAccessKey: secret, SessionToken: "sess-token-secret"}
+}
+
+func TestClassify(t *testing.T) {
+	t.Parallel()
+	op := func(svc, name string, err error) error {
+		return &smithy.OperationError{ServiceID: svc, OperationName: name, Err: err}
+	}
+	api := func(code string, fault smithy.ErrorFault) error {
+		return &smithy.GenericAPIError{Code: code, Message: "the message", Fault: fault}
+	}
+	t.Run("throttling is retryable", func(t *testing.T) {
+		for _, code := range []string{"Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException", "SlowDown"} {
+			err := qaws.Classify(op("EKS", "CreateCluster", api(code, smithy.FaultClient)))
+			require.True(t, qaws.IsRetryable(err), code)
+			require.False(t, qaws.IsAccessDenied(err), code)
+		}
+	})
+	t.Run("access denied is permanent and names the action", func(t *testing.T) {
+		err := qaws.Classify(op("EKS", "CreateCluster", api("AccessDeniedException", smithy.FaultClient)))
+		require.False(t, qaws.IsRetryable(err))
+		require.True(t, qaws.IsAccessDenied(err))
+		require.Contains(t, err.Error(), "access denied to eks:CreateCluster")
+		err = qaws.Classify(op("Route 53", "ChangeResourceRecordSets", api("AccessDenied", smithy.FaultClient)))
+		require.Contains(t, err.Error(), "route53:ChangeResourceRecordSets")
+		err = qaws.Classify(op("EC2", "CreateVpc", api("UnauthorizedOperation", smithy.FaultClient)))
+		require.True(t, qaws.IsAccessDenied(err))
+	})
+	t.Run("bad credentials and bad input are permanent", func(t *testing.T) {
+		for _, code := range []string{"InvalidClientTokenId", "SignatureDoesNotMatch", "ValidationError", "InvalidParameterException"} {
+			require.False(t, qaws.IsRetryable(qaws.Classify(op("STS", "GetCallerIdentity", api(code, smithy.FaultClient)))), code)
+		}
+	})
+	t.Run("server faults, resources in use and the network are retryable", func(t *testing.T) {
+		require.True(t, qaws.IsRetryable(qaws.Classify(op("IAM", "DeleteRole", api("DeleteConflict", smithy.FaultClient)))))
+		require.True(t, qaws.IsRetryable(qaws.Classify(op("RDS", "CreateDBInstance", api("SomethingNew", smithy.FaultServer)))))
+		require.True(t, qaws.IsRetryable(qaws.Classify(op("EKS", "DescribeCluster", errors.New("dial tcp: connection refused")))))
+	})
+	t.Run("not found is recognised", func(t *testing.T) {
+		require.True(t, qaws.IsNotFound(op("IAM", "GetRole", api("NoSuchEntity", smithy.FaultClient))))
+		require.True(t, qaws.IsNotFound(op("EKS", "DescribeCluster", api("ResourceNotFoundException", smithy.FaultClient))))
+		require.False(t, qaws.IsNotFound(op("EKS", "DescribeCluster", api("AccessDeniedException", smithy.FaultClient))))
+	})
+	t.Run("classified errors unwrap and nil stays nil", func(t *testing.T) {
+		require.NoError(t, qaws.Classify(nil))
+		inner := api("Throttling", smithy.FaultClient)
+		err := qaws.Classify(fmt.Errorf("wrapped: %w", op("EKS", "CreateCluster", inner)))
+		var ae smithy.APIError
+		require.ErrorAs(t, err, &ae)
+		require.Same(t, err, qaws.Classify(err))
+	})
+}
+
+func TestAccountNeverShowsSecrets(t *testing.T) {
+	t.Parallel()
+	a := account()
+	a.RoleARN = "arn:aws:iam::123456789012:role/qleetos"
+	var buf bytes.Buffer
+	slog.New(slog.NewTextHandler(&buf, nil)).Info("connect", "account", a)
+	for _, s := range []string{a.String(), fmt.Sprintf("%v %+v %#v %s", a, a, a, a), buf.String()} {
+		require.NotContains(t, s, secret)
+		require.NotContains(t, s, "sess-token-secret")
+		require.Contains(t, s, "AKIAIOSFODNN7EXAMPLE")
+	}
+}
+
+func TestEKSToken(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg, err := account().Config(ctx, "")
+	require.NoError(t, err)
+	t.Run("is a presigned GetCallerIdentity that signs the cluster name", func(t *testing.T) {
+		ts := qaws.NewTokenSource(cfg, "prod-us")
+		tok, err := ts.Token(ctx)
+		require.NoError(t, err)
+		require.True(t, strings.HasPrefix(tok, qaws.TokenPrefix))
+		raw, err := qaws.DecodeToken(tok)
+		require.NoError(t, err)
+		u, err := url.Parse(raw)
+		require.NoError(t, err)
+		q := u.Query()
+		require.Equal(t, "sts.us-east-1.amazonaws.com", u.Host)
+		require.Equal(t, "GetCallerIdentity", q.Get("Action"))
+		require.Equal(t, "60", q.Get("X-Amz-Expires"))
+		require.Contains(t, strings.Split(q.Get("X-Amz-SignedHeaders"), ";"), "x-k8s-aws-id")
+		require.True(t, strings.HasPrefix(q.Get("X-Amz-Credential"), "AKIAIOSFODNN7EXAMPLE/"))
+		require.NotEmpty(t, q.Get("X-Amz-Signature"))
+		require.NotContains(t, raw, secret)
+	})
+	t.Run("is kept until close to expiry, then replaced", func(t *testing.T) {
+		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		ts := qaws.NewTokenSource(cfg, "c")
+		ts.Now = func() time.Time { return now }
+		_, err := ts.Token(ctx)
+		require.NoError(t, err)
+		first := ts.Expires()
+		require.Equal(t, now.Add(qaws.TokenLifetime), first)
+		now = now.Add(9 * time.Minute)
+		_, err = ts.Token(ctx)
+		require.NoError(t, err)
+		require.Equal(t, first, ts.Expires(), "a token with 6 minutes left is kept")
+		now = now.Add(2 * time.Minute)
+		_, err = ts.Token(ctx)
+		require.NoError(t, err)
+		require.Equal(t, now.Add(qaws.TokenLifetime), ts.Expires(), "a token with 4 minutes left is replaced")
+	})
+	t.Run("a refused token is replaced and the request sent again", func(t *testing.T) {
+		var calls atomic.Int32
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			n := calls.Add(1)
+			require.True(t, strings.HasPrefix(r.Header.Get("Authorization"), "Bearer "+qaws.TokenPrefix))
+			if n == 1 {
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+			fmt.Fprint(w, "ok")
+		}))
+		defer srv.Close()
+		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		ts := qaws.NewTokenSource(cfg, "c")
+		ts.Now = func() time.Time { return now }
+		_, err := ts.Token(ctx)
+		require.NoError(t, err)
+		now = now.Add(time.Minute)
+		rc, err := qaws.RESTConfig(srv.URL, "", ts)
+		require.NoError(t, err)
+		hc := &http.Client{Transport: rc.WrapTransport(http.DefaultTransport)}
+		resp, err := hc.Get(srv.URL + "/version")
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.EqualValues(t, 2, calls.Load())
+		require.Equal(t, now.Add(qaws.TokenLifetime), ts.Expires(), "the refused token was replaced")
+	})
+}
