@@ -114,7 +114,9 @@ func (a Account) Config(ctx context.Context, region string) (sdkaws.Config, erro
 	}
 	opts := []func(*config.LoadOptions) error{
 		config.WithRegion(region),
-		config.WithRetryer(func() sdkaws.Retryer { return retry.NewStandard(func(o *retry.StandardOptions) { o.MaxAttempts = attempts }) }),
+		config.WithRetryer(func() sdkaws.Retryer {
+			return retry.NewStandard(func(o *retry.StandardOptions) { o.MaxAttempts = attempts })
+		}),
 	}
 	if a.HTTPClient != nil {
 		opts = append(opts, config.WithHTTPClient(a.HTTPClient))
