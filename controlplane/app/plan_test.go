@@ -1,0 +1,96 @@
+package app_test
+
+import (
+	"context"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
+	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
+)
+
+// TestPlanThenApply is the quickstart's shape (a profile, then a definition, an instance placed in two
+// regions and a gateway with TLS): the plan lists the two clusters and the support services before
+// anything is written, and the apply then makes exactly those, no more, no fewer.
+func TestPlanThenApply(t *testing.T) {
+	t.Parallel()
+	_, cl := cptest.Start(t, app.Config{ResyncInterval: time.Second, DriftInterval: 2 * time.Second, RuntimeRecheck: time.Second})
+	ctx := context.Background()
+	_, err := cl.RuntimeProfiles().Create(ctx, &client.RuntimeProfile{Meta: client.Meta{Name: "default"},
+		Spec: client.RuntimeProfileSpec{Provider: client.ProviderLocal, Regions: []string{"eu-west", "us-east"}, Nodes: 1}})
+	require.NoError(t, err)
+
+	def := &client.WorkloadDefinition{Meta: client.Meta{Name: "hello"}, Spec: client.WorkloadDefinitionSpec{
+		Containers: []client.Container{{Name: "web", Image: "nginx:1.27", Ports: []client.ContainerPort{{ContainerPort: 80}}}}}}
+	inst := &client.WorkloadInstance{Meta: client.Meta{Name: "hello"},
+		Spec: client.WorkloadInstanceSpec{Placement: &client.Placement{Regions: []string{"eu-west", "us-east"}}}}
+	gw := &client.Gateway{Meta: client.Meta{Name: "hello"}, Spec: client.GatewaySpec{Hosts: []string{"hello.example.test"}}}
+
+	// The plan: the definition and instance get placeholder ids that the instance and gateway reference.
+	def.ID, inst.Spec.DefinitionID, inst.ID, gw.Spec.InstanceID = "def", "def", "inst", "inst"
+	var changes []client.PlanChange
+	for _, ch := range []func() (client.PlanChange, error){
+		func() (client.PlanChange, error) { return client.ChangeOf(client.PlanCreate, client.KindWorkloadDefinition, def) },
+		func() (client.PlanChange, error) { return client.ChangeOf(client.PlanCreate, client.KindWorkloadInstance, inst) },
+		func() (client.PlanChange, error) { return client.ChangeOf(client.PlanCreate, client.KindGateway, gw) },
+	} {
+		c, err := ch()
+		require.NoError(t, err)
+		changes = append(changes, c)
+	}
+	plan, err := cl.Plan(ctx, client.PlanRequest{Changes: changes})
+	require.NoError(t, err)
+	var planned, plannedServices []string
+	for _, a := range plan.Actions {
+		switch a.Action {
+		case client.ActionProvision:
+			planned = append(planned, a.Name+" in "+a.Region+" from "+a.Profile)
+		case client.ActionInstall:
+			plannedServices = append(plannedServices, a.Name+": "+a.SupportType+" on "+a.Runtime)
+		}
+	}
+	sort.Strings(planned)
+	sort.Strings(plannedServices)
+	t.Logf("plan: %d actions; runtimes %v; support services %v", len(plan.Actions), planned, plannedServices)
+	require.Equal(t, []string{"default-eu-west in eu-west from default", "default-us-east in us-east from default"}, planned,
+		"the plan lists the two clusters")
+	require.Len(t, plannedServices, 4, "ingress and cert-manager on each cluster")
+	all, err := cl.KubernetesRuntimes().List(ctx, client.ListOptions{})
+	require.NoError(t, err)
+	require.Empty(t, all.Items, "the plan provisioned nothing")
+
+	// The apply, in the order Terraform would take.
+	def.ID, inst.ID = "", ""
+	createdDef, err := cl.WorkloadDefinitions().Create(ctx, def)
+	require.NoError(t, err)
+	inst.Spec.DefinitionID = createdDef.ID
+	createdInst, err := cl.WorkloadInstances().Create(ctx, inst)
+	require.NoError(t, err)
+	gw.Spec.InstanceID = createdInst.ID
+	createdGW, err := cl.Gateways().Create(ctx, gw)
+	require.NoError(t, err)
+	start := time.Now()
+	_, err = cl.Gateways().WaitReconciled(cptest.Wait(t, 4*time.Minute), createdGW.ID)
+	require.NoError(t, err)
+	t.Logf("apply to Ready (two clusters, four support services): %s", time.Since(start).Round(time.Millisecond))
+
+	var made, madeServices []string
+	names := map[string]string{}
+	for rt, err := range cl.KubernetesRuntimes().All(ctx, client.ListOptions{}) {
+		require.NoError(t, err)
+		made = append(made, rt.Name+" in "+rt.Spec.Region+" from "+rt.Labels[client.LabelProfile])
+		names[rt.ID] = rt.Name
+	}
+	for ss, err := range cl.SupportServices().All(ctx, client.ListOptions{}) {
+		require.NoError(t, err)
+		madeServices = append(madeServices, ss.Name+": "+ss.Spec.Type+" on "+names[ss.Spec.RuntimeID])
+	}
+	sort.Strings(made)
+	sort.Strings(madeServices)
+	require.Equal(t, planned, made, "the controllers provisioned exactly the planned runtimes")
+	require.Equal(t, plannedServices, madeServices, "and installed exactly the planned support services")
+}
