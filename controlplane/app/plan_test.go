@@ -34,8 +34,12 @@ func TestPlanThenApply(t *testing.T) {
 	def.ID, inst.Spec.DefinitionID, inst.ID, gw.Spec.InstanceID = "def", "def", "inst", "inst"
 	var changes []client.PlanChange
 	for _, ch := range []func() (client.PlanChange, error){
-		func() (client.PlanChange, error) { return client.ChangeOf(client.PlanCreate, client.KindWorkloadDefinition, def) },
-		func() (client.PlanChange, error) { return client.ChangeOf(client.PlanCreate, client.KindWorkloadInstance, inst) },
+		func() (client.PlanChange, error) {
+			return client.ChangeOf(client.PlanCreate, client.KindWorkloadDefinition, def)
+		},
+		func() (client.PlanChange, error) {
+			return client.ChangeOf(client.PlanCreate, client.KindWorkloadInstance, inst)
+		},
 		func() (client.PlanChange, error) { return client.ChangeOf(client.PlanCreate, client.KindGateway, gw) },
 	} {
 		c, err := ch()
