@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -97,6 +98,12 @@ type Config struct {
 	KubesimBinary string
 	// Logger receives logs (default slog.Default()).
 	Logger *slog.Logger
+	// NATSReplicas is the replica count of the reconcile stream and lock bucket on an external NATS
+	// cluster (broker.Config.Replicas; default: keep what exists, 1 for new ones).
+	NATSReplicas int
+	// LockSpans, when set, receives the controllers' lock-span lines (reconcile.Config.LockSpans), for
+	// make chaos. Default nil: none; $QLEET_LOCK_SPAN_LOG names a file to append them to.
+	LockSpans io.Writer
 	// Traces is this process's recent-span buffer, served at GET /v1/<kind>/{id}/trace (see package
 	// telemetry/tracing). Nil: that route answers that tracing is off.
 	Traces server.TraceSource
@@ -129,6 +136,14 @@ func (c *Config) applyDefaults() error {
 	}
 	if !c.API && !c.Controllers {
 		return errors.New("nothing to run: enable the API, the controllers, or both")
+	}
+	// TODO(cmd): move to a --lock-span-log flag of `qleet controller` once the cobra rewrite lands.
+	if path := os.Getenv("QLEET_LOCK_SPAN_LOG"); path != "" && c.LockSpans == nil && c.Controllers {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return fmt.Errorf("lock span log: %w", err)
+		}
+		c.LockSpans = f // written until the process exits
 	}
 	if c.Controllers && !c.API && (c.APIEndpoint == "" || c.ControllerToken == "") {
 		return errors.New("controller-only mode needs --api-endpoint and --token (a controller token)")
@@ -188,7 +203,7 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 		}
 	}()
 
-	b, err := broker.Start(ctx, broker.Config{URL: cfg.NATSURL, DataDir: filepath.Join(cfg.DataDir, "nats"), Logger: cfg.Logger})
+	b, err := broker.Start(ctx, broker.Config{URL: cfg.NATSURL, Replicas: cfg.NATSReplicas, DataDir: filepath.Join(cfg.DataDir, "nats"), Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
@@ -356,6 +371,7 @@ func (a *App) controllerConfig() reconcile.Config {
 	return reconcile.Config{
 		Workers: workers, ResyncInterval: a.cfg.ResyncInterval, DriftInterval: a.cfg.DriftInterval,
 		FailedRecheckInterval: a.cfg.FailedRecheckInterval, OwnerGrace: a.cfg.OwnerGrace, Logger: a.log,
+		LockSpans: a.cfg.LockSpans,
 	}
 }
 

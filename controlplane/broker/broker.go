@@ -60,8 +60,10 @@ type Config struct {
 	Host string
 	// Port is the embedded server's client port. Default (0 or -1): random, kept across restarts.
 	Port int
-	// Replicas of the stream and lock bucket on an external cluster. Default 1. The embedded server
-	// always uses 1.
+	// Replicas of the stream and lock bucket on an external cluster (3 on a three-node cluster survives
+	// the loss of any one node). Default (0): an existing stream or bucket keeps its count, and a new one
+	// gets 1, so that a process started without it never scales a replicated stream down. The embedded
+	// server always uses 1.
 	Replicas int
 	// DuplicateWindow is how long the stream remembers message ids for de-duplication. Default 2m.
 	DuplicateWindow time.Duration
@@ -79,7 +81,7 @@ func (c *Config) setDefaults() error {
 	if c.URL == "" && c.DataDir == "" {
 		return errors.New("broker: DataDir is required for the embedded server")
 	}
-	if c.Replicas <= 0 || c.URL == "" {
+	if c.Replicas < 0 || c.URL == "" {
 		c.Replicas = 1
 	}
 	if c.DuplicateWindow <= 0 {
@@ -164,6 +166,31 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 }
 
 func (b *Broker) ensure(ctx context.Context) error {
+	streamReplicas, bucketReplicas := b.cfg.Replicas, b.cfg.Replicas
+	if b.cfg.Replicas == 0 {
+		// Keep what exists; only a stream or bucket that is surely missing is created with 1.
+		streamReplicas, bucketReplicas = 1, 1
+		s, err := b.js.Stream(ctx, StreamName)
+		switch {
+		case err == nil:
+			streamReplicas = s.CachedInfo().Config.Replicas
+		case !errors.Is(err, jetstream.ErrStreamNotFound):
+			return fmt.Errorf("broker: look up stream %s: %w", StreamName, err)
+		}
+		kv, err := b.js.KeyValue(ctx, LockBucket)
+		switch {
+		case err == nil:
+			st, err := kv.Status(ctx)
+			if err != nil {
+				return fmt.Errorf("broker: look up lock bucket %s: %w", LockBucket, err)
+			}
+			if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok {
+				bucketReplicas = bs.StreamInfo().Config.Replicas
+			}
+		case !errors.Is(err, jetstream.ErrBucketNotFound):
+			return fmt.Errorf("broker: look up lock bucket %s: %w", LockBucket, err)
+		}
+	}
 	_, err := b.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        StreamName,
 		Description: "QleetOS reconcile notifications, one pending per object",
@@ -176,7 +203,7 @@ func (b *Broker) ensure(ctx context.Context) error {
 		MaxMsgs:           -1,
 		MaxBytes:          -1,
 		Duplicates:        b.cfg.DuplicateWindow,
-		Replicas:          b.cfg.Replicas,
+		Replicas:          max(streamReplicas, 1),
 	})
 	if err != nil {
 		return fmt.Errorf("broker: ensure stream %s: %w", StreamName, err)
@@ -186,7 +213,7 @@ func (b *Broker) ensure(ctx context.Context) error {
 		Description: "QleetOS per-object reconcile locks, key <kind>.<id>, per-key TTL",
 		History:     1,
 		Storage:     jetstream.FileStorage,
-		Replicas:    b.cfg.Replicas,
+		Replicas:    max(bucketReplicas, 1),
 		// Enables per-key TTL (Nats-TTL, nats-server 2.11+); each lock carries its own TTL.
 		LimitMarkerTTL: lockMarkerTTL,
 	})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,6 +23,22 @@ type EmbeddedConfig struct {
 	Port int
 	// ReadyTimeout bounds how long Start waits for the server to accept connections. Default 10s.
 	ReadyTimeout time.Duration
+	// ServerName names the server; servers of one cluster need distinct names. Default "qleet".
+	ServerName string
+	// Cluster, when set, makes the server one node of a NATS cluster with clustered JetStream (so that
+	// streams and buckets can be replicated). Default nil: a standalone server.
+	Cluster *EmbeddedCluster
+}
+
+// EmbeddedCluster is the cluster side of an embedded server: where it listens for routes from the other
+// nodes, and where it finds them.
+type EmbeddedCluster struct {
+	// Name of the cluster, the same on every node. Required.
+	Name string
+	// Port is the route listen port on Host. Required: the other nodes' Routes name it.
+	Port int
+	// Routes are the other nodes' route URLs, nats-route://host:port (listing this node too is harmless).
+	Routes []string
 }
 
 // EmbeddedServer is a nats-server running in this process. It is separate from any client connection so
@@ -49,6 +66,12 @@ func NewEmbeddedServer(cfg EmbeddedConfig) (*EmbeddedServer, error) {
 	if cfg.ReadyTimeout <= 0 {
 		cfg.ReadyTimeout = 10 * time.Second
 	}
+	if cfg.ServerName == "" {
+		cfg.ServerName = "qleet"
+	}
+	if c := cfg.Cluster; c != nil && (c.Name == "" || c.Port <= 0) {
+		return nil, errors.New("embedded nats: a cluster needs a name and a route port")
+	}
 	return &EmbeddedServer{cfg: cfg, port: cfg.Port}, nil
 }
 
@@ -61,13 +84,17 @@ func (e *EmbeddedServer) Start(ctx context.Context) error {
 		return nil
 	}
 	opts := &server.Options{
-		ServerName: "qleet",
+		ServerName: e.cfg.ServerName,
 		Host:       e.cfg.Host,
 		Port:       e.port,
 		JetStream:  true,
 		StoreDir:   e.cfg.DataDir,
 		NoSigs:     true,
 		NoLog:      true,
+	}
+	if c := e.cfg.Cluster; c != nil {
+		opts.Cluster = server.ClusterOpts{Name: c.Name, Host: e.cfg.Host, Port: c.Port}
+		opts.Routes = server.RoutesFromStr(strings.Join(c.Routes, ","))
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -59,6 +61,23 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics, when set, records reconcile durations, outcomes and queue depth.
 	Metrics *Metrics
+	// LockSpans, when set, gets a JSON line when a worker takes an object's lock and another when it has
+	// finished reconciling and lets go, {"event":"acquired"|"released","key","holder","revision","at"}, so
+	// that a checker (make chaos) can prove that no object was reconciled by two workers at once. Each line
+	// is one Write: an *os.File opened with O_APPEND serves.
+	LockSpans io.Writer
+}
+
+// logLockSpan writes one LockSpans line, if enabled.
+func (c *Controller[S, T]) logLockSpan(event string, lock *broker.Lock) {
+	if c.cfg.LockSpans == nil {
+		return
+	}
+	line, _ := json.Marshal(map[string]any{"event": event, "key": lock.Key(), "holder": c.holder,
+		"revision": lock.Revision(), "at": time.Now().UTC().Format(time.RFC3339Nano)})
+	if _, err := c.cfg.LockSpans.Write(append(line, '\n')); err != nil {
+		c.log.Warn("lock span log", "err", err)
+	}
 }
 
 func (c *Config) applyDefaults(kind string) {
@@ -132,6 +151,8 @@ type Controller[S any, T any] struct {
 	dirty    map[string][]jetstream.Msg
 	// unowned holds, per object created for owners, since when none of them remains (see collect).
 	unowned map[string]time.Time
+	// holder names this process and controller in LockSpans lines.
+	holder string
 }
 
 type requeueTimer struct {
@@ -151,6 +172,7 @@ func New[S any, T any](queue Queue, res *client.Resource[S, T], rec Reconciler[S
 		inflight: map[string]bool{},
 		dirty:    map[string][]jetstream.Msg{},
 		unowned:  map[string]time.Time{},
+		holder:   fmt.Sprintf("pid %d %s", os.Getpid(), cfg.Source),
 	}
 }
 
@@ -262,6 +284,7 @@ func (c *Controller[S, T]) handle(ctx context.Context, locker *broker.Locker, m 
 		_ = m.NakWithDelay(jitter(c.cfg.LockRetry * 4))
 		return
 	}
+	c.logLockSpan("acquired", lock)
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	stopBeat := c.heartbeat(rctx, cancel, lock, m, id)
@@ -301,6 +324,7 @@ func (c *Controller[S, T]) handle(ctx context.Context, locker *broker.Locker, m 
 		}
 	}
 	stopBeat()
+	c.logLockSpan("released", lock)
 	if err := lock.Release(context.WithoutCancel(ctx)); err != nil && !errors.Is(err, broker.ErrLockLost) {
 		c.log.Warn("unlock failed", "id", id, "err", err)
 	}

@@ -1,0 +1,362 @@
+package broker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/qleetos/terraform-provider-qleet/controlplane/broker"
+)
+
+// natsCluster is three embedded nats-servers joined by routes, with clustered JetStream.
+type natsCluster struct {
+	names []string
+	nodes []*broker.EmbeddedServer
+}
+
+// startCluster starts three nodes and waits until they accept clients. JetStream elects its meta leader
+// afterwards; broker.Start is retried until it has one (see startClusterBroker).
+func startCluster(t *testing.T) *natsCluster {
+	t.Helper()
+	ctx := testCtx(t)
+	var routes []string
+	var routePorts []int
+	for range 3 {
+		p := freeTCPPort(t)
+		routePorts = append(routePorts, p)
+		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
+	}
+	c := &natsCluster{}
+	for i := range 3 {
+		name := fmt.Sprintf("n%d", i)
+		es, err := broker.NewEmbeddedServer(broker.EmbeddedConfig{
+			DataDir: t.TempDir(), ServerName: name,
+			Cluster: &broker.EmbeddedCluster{Name: "qleet-test", Port: routePorts[i], Routes: routes},
+		})
+		require.NoError(t, err)
+		require.NoError(t, es.Start(ctx))
+		t.Cleanup(es.Stop)
+		c.names = append(c.names, name)
+		c.nodes = append(c.nodes, es)
+	}
+	return c
+}
+
+// URLs is every node's client URL, comma-separated, as `qleet api --nats-url` takes them.
+func (c *natsCluster) URLs() string {
+	var urls []string
+	for _, n := range c.nodes {
+		urls = append(urls, n.ClientURL())
+	}
+	return strings.Join(urls, ",")
+}
+
+func (c *natsCluster) index(t *testing.T, name string) int {
+	t.Helper()
+	for i, n := range c.names {
+		if n == name {
+			return i
+		}
+	}
+	t.Fatalf("no node named %q", name)
+	return -1
+}
+
+// startClusterBroker connects to every node of c, retrying while the cluster elects its JetStream leader.
+func startClusterBroker(t *testing.T, c *natsCluster, cfg broker.Config) *broker.Broker {
+	t.Helper()
+	cfg.URL = c.URLs()
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	var b *broker.Broker
+	eventually(t, 30*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var err error
+		b, err = broker.Start(ctx, cfg)
+		return err == nil
+	}, "broker.Start on the cluster")
+	t.Cleanup(b.Close)
+	return b
+}
+
+func freeTCPPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// leaderOf is the node leading stream (QLEET, or KV_<bucket>), or, with consumer set, that consumer.
+func leaderOf(t *testing.T, ctx context.Context, b *broker.Broker, stream, consumer string) string {
+	t.Helper()
+	var leader string
+	eventually(t, 20*time.Second, func() bool {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		if consumer != "" {
+			info, err := b.JetStream().Consumer(rctx, stream, consumer)
+			if err != nil || info.CachedInfo().Cluster == nil {
+				return false
+			}
+			leader = info.CachedInfo().Cluster.Leader
+			return leader != ""
+		}
+		s, err := b.JetStream().Stream(rctx, stream)
+		if err != nil || s.CachedInfo().Cluster == nil {
+			return false
+		}
+		leader = s.CachedInfo().Cluster.Leader
+		return leader != ""
+	}, "a leader for %s %s", stream, consumer)
+	return leader
+}
+
+// replicasCurrent reports whether stream (or, with consumer set, that consumer) has a leader and two
+// current, online followers.
+func replicasCurrent(ctx context.Context, b *broker.Broker, stream, consumer string) bool {
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var cl *jetstream.ClusterInfo
+	if consumer != "" {
+		c, err := b.JetStream().Consumer(rctx, stream, consumer)
+		if err != nil {
+			return false
+		}
+		cl = c.CachedInfo().Cluster
+	} else {
+		s, err := b.JetStream().Stream(rctx, stream)
+		if err != nil {
+			return false
+		}
+		cl = s.CachedInfo().Cluster
+	}
+	if cl == nil || cl.Leader == "" || len(cl.Replicas) != 2 {
+		return false
+	}
+	for _, p := range cl.Replicas {
+		if !p.Current || p.Offline {
+			return false
+		}
+	}
+	return true
+}
+
+const lockStream = "KV_" + broker.LockBucket
+
+func TestCluster(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t)
+	ctx := testCtx(t)
+	// The publisher's broker sets R3; the consumer's, like a `qleet controller` started without a
+	// replica count, must keep it.
+	pub := startClusterBroker(t, c, broker.Config{Replicas: 3, AckWait: 5 * time.Second})
+	sub := startClusterBroker(t, c, broker.Config{AckWait: 5 * time.Second})
+
+	t.Run("the stream and the lock bucket have three replicas, and a process without a count keeps them", func(t *testing.T) {
+		for _, name := range []string{broker.StreamName, lockStream} {
+			s, err := sub.JetStream().Stream(ctx, name)
+			require.NoError(t, err)
+			require.Equal(t, 3, s.CachedInfo().Config.Replicas, name)
+			eventually(t, 20*time.Second, func() bool { return replicasCurrent(ctx, sub, name, "") }, "%s has 3 current replicas", name)
+		}
+	})
+
+	kind := "gateways"
+	cons, err := sub.Consumer(ctx, kind)
+	require.NoError(t, err)
+	eventually(t, 20*time.Second, func() bool { return replicasCurrent(ctx, sub, broker.StreamName, broker.ConsumerName(kind)) },
+		"the consumer has 3 current replicas")
+	pubLocks, err := pub.Locker(ctx, broker.LockConfig{TTL: 10 * time.Second, Owner: "pub"})
+	require.NoError(t, err)
+	subLocks, err := sub.Locker(ctx, broker.LockConfig{TTL: 10 * time.Second, Owner: "sub"})
+	require.NoError(t, err)
+
+	// Each round stops one node mid-flight, each time the leader of a different part, and starts it again.
+	rounds := []struct {
+		part   string
+		leader func() string
+	}{
+		{"the stream's leader", func() string { return leaderOf(t, ctx, sub, broker.StreamName, "") }},
+		{"the lock bucket's leader", func() string { return leaderOf(t, ctx, sub, lockStream, "") }},
+		{"the consumer's leader", func() string { return leaderOf(t, ctx, sub, broker.StreamName, broker.ConsumerName(kind)) }},
+	}
+	for r, round := range rounds {
+		t.Run(fmt.Sprintf("publishing, consuming and locking go on when %s stops", round.part), func(t *testing.T) {
+			victim := c.index(t, round.leader())
+			stop := func() { c.nodes[victim].Stop() }
+			runRound(t, ctx, r, pub, cons, pubLocks, subLocks, kind, stop)
+			require.NoError(t, c.nodes[victim].Start(ctx))
+			for _, p := range [][2]string{{broker.StreamName, ""}, {lockStream, ""}, {broker.StreamName, broker.ConsumerName(kind)}} {
+				eventually(t, 30*time.Second, func() bool { return replicasCurrent(ctx, sub, p[0], p[1]) },
+					"%s %s has 3 current replicas after %s rejoined", p[0], p[1], c.names[victim])
+			}
+		})
+	}
+}
+
+// runRound publishes n notifications (each retried, with its message id, until acknowledged) while a
+// consumer drains them, and holds a lock while others try to take it; stop runs once a third of the
+// notifications are out. Every notification must be consumed, and the held lock granted to nobody else.
+func runRound(t *testing.T, ctx context.Context, round int, pub *broker.Broker, cons jetstream.Consumer,
+	holder, contender *broker.Locker, kind string, stop func()) {
+	t.Helper()
+	const n = 150
+	rctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+	defer cancel()
+
+	// Take the lock before anything stops; contenders hammer it throughout.
+	key := broker.LockKey(kind, fmt.Sprintf("locked-%d", round))
+	var held *broker.Lock
+	eventually(t, 10*time.Second, func() bool {
+		var err error
+		held, err = holder.Acquire(rctx, key)
+		return err == nil
+	}, "acquire %s", key)
+	var (
+		wg         sync.WaitGroup
+		grants     atomic.Int32
+		lockLost   atomic.Bool
+		contending = make(chan struct{})
+	)
+	// The holder heartbeats as a reconcile does (TTL/10 here); a refresh may fail while the bucket
+	// elects a leader, but the lock must never be lost.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-contending:
+				return
+			case <-tick.C:
+			}
+			hctx, hcancel := context.WithTimeout(rctx, 2*time.Second)
+			if err := held.Refresh(hctx); errors.Is(err, broker.ErrLockLost) {
+				lockLost.Store(true)
+			}
+			hcancel()
+		}
+	}()
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-contending:
+					return
+				default:
+				}
+				actx, acancel := context.WithTimeout(rctx, time.Second)
+				lk, err := contender.Acquire(actx, key)
+				acancel()
+				if err == nil {
+					grants.Add(1)
+					_ = lk.Release(rctx)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
+	}
+
+	published := make(map[string]bool)
+	var stopped sync.Once
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := range n {
+			id := fmt.Sprintf("r%d-%d", round, i)
+			if i == n/3 {
+				stopped.Do(stop)
+			}
+			for rctx.Err() == nil {
+				pctx, pcancel := context.WithTimeout(rctx, 2*time.Second)
+				err := pub.Publish(pctx, kind, id, "cluster-"+id)
+				pcancel()
+				if err == nil {
+					break
+				}
+			}
+			published[id] = true
+		}
+	}()
+
+	consumed := make(map[string]bool)
+	deadline := time.Now().Add(40 * time.Second)
+	for len(consumed) < n && time.Now().Before(deadline) {
+		batch, err := cons.Fetch(50, jetstream.FetchMaxWait(500*time.Millisecond))
+		if err != nil {
+			t.Logf("fetch: %v", err)
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		for m := range batch.Messages() {
+			_, id, err := broker.ParseSubject(m.Subject())
+			require.NoError(t, err)
+			actx, acancel := context.WithTimeout(rctx, 2*time.Second)
+			// An ack lost with the node is redelivered after AckWait; count the message only once it is
+			// surely acked.
+			if m.DoubleAck(actx) == nil && strings.HasPrefix(id, fmt.Sprintf("r%d-", round)) {
+				consumed[id] = true
+			}
+			acancel()
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+			ci, cerr := cons.Info(rctx)
+			if cerr == nil && ci.Cluster != nil {
+				t.Logf("fetch %d/%d: %v; consumer leader %q replicas %+v", len(consumed), n, err, ci.Cluster.Leader, ci.Cluster.Replicas)
+			} else {
+				t.Logf("fetch %d/%d: %v; consumer info: %v", len(consumed), n, err, cerr)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+
+	// The node is down by now; the lock holder still holds its lock, and then releases it.
+	close(contending)
+	wg.Wait()
+	require.False(t, lockLost.Load(), "the holder lost its lock")
+	require.Zero(t, grants.Load(), "a held lock was granted to another holder")
+	eventually(t, 15*time.Second, func() bool {
+		err := held.Release(rctx)
+		require.NotErrorIs(t, err, broker.ErrLockLost)
+		return err == nil
+	}, "release %s", key)
+	eventually(t, 15*time.Second, func() bool {
+		lk, err := contender.Acquire(rctx, key)
+		if err != nil {
+			return false
+		}
+		return lk.Release(rctx) == nil
+	}, "another holder takes %s once it is released", key)
+
+	require.Len(t, published, n)
+	var lost []string
+	for id := range published {
+		if !consumed[id] {
+			lost = append(lost, id)
+		}
+	}
+	if len(lost) > 0 {
+		ci, err := cons.Info(ctx)
+		require.NoError(t, err)
+		t.Fatalf("published but never consumed: %v; the consumer has %d pending, %d unacked, %d redelivered, leader %q",
+			lost, ci.NumPending, ci.NumAckPending, ci.NumRedelivered, ci.Cluster.Leader)
+	}
+	if err := rctx.Err(); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("round ran out of time: %v", err)
+	}
+}
