@@ -48,30 +48,33 @@ type watchHub struct {
 	mu     sync.Mutex
 	subs   map[*watchSub]struct{}
 	cancel context.CancelFunc
+	// primed is closed once the running poller has read the versions it compares the next read with.
+	primed chan struct{}
 }
 
 // watchSub is one open stream: the changes not yet sent, merged, and a channel that wakes its writer.
 type watchSub struct {
 	wake    chan struct{}
+	primed  <-chan struct{}
 	changed map[string]watchObject
 	deleted map[string]bool
 }
 
-// subscribe adds a stream and starts the poller with the first one. The returned func removes it, and
-// stops the poller with the last one.
+// subscribe adds a stream and starts the poller with the first one. The stream's changes begin once
+// sub.primed is closed. The returned func removes it, and stops the poller with the last one.
 func (h *watchHub) subscribe(s *Server) (*watchSub, func()) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.subs == nil {
 		h.subs = map[*watchSub]struct{}{}
 	}
-	sub := &watchSub{wake: make(chan struct{}, 1), changed: map[string]watchObject{}, deleted: map[string]bool{}}
-	h.subs[sub] = struct{}{}
 	if h.cancel == nil {
 		ctx, cancel := context.WithCancel(context.Background())
-		h.cancel = cancel
-		go h.poll(ctx, s)
+		h.cancel, h.primed = cancel, make(chan struct{})
+		go h.poll(ctx, s, h.primed)
 	}
+	sub := &watchSub{wake: make(chan struct{}, 1), changed: map[string]watchObject{}, deleted: map[string]bool{}, primed: h.primed}
+	h.subs[sub] = struct{}{}
 	return sub, func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -98,9 +101,10 @@ func (h *watchHub) take(sub *watchSub) watchChange {
 }
 
 // poll reads every object's resource version each WaitPollInterval and hands the differences to the
-// subscribers, until ctx ends.
-func (h *watchHub) poll(ctx context.Context, s *Server) {
+// subscribers, until ctx ends. It closes primed after the first read.
+func (h *watchHub) poll(ctx context.Context, s *Server, primed chan struct{}) {
 	prev, err := s.versions(ctx)
+	close(primed)
 	if err != nil && ctx.Err() == nil {
 		s.log.WarnContext(ctx, "watch: read versions", slog.Any("error", err))
 	}
@@ -176,7 +180,7 @@ func (s *Server) versions(ctx context.Context) (map[string]watchObject, error) {
 }
 
 // watch serves GET /v1/watch: a Server-Sent Events stream. It opens with a "ready" event (re-read what
-// you show now), then sends a "change" event (watchChange) whenever objects are written or go, seen
+// you show now: every later change is reported), then sends a "change" event (watchChange) whenever objects are written or go, seen
 // within WaitPollInterval, and a comment every 15 s while idle. It authenticates like any read, with the
 // Authorization header, so that no token travels in a URL.
 func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
@@ -196,6 +200,11 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 			return err
 		}
 		return rc.Flush()
+	}
+	select {
+	case <-sub.primed:
+	case <-r.Context().Done():
+		return
 	}
 	if err := send("ready", map[string]string{"status": "ok"}); err != nil {
 		return
