@@ -39,6 +39,12 @@ const (
 	ActionRoll = "roll"
 )
 
+// PlanUnknownPrefix starts a reference to an object known only after apply, e.g. "unknown:" for the
+// definition_id of an instance whose definition Terraform has yet to create. Such a reference is
+// accepted as valid; nothing is known of its object, and an instance or gateway behind one is placed
+// nowhere yet.
+const PlanUnknownPrefix = "unknown:"
+
 // PlanChange is one create, update or delete to preview, with the object as it would be written.
 type PlanChange struct {
 	// Op is "create", "update" or "delete".
@@ -55,7 +61,8 @@ type PlanChange struct {
 	Name string `json:"name,omitempty"`
 	// Labels are the object's labels (create and update).
 	Labels map[string]string `json:"labels,omitempty"`
-	// Spec is the object's spec as it would be written (create and update).
+	// Spec is the object's spec as it would be written (create and update). A reference may name a
+	// create of the same plan by its placeholder id, or start with PlanUnknownPrefix.
 	Spec json.RawMessage `json:"spec,omitempty"`
 	// Cascade, for a delete, also deletes the objects that depend on it (DELETE ?cascade=true). Without
 	// it, a delete of an object that others still depend on is refused (409 listing them), as the real
@@ -171,4 +178,56 @@ func ChangeOf[S any, T any](op, kind string, o *Object[S, T]) (PlanChange, error
 	}
 	ch.Spec = spec
 	return ch, nil
+}
+
+// Summary describes the implied actions in lines such as `will provision kubernetes_runtime
+// "default-eu-west" in eu-west from runtime_profile "default"` and `will install support_service ingress,
+// cert-manager on kubernetes_runtime "default-eu-west"` (grouped by runtime), followed by the warnings.
+// Requested changes and dependencies are left out.
+func (p *PlanResult) Summary() []string {
+	type group struct {
+		action, runtime string
+		types           []string
+	}
+	var lines []any // a string, or a *group rendered at the end
+	groups := map[string]*group{}
+	for _, a := range p.Actions {
+		if a.Requested {
+			continue
+		}
+		switch a.Action {
+		case ActionProvision:
+			lines = append(lines, fmt.Sprintf("will provision %s %q in %s from runtime_profile %q", a.Kind, a.Name, a.Region, a.Profile))
+		case ActionInstall, ActionRemove:
+			key := a.Action + "/" + a.Runtime
+			if g, ok := groups[key]; ok {
+				g.types = append(g.types, a.SupportType)
+				continue
+			}
+			g := &group{action: a.Action, runtime: a.Runtime, types: []string{a.SupportType}}
+			groups[key] = g
+			lines = append(lines, g)
+		case ActionRoll:
+			lines = append(lines, fmt.Sprintf("will roll %s %q (%s)", a.Kind, a.Name, a.Reason))
+		case ActionDelete:
+			lines = append(lines, fmt.Sprintf("will delete %s %q (%s)", a.Kind, a.Name, a.Reason))
+		}
+	}
+	var out []string
+	for _, l := range lines {
+		switch l := l.(type) {
+		case string:
+			out = append(out, l)
+		case *group:
+			prep := "on"
+			if l.action == ActionRemove {
+				prep = "from"
+			}
+			out = append(out, fmt.Sprintf("will %s %s %s %s kubernetes_runtime %q", l.action, KindSupportService, strings.Join(l.types, ", "), prep, l.runtime))
+		}
+	}
+	for _, w := range p.Warnings {
+		out = append(out, "note: "+w)
+	}
+	return out
 }

@@ -35,3 +35,24 @@ func TestChangeOf(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, del.Spec, "a delete sends no spec")
 }
+
+func TestPlanSummary(t *testing.T) {
+	p := PlanResult{Actions: []PlanAction{
+		{Action: ActionCreate, Kind: KindWorkloadInstance, Name: "web", Requested: true},
+		{Action: ActionProvision, Kind: KindKubernetesRuntime, Name: "default-eu-west", Region: "eu-west", Profile: "default"},
+		{Action: ActionDepend, Kind: KindWorkloadInstance, Name: "web"},
+		{Action: ActionInstall, Kind: KindSupportService, Name: "ingress-a", SupportType: SupportIngress, Runtime: "a"},
+		{Action: ActionInstall, Kind: KindSupportService, Name: "ingress-b", SupportType: SupportIngress, Runtime: "b"},
+		{Action: ActionInstall, Kind: KindSupportService, Name: "cert-manager-a", SupportType: SupportCertManager, Runtime: "a"},
+		{Action: ActionRemove, Kind: KindSupportService, Name: "ingress-c", SupportType: SupportIngress, Runtime: "c"},
+		{Action: ActionRoll, Kind: KindWorkloadInstance, Name: "api", Reason: "its secret changes"},
+	}, Warnings: []string{"nothing serves ap-south"}}
+	require.Equal(t, []string{
+		`will provision kubernetes_runtime "default-eu-west" in eu-west from runtime_profile "default"`,
+		`will install support_service ingress, cert-manager on kubernetes_runtime "a"`,
+		`will install support_service ingress on kubernetes_runtime "b"`,
+		`will remove support_service ingress from kubernetes_runtime "c"`,
+		`will roll workload_instance "api" (its secret changes)`,
+		`note: nothing serves ap-south`,
+	}, p.Summary())
+}

@@ -342,7 +342,7 @@ var fieldDocs = map[string]string{
 	"PlanChange.Labels":                           "Labels are the object's labels (create and update).",
 	"PlanChange.Name":                             "Name is the object's name: required for a create; for an update or delete it may name the object instead of ID.",
 	"PlanChange.Op":                               "Op is \"create\", \"update\" or \"delete\".",
-	"PlanChange.Spec":                             "Spec is the object's spec as it would be written (create and update).",
+	"PlanChange.Spec":                             "Spec is the object's spec as it would be written (create and update). A reference may name a create of the same plan by its placeholder id, or start with PlanUnknownPrefix.",
 	"PlanRequest.Changes":                         "Changes are the creates, updates and deletes. Their order does not matter: the plan orders them as Terraform would (creates from providers to consumers, deletes in reverse).",
 	"PlanResult.Actions":                          "Actions are in the order they would happen: providers before consumers, deletes of consumers before their providers.",
 	"PlanResult.Graph":                            "Graph is the part of the dependency graph the plan touches, as it would be after the changes: existing objects with their state, planned ones (ids from Actions) with phase Pending, and the edges between them, new ones included.",

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
@@ -57,6 +58,11 @@ type planView struct {
 }
 
 func (v *planView) lookup(_ context.Context, kind, id string) (*store.Object, error) {
+	if strings.HasPrefix(id, client.PlanUnknownPrefix) {
+		// Known only after apply (Terraform's plan of a resource whose reference is not created yet):
+		// it exists, with nothing known about it, and runs nowhere yet.
+		return &store.Object{ID: id, Kind: kind, Name: "(known after apply)"}, nil
+	}
 	o, ok := v.objs[id]
 	if !ok || o.Kind != kind {
 		return nil, fmt.Errorf("%s %s: %w", kind, id, store.ErrNotFound)

@@ -163,6 +163,17 @@ func TestPlan(t *testing.T) {
 		require.Equal(t, []string{`workload_instance "web": no runtime in region "ap-south" matches, and no runtime_profile serves that region`}, res.Warnings)
 	})
 
+	t.Run("a reference known only after apply is accepted, and the placement still decided", func(t *testing.T) {
+		e := setup(t)
+		e.profile(t, "default", "eu-west")
+		res, err := e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{
+			change(t, client.PlanCreate, client.KindWorkloadInstance, &client.WorkloadInstance{Meta: client.Meta{Name: "web"},
+				Spec: client.WorkloadInstanceSpec{DefinitionID: client.PlanUnknownPrefix, Placement: &client.Placement{Regions: []string{"eu-west"}}}}),
+		}})
+		require.NoError(t, err)
+		require.Equal(t, []string{`will provision kubernetes_runtime "default-eu-west" in eu-west from runtime_profile "default"`}, res.Summary())
+	})
+
 	t.Run("validation errors are the real write's, under changes[i]", func(t *testing.T) {
 		e := setup(t)
 		bad := webDefinition("web")
