@@ -96,6 +96,9 @@ type Config struct {
 	ChartDir string
 	// KubesimBinary overrides where local runtimes' kubesim binary is found.
 	KubesimBinary string
+	// AWSPoll is how soon a runtime or data service waiting on AWS (a cluster CREATING) is looked at
+	// again (default 5s).
+	AWSPoll time.Duration
 	// Logger receives logs (default slog.Default()).
 	Logger *slog.Logger
 	// NATSReplicas is the replica count of the reconcile stream and lock bucket on an external NATS

@@ -10,6 +10,7 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kubesim"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/cloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/data"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/gateway"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/runtime"
@@ -48,7 +49,9 @@ func (a *App) startControllers(ctx context.Context, endpoint, token string) erro
 	if a.cfg.API { // all-in-one: this process owns local clusters
 		localDir = filepath.Join(a.cfg.DataDir, "runtimes")
 	}
-	conn := kube.NewConnector(kube.ConnectorConfig{LocalDir: localDir})
+	accounts := &cloud.Accounts{Client: cl}
+	eksRuntimes := &runtime.EKS{Accounts: accounts, Poll: a.cfg.AWSPoll}
+	conn := kube.NewConnector(kube.ConnectorConfig{LocalDir: localDir, Sources: map[string]kube.RESTConfigSource{client.ProviderEKS: eksRuntimes.RESTConfig}})
 	a.closers = append(a.closers, func(context.Context) { conn.Close() })
 	var local *kubesim.Supervisor
 	if localDir != "" {
@@ -58,7 +61,8 @@ func (a *App) startControllers(ctx context.Context, endpoint, token string) erro
 	}
 
 	ctrls := []starter{
-		reconcile.New(a.Broker, cl.KubernetesRuntimes(), &runtime.Reconciler{Connector: conn, Local: local, Client: cl,
+		reconcile.New(a.Broker, cl.CloudAccounts(), &cloud.AccountReconciler{Accounts: accounts}, cfg),
+		reconcile.New(a.Broker, cl.KubernetesRuntimes(), &runtime.Reconciler{Connector: conn, Local: local, EKS: eksRuntimes, Client: cl,
 			RecheckInterval: a.cfg.RuntimeRecheck, ScaleDownDelay: a.cfg.ScaleDownDelay}, cfg),
 		reconcile.New(a.Broker, cl.RuntimeProfiles(), &runtime.ProfileReconciler{Client: cl}, cfg),
 	}

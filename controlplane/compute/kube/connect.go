@@ -50,7 +50,13 @@ type ConnectorConfig struct {
 	// QPS and Burst are client-side rate limits (defaults 100 and 200).
 	QPS   float32
 	Burst int
+	// Sources connect to the runtimes of providers that no kubeconfig describes, by provider name (e.g.
+	// "eks": an endpoint and tokens from the cloud). A source is called once per runtime until Forget.
+	Sources map[string]RESTConfigSource
 }
+
+// RESTConfigSource makes the REST config of a runtime's cluster.
+type RESTConfigSource func(ctx context.Context, rt *client.KubernetesRuntime) (*rest.Config, error)
 
 // Connector opens and caches connections to runtimes. Runtimes with the same kubeconfig and context
 // share one Cluster, and so one Cache. It is safe for concurrent use.
@@ -83,6 +89,9 @@ func (c *Connector) LocalKubeconfigPath(runtimeID string) string {
 // Connect returns a connection to the runtime's cluster, reusing a cached one while the runtime's
 // connection details are unchanged. It does not contact the cluster.
 func (c *Connector) Connect(ctx context.Context, rt *client.KubernetesRuntime) (*Cluster, error) {
+	if src := c.cfg.Sources[rt.Spec.Provider]; src != nil {
+		return c.connectSource(ctx, rt, src)
+	}
 	raw, err := c.kubeconfig(rt)
 	if err != nil {
 		return nil, err
@@ -111,6 +120,43 @@ func (c *Connector) Connect(ctx context.Context, rt *client.KubernetesRuntime) (
 	old := c.byRuntime[rt.ID]
 	c.byRuntime[rt.ID] = key
 	c.dropUnusedLocked(old)
+	return cl, nil
+}
+
+// connectSource connects through a source, keyed by runtime (and its spec generation).
+func (c *Connector) connectSource(ctx context.Context, rt *client.KubernetesRuntime, src RESTConfigSource) (*Cluster, error) {
+	key := fmt.Sprintf("source\x00%s\x00%s\x00%d", rt.Spec.Provider, rt.ID, rt.Generation)
+	c.mu.Lock()
+	if cl, ok := c.byKey[key]; ok {
+		old := c.byRuntime[rt.ID]
+		c.byRuntime[rt.ID] = key
+		if old != key {
+			c.dropUnusedLocked(old)
+		}
+		c.mu.Unlock()
+		return cl, nil
+	}
+	c.mu.Unlock()
+	rc, err := src(ctx, rt)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes_runtime %q: %w", rt.Name, err)
+	}
+	rc.Timeout, rc.QPS, rc.Burst, rc.UserAgent = c.cfg.Timeout, c.cfg.QPS, c.cfg.Burst, "qleet-controller"
+	cl, err := NewCluster(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes_runtime %q: %w", rt.Name, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if existing, ok := c.byKey[key]; ok {
+		cl = existing
+	}
+	c.byKey[key] = cl
+	old := c.byRuntime[rt.ID]
+	c.byRuntime[rt.ID] = key
+	if old != key {
+		c.dropUnusedLocked(old)
+	}
 	return cl, nil
 }
 

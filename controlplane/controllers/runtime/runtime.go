@@ -28,6 +28,8 @@ type Reconciler struct {
 	Connector *kube.Connector
 	// Local runs local runtimes' kubesim clusters; nil when this controller does not serve them.
 	Local *kubesim.Supervisor
+	// EKS provisions eks runtimes through AWS; nil when this controller does not serve them.
+	EKS *EKS
 	// Client counts the instances placed on each runtime and reclaims idle runtimes provisioned from
 	// profiles; nil turns both off.
 	Client *client.Client
@@ -51,6 +53,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, rt *client.KubernetesRuntime
 		spec := kubesim.Spec{Name: rt.Name, Region: rt.Spec.Region, Zones: rt.Spec.Zones, Nodes: rt.Spec.Nodes}
 		if err := r.Local.Ensure(ctx, rt.ID, spec); err != nil {
 			return reconcile.Result{}, fmt.Errorf("start local cluster: %w", err)
+		}
+	}
+	if rt.Spec.Provider == client.ProviderEKS {
+		if r.EKS == nil {
+			return reconcile.Result{}, reconcile.Terminal(errors.New("eks runtimes are not served by this controller (no AWS support configured)"))
+		}
+		if after, err := r.EKS.Ensure(ctx, rt); err != nil || after > 0 {
+			return reconcile.Result{RequeueAfter: after}, err
 		}
 	}
 	cl, err := r.Connector.Connect(ctx, rt)
@@ -126,9 +136,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, rt *client.KubernetesRuntime
 	return reconcile.Result{Recheck: recheck}, nil
 }
 
-// Finalize stops and removes a local cluster; bring-your-own clusters are left untouched.
+// Finalize stops and removes a local cluster, deletes what QleetOS made in AWS for an eks one (unless
+// the deletion orphans it); bring-your-own clusters are left untouched.
 func (r *Reconciler) Finalize(ctx context.Context, rt *client.KubernetesRuntime) (reconcile.Result, error) {
 	r.Connector.Forget(rt.ID)
+	if rt.Spec.Provider == client.ProviderEKS && r.EKS != nil && !rt.DeletionOrphan {
+		if after, err := r.EKS.Remove(ctx, rt); err != nil || after > 0 {
+			return reconcile.Result{RequeueAfter: after}, err
+		}
+	}
 	if rt.Spec.Provider == client.ProviderLocal && r.Local != nil {
 		if err := r.Local.Remove(ctx, rt.ID); err != nil {
 			return reconcile.Result{}, err
