@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -234,12 +235,22 @@ func searchKinds(base []schema.GroupVersionKind, refLists ...[]AppliedRef) []sch
 	return out
 }
 
-// listOwned lists the objects of the given kinds, in every namespace, that carry owner's labels. Kinds
-// the cluster does not serve are skipped.
+// listConcurrency bounds the list requests listOwned has in flight at once.
+const listConcurrency = 8
+
+// listOwned lists the objects of the given kinds, in every namespace, that carry owner's labels, in the
+// order of kinds. Kinds the cluster does not serve are skipped. The kinds are listed concurrently (up
+// to listConcurrency at once): one list per kind, one after another, was most of a reconcile's time
+// (about 1 ms each on kubesim, twenty-odd kinds per runtime, read from the reconcile's trace).
 func listOwned(ctx context.Context, cl *Cluster, owner Owner, kinds []schema.GroupVersionKind) ([]*unstructured.Unstructured, error) {
+	return listOwnedAtOnce(ctx, cl, owner, kinds, listConcurrency)
+}
+
+// listOwnedAtOnce is listOwned with at most limit lists in flight.
+func listOwnedAtOnce(ctx context.Context, cl *Cluster, owner Owner, kinds []schema.GroupVersionKind, limit int) ([]*unstructured.Unstructured, error) {
 	sel := owner.InstanceSelector()
-	var out []*unstructured.Unstructured
-	for _, gvk := range kinds {
+	mappings := make([]*meta.RESTMapping, len(kinds))
+	for i, gvk := range kinds {
 		m, err := mapping(cl, gvk)
 		if meta.IsNoMatchError(err) {
 			continue
@@ -247,20 +258,39 @@ func listOwned(ctx context.Context, cl *Cluster, owner Owner, kinds []schema.Gro
 		if err != nil {
 			return nil, fmt.Errorf("map %s: %w", gvk.Kind, err)
 		}
-		list, err := cl.Dynamic.Resource(m.Resource).List(ctx, metav1.ListOptions{LabelSelector: sel})
-		if apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) {
+		mappings[i] = m
+	}
+	found := make([][]*unstructured.Unstructured, len(kinds))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(limit)
+	for i, m := range mappings {
+		if m == nil {
 			continue
 		}
-		if err != nil {
-			return nil, fmt.Errorf("list %s: %w", gvk.Kind, err)
-		}
-		for i := range list.Items {
-			o := &list.Items[i]
-			if o.GetKind() == "" {
-				o.SetGroupVersionKind(gvk)
+		g.Go(func() error {
+			list, err := cl.Dynamic.Resource(m.Resource).List(gctx, metav1.ListOptions{LabelSelector: sel})
+			if apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) {
+				return nil
 			}
-			out = append(out, o)
-		}
+			if err != nil {
+				return fmt.Errorf("list %s: %w", kinds[i].Kind, err)
+			}
+			for j := range list.Items {
+				o := &list.Items[j]
+				if o.GetKind() == "" {
+					o.SetGroupVersionKind(kinds[i])
+				}
+				found[i] = append(found[i], o)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	var out []*unstructured.Unstructured
+	for _, objs := range found {
+		out = append(out, objs...)
 	}
 	return out, nil
 }
