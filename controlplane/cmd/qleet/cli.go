@@ -3,17 +3,20 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
+	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
+// kindAliases are the short names of kinds.
 var kindAliases = map[string]string{
 	"runtime": client.KindKubernetesRuntime, "runtimes": client.KindKubernetesRuntime,
 	"definition": client.KindWorkloadDefinition, "definitions": client.KindWorkloadDefinition,
@@ -22,164 +25,240 @@ var kindAliases = map[string]string{
 	"gateway": client.KindGateway, "gateways": client.KindGateway,
 	"domain": client.KindDomainName, "domains": client.KindDomainName,
 	"support": client.KindSupportService, "supports": client.KindSupportService,
+	"secret": client.KindSecret, "secrets": client.KindSecret,
+	"database": client.KindDatabase, "databases": client.KindDatabase,
+	"bucket": client.KindBucket, "buckets": client.KindBucket,
 }
 
-var knownKinds = []string{client.KindKubernetesRuntime, client.KindRuntimeProfile, client.KindWorkloadDefinition, client.KindWorkloadInstance,
-	client.KindGateway, client.KindDomainName, client.KindSupportService, client.KindSecret}
+// kindNames are the singular names of the registered kinds.
+func kindNames() []string {
+	var out []string
+	for _, ki := range client.Kinds() {
+		out = append(out, ki.Kind)
+	}
+	return out
+}
 
+// resolveKind accepts a kind's singular or plural name, or a short alias.
 func resolveKind(s string) (string, error) {
 	if k, ok := kindAliases[s]; ok {
 		return k, nil
 	}
-	for _, k := range knownKinds {
-		if s == k || s == client.Plural(k) {
-			return k, nil
-		}
+	if ki, ok := client.LookupKind(s); ok {
+		return ki.Kind, nil
 	}
-	return "", usageError{fmt.Sprintf("unknown kind %q (kinds: %s)", s, strings.Join(knownKinds, ", "))}
+	if ki, ok := client.LookupPlural(s); ok {
+		return ki.Kind, nil
+	}
+	return "", usagef("unknown kind %q (kinds: %s)", s, strings.Join(kindNames(), ", "))
 }
 
-// newClient builds a client from QLEET_ENDPOINT and QLEET_TOKEN, falling back to the local data dir's
-// admin token, trusting QLEET_CA_CERT (a PEM file) for a TLS endpoint, as the provider does.
-func newClient() (*client.Client, error) {
-	endpoint := envDefault("endpoint", "http://127.0.0.1:8080")
-	token := os.Getenv("QLEET_TOKEN")
-	if token == "" {
-		path := filepath.Join(envDefault("data-dir", ".qleet"), "admin.token")
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return nil, fmt.Errorf("no token: set QLEET_TOKEN, or run where %s exists (%w)", path, err)
+// objectArgs validates `<kind> [name]` (or `<kind> <name>` when the name is required) and resolves
+// the kind.
+func objectArgs(nameRequired bool) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		switch {
+		case len(args) == 0:
+			return usagef("%s: missing kind", cmd.Name())
+		case len(args) == 1 && nameRequired:
+			return usagef("%s: missing name", cmd.Name())
+		case len(args) > 2:
+			return usagef("usage: %s", cmd.UseLine())
 		}
-		token = strings.TrimSpace(string(data))
-	}
-	opts := []client.Option{client.WithToken(token), client.WithUserAgent("qleet-cli")}
-	if ca := os.Getenv("QLEET_CA_CERT"); ca != "" {
-		pemData, err := os.ReadFile(ca)
-		if err != nil {
-			return nil, fmt.Errorf("QLEET_CA_CERT: %w", err)
-		}
-		opts = append(opts, client.WithCACert(pemData))
-	}
-	return client.New(endpoint, opts...)
-}
-
-func runCLI(ctx context.Context, verb string, args []string) error {
-	fs := flag.NewFlagSet(verb, flag.ContinueOnError)
-	output := fs.String("o", "table", "output format: table or json")
-	cascade := fs.Bool("cascade", false, "delete: delete dependents first")
-	orphan := fs.Bool("orphan", false, "delete: abandon what the object made in its cluster (when the cluster is gone or unreachable)")
-	wait := fs.Bool("wait", false, "delete: wait until the object is gone")
-	selector := fs.String("l", "", "get: label selector k=v,k2=v2")
-	withTrace := fs.Bool("trace", false, "describe: show the hops of the object's last reconcile and how long each took")
-	// Allow flags after positional arguments.
-	var pos []string
-	for len(args) > 0 {
-		if err := fs.Parse(args); err != nil {
-			return usageError{err.Error()}
-		}
-		args = fs.Args()
-		if len(args) > 0 {
-			pos = append(pos, args[0])
-			args = args[1:]
-		}
-	}
-	if len(pos) == 0 {
-		return usageError{verb + ": missing kind"}
-	}
-	kind, err := resolveKind(pos[0])
-	if err != nil {
+		_, err := resolveKind(args[0])
 		return err
 	}
-	name := ""
-	if len(pos) > 1 {
-		name = pos[1]
+}
+
+// completeObject completes a kind, then the names of that kind's objects from the API.
+func (q *cli) completeObject(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	switch len(args) {
+	case 0:
+		var out []string
+		for _, k := range kindNames() {
+			if strings.HasPrefix(k, toComplete) {
+				out = append(out, k)
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	case 1:
+		kind, err := resolveKind(args[0])
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return q.completeNames(cmd.Context(), kind, toComplete), cobra.ShellCompDirectiveNoFileComp
 	}
-	if name == "" && verb != "get" {
-		return usageError{verb + ": missing name"}
-	}
-	if *output != "table" && *output != "json" {
-		return usageError{"-o must be table or json"}
-	}
-	cl, err := newClient()
+	return nil, cobra.ShellCompDirectiveNoFileComp
+}
+
+// completeNames lists the names of a kind's objects that start with prefix; it stays quiet on errors,
+// as completion must.
+func (q *cli) completeNames(ctx context.Context, kind, prefix string) []string {
+	cl, err := q.client()
 	if err != nil {
-		return err
-	}
-	res := cl.Raw(kind)
-	switch verb {
-	case "get":
-		return cmdGet(ctx, res, name, *selector, *output)
-	case "describe":
-		if *withTrace {
-			return cmdTrace(ctx, res, name, *output)
-		}
-		return cmdDescribe(ctx, res, name, *output)
-	case "events":
-		obj, err := res.GetByName(ctx, name)
-		if err != nil {
-			return err
-		}
-		evs, err := res.Events(ctx, obj.ID)
-		if err != nil {
-			return err
-		}
-		if *output == "json" {
-			return printJSON(evs)
-		}
-		printEvents(evs)
-		return nil
-	case "delete":
-		obj, err := res.GetByName(ctx, name)
-		if err != nil {
-			return err
-		}
-		if err := res.Delete(ctx, obj.ID, client.DeleteOptions{Cascade: *cascade, Orphan: *orphan, Wait: *wait}); err != nil {
-			return err
-		}
-		fmt.Printf("%s %q deletion requested\n", kind, name)
 		return nil
 	}
-	return nil
-}
-
-func printJSON(v any) error {
-	enc := json.NewEncoder(os.Stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-func cmdGet(ctx context.Context, res *client.Resource[json.RawMessage, json.RawMessage], name, selector, output string) error {
-	var objs []*client.RawObject
-	if name != "" {
-		obj, err := res.GetByName(ctx, name)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var out []string
+	for obj, err := range cl.Raw(kind).All(ctx, client.ListOptions{}) {
 		if err != nil {
-			return err
+			return out
 		}
-		objs = append(objs, obj)
-	} else {
-		for obj, err := range res.All(ctx, client.ListOptions{LabelSelector: selector}) {
+		if strings.HasPrefix(obj.Name, prefix) {
+			out = append(out, obj.Name)
+		}
+	}
+	return out
+}
+
+// resource is the raw API of the kind named by args[0].
+func (q *cli) resource(args []string) (*client.Resource[json.RawMessage, json.RawMessage], error) {
+	kind, err := resolveKind(args[0])
+	if err != nil {
+		return nil, err
+	}
+	cl, err := q.client()
+	if err != nil {
+		return nil, err
+	}
+	return cl.Raw(kind), nil
+}
+
+func (q *cli) getCmd() *cobra.Command {
+	var output, selector string
+	var watch bool
+	var interval time.Duration
+	cmd := &cobra.Command{
+		Use:   "get KIND [NAME]",
+		Short: "List objects of a kind, or show one",
+		Example: `  qleet get instances
+  qleet get instance web -o yaml
+  qleet get runtimes -l region=eu-west -o wide
+  qleet get instances --watch          # print rows again as they change (Ctrl-C to stop)`,
+		Args:              objectArgs(false),
+		ValidArgsFunction: q.completeObject,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			res, err := q.resource(args)
 			if err != nil {
 				return err
 			}
-			objs = append(objs, obj)
-		}
+			name := ""
+			if len(args) > 1 {
+				name = args[1]
+			}
+			if watch {
+				return watchObjects(cmd.Context(), cmd.OutOrStdout(), res, name, selector, output, interval)
+			}
+			objs, err := listObjects(cmd.Context(), res, name, selector)
+			if err != nil {
+				return err
+			}
+			if structured(output) {
+				if name != "" {
+					return printStructured(cmd.OutOrStdout(), output, objs[0])
+				}
+				return printStructured(cmd.OutOrStdout(), output, objs)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			printObjectHeader(tw, output)
+			for _, o := range objs {
+				printObjectRow(tw, o, output, "")
+			}
+			return tw.Flush()
+		},
 	}
-	if output == "json" {
-		if name != "" {
-			return printJSON(objs[0])
-		}
-		return printJSON(objs)
-	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tPHASE\tGEN\tOBSERVED\tAGE\tMESSAGE")
-	for _, o := range objs {
-		st := client.CommonStatus(o)
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", o.Name, orDash(string(st.Phase)), o.Generation, st.ObservedGeneration,
-			age(o.CreatedAt), truncate(st.Message, 80))
-	}
-	return tw.Flush()
+	addOutputFlag(cmd, &output)
+	cmd.Flags().StringVarP(&selector, "selector", "l", "", "only objects with these labels: k=v,k2=v2")
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after listing, print each object again when it changes (a poll every --watch-interval)")
+	cmd.Flags().DurationVar(&interval, "watch-interval", 2*time.Second, "how often --watch polls the API")
+	q.addConnFlags(cmd.Flags())
+	return cmd
 }
 
-func cmdDescribe(ctx context.Context, res *client.Resource[json.RawMessage, json.RawMessage], name, output string) error {
+// listObjects returns the named object, or every object matching the selector.
+func listObjects(ctx context.Context, res *client.Resource[json.RawMessage, json.RawMessage], name, selector string) ([]*client.RawObject, error) {
+	if name != "" {
+		obj, err := res.GetByName(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		return []*client.RawObject{obj}, nil
+	}
+	objs := []*client.RawObject{}
+	for obj, err := range res.All(ctx, client.ListOptions{LabelSelector: selector}) {
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, obj)
+	}
+	return objs, nil
+}
+
+func printObjectHeader(w io.Writer, output string) {
+	if output == outWide {
+		fmt.Fprintln(w, "NAME\tPHASE\tGEN\tOBSERVED\tAGE\tID\tLABELS\tMESSAGE")
+		return
+	}
+	fmt.Fprintln(w, "NAME\tPHASE\tGEN\tOBSERVED\tAGE\tMESSAGE")
+}
+
+// printObjectRow writes one object's row; phase, when set, replaces the object's (e.g. "Deleted").
+func printObjectRow(w io.Writer, o *client.RawObject, output, phase string) {
+	st := client.CommonStatus(o)
+	if phase == "" {
+		phase = orDash(string(st.Phase))
+		if o.DeletionRequestedAt != nil {
+			phase += " (deleting)"
+		}
+	}
+	if output == outWide {
+		var labels []string
+		for _, k := range slices.Sorted(maps.Keys(o.Labels)) {
+			labels = append(labels, k+"="+o.Labels[k])
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", o.Name, phase, o.Generation, st.ObservedGeneration,
+			age(o.CreatedAt), o.ID, orDash(strings.Join(labels, ",")), st.Message)
+		return
+	}
+	fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\t%s\n", o.Name, phase, o.Generation, st.ObservedGeneration,
+		age(o.CreatedAt), truncate(st.Message, 80))
+}
+
+func (q *cli) describeCmd() *cobra.Command {
+	var output string
+	var withTrace bool
+	cmd := &cobra.Command{
+		Use:   "describe KIND NAME",
+		Short: "Show an object: spec, status, conditions, what it waits on, and its latest events",
+		Example: `  qleet describe instance web
+  qleet describe instance web --trace     # the hops of its last reconcile, timed`,
+		Args:              objectArgs(true),
+		ValidArgsFunction: q.completeObject,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			res, err := q.resource(args)
+			if err != nil {
+				return err
+			}
+			if withTrace {
+				return cmdTrace(cmd.Context(), cmd.OutOrStdout(), res, args[1], output)
+			}
+			return cmdDescribe(cmd.Context(), cmd.OutOrStdout(), res, args[1], output)
+		},
+	}
+	addOutputFlag(cmd, &output)
+	cmd.Flags().BoolVar(&withTrace, "trace", false, "show the hops of the object's last reconcile and how long each took")
+	q.addConnFlags(cmd.Flags())
+	return cmd
+}
+
+func cmdDescribe(ctx context.Context, w io.Writer, res *client.Resource[json.RawMessage, json.RawMessage], name, output string) error {
 	obj, err := res.GetByName(ctx, name)
 	if err != nil {
 		return err
@@ -188,153 +267,231 @@ func cmdDescribe(ctx context.Context, res *client.Resource[json.RawMessage, json
 	if err != nil {
 		return err
 	}
-	if output == "json" {
-		return printJSON(map[string]any{"object": obj, "events": evs})
+	if structured(output) {
+		return printStructured(w, output, map[string]any{"object": obj, "events": evs})
 	}
 	st := client.CommonStatus(obj)
-	fmt.Printf("Kind:        %s\nName:        %s\nID:          %s\n", res.Kind(), obj.Name, obj.ID)
+	fmt.Fprintf(w, "Kind:        %s\nName:        %s\nID:          %s\n", res.Kind(), obj.Name, obj.ID)
 	if len(obj.Labels) > 0 {
-		fmt.Printf("Labels:      %v\n", obj.Labels)
+		fmt.Fprintf(w, "Labels:      %v\n", obj.Labels)
 	}
-	fmt.Printf("Generation:  %d (observed %d)\nPhase:       %s\n", obj.Generation, st.ObservedGeneration, orDash(string(st.Phase)))
+	fmt.Fprintf(w, "Generation:  %d (observed %d)\nPhase:       %s\n", obj.Generation, st.ObservedGeneration, orDash(string(st.Phase)))
 	reconciled := client.Reconciled(obj.Generation, st)
-	fmt.Printf("Reconciled:  %v\n", reconciled)
+	fmt.Fprintf(w, "Reconciled:  %v\n", reconciled)
 	if st.Message != "" {
-		fmt.Printf("Message:     %s\n", st.Message)
+		fmt.Fprintf(w, "Message:     %s\n", st.Message)
 	}
 	if obj.DeletionRequestedAt != nil {
-		fmt.Printf("Deleting:    since %s\n", obj.DeletionRequestedAt.Format(time.RFC3339))
+		fmt.Fprintf(w, "Deleting:    since %s\n", obj.DeletionRequestedAt.Format(time.RFC3339))
 	}
 	for _, c := range st.Conditions {
 		if c.WaitingOn != "" && c.Status != client.ConditionTrue {
-			fmt.Printf("Waiting on:  %s (for %s)\n", c.WaitingOn, age(c.LastTransitionTime))
+			fmt.Fprintf(w, "Waiting on:  %s (for %s)\n", c.WaitingOn, age(c.LastTransitionTime))
 		}
 	}
 	if !reconciled {
 		if chain, err := waitChain(ctx, res.Client(), res.Kind(), obj.ID); err == nil && chain != "" {
-			fmt.Printf("Root cause:  %s\n", chain)
+			fmt.Fprintf(w, "Root cause:  %s\n", chain)
 		}
 	}
-	fmt.Println("Spec:")
-	printIndented(obj.Spec)
-	fmt.Println("Status:")
-	printIndented(obj.Status)
+	fmt.Fprintln(w, "Spec:")
+	printIndented(w, obj.Spec)
+	fmt.Fprintln(w, "Status:")
+	printIndented(w, obj.Status)
 	if len(st.Conditions) > 0 {
-		fmt.Println("Conditions:")
-		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "Conditions:")
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  TYPE\tSTATUS\tREASON\tAGE\tMESSAGE")
 		for _, c := range st.Conditions {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", c.Type, c.Status, orDash(c.Reason), age(c.LastTransitionTime), c.Message)
 		}
-		_ = tw.Flush()
+		if err := tw.Flush(); err != nil {
+			return err
+		}
 	}
-	fmt.Println("Events:")
+	fmt.Fprintln(w, "Events:")
 	if len(evs) > 10 {
 		evs = evs[len(evs)-10:]
 	}
-	printEvents(evs)
-	return nil
+	return printEvents(w, evs, outTable, true)
 }
 
-func printIndented(raw json.RawMessage) {
+func printIndented(w io.Writer, raw json.RawMessage) {
 	var v any
 	if json.Unmarshal(raw, &v) != nil {
-		fmt.Printf("  %s\n", raw)
+		fmt.Fprintf(w, "  %s\n", raw)
 		return
 	}
 	out, _ := json.MarshalIndent(v, "  ", "  ")
-	fmt.Printf("  %s\n", out)
+	fmt.Fprintf(w, "  %s\n", out)
 }
 
-func printEvents(evs []client.Event) {
-	if len(evs) == 0 {
-		fmt.Println("  <none>")
-		return
+func (q *cli) eventsCmd() *cobra.Command {
+	var output string
+	var watch bool
+	var interval time.Duration
+	cmd := &cobra.Command{
+		Use:   "events KIND NAME",
+		Short: "List what happened to an object, and why",
+		Example: `  qleet events instance web
+  qleet events instance web --watch      # then print new events as they happen (Ctrl-C to stop)`,
+		Args:              objectArgs(true),
+		ValidArgsFunction: q.completeObject,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			res, err := q.resource(args)
+			if err != nil {
+				return err
+			}
+			obj, err := res.GetByName(cmd.Context(), args[1])
+			if err != nil {
+				return err
+			}
+			if watch {
+				return watchEvents(cmd.Context(), cmd.OutOrStdout(), res, obj.ID, output, interval)
+			}
+			evs, err := res.Events(cmd.Context(), obj.ID)
+			if err != nil {
+				return err
+			}
+			if structured(output) {
+				return printStructured(cmd.OutOrStdout(), output, evs)
+			}
+			return printEvents(cmd.OutOrStdout(), evs, output, true)
+		},
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  AGE\tTYPE\tREASON\tGEN\tDURATION\tMESSAGE")
+	addOutputFlag(cmd, &output)
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after listing, print new events as they are recorded (a poll every --watch-interval)")
+	cmd.Flags().DurationVar(&interval, "watch-interval", 2*time.Second, "how often --watch polls the API")
+	q.addConnFlags(cmd.Flags())
+	return cmd
+}
+
+// printEvents writes events as an indented table, with a header when header is set.
+func printEvents(w io.Writer, evs []client.Event, output string, header bool) error {
+	if len(evs) == 0 && header {
+		fmt.Fprintln(w, "  <none>")
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if header {
+		if output == outWide {
+			fmt.Fprintln(tw, "  AGE\tTYPE\tREASON\tGEN\tDURATION\tSOURCE\tTIME\tMESSAGE")
+		} else {
+			fmt.Fprintln(tw, "  AGE\tTYPE\tREASON\tGEN\tDURATION\tMESSAGE")
+		}
+	}
 	for _, e := range evs {
+		if output == outWide {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%dms\t%s\t%s\t%s\n", age(e.CreatedAt), e.Type, e.Reason, e.Generation, e.DurationMS,
+				orDash(e.Source), e.CreatedAt.Format(time.RFC3339), e.Message)
+			continue
+		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%dms\t%s\n", age(e.CreatedAt), e.Type, e.Reason, e.Generation, e.DurationMS, truncate(e.Message, 100))
 	}
-	_ = tw.Flush()
+	return tw.Flush()
 }
 
-func age(t time.Time) string {
-	if t.IsZero() {
-		return "-"
+func (q *cli) deleteCmd() *cobra.Command {
+	var cascade, orphan, wait bool
+	cmd := &cobra.Command{
+		Use:   "delete KIND NAME",
+		Short: "Request an object's deletion",
+		Example: `  qleet delete instance web --wait
+  qleet delete runtime eu-west --cascade      # its dependents first
+  qleet delete instance web --orphan          # its cluster is gone: abandon what it made there`,
+		Args:              objectArgs(true),
+		ValidArgsFunction: q.completeObject,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			res, err := q.resource(args)
+			if err != nil {
+				return err
+			}
+			obj, err := res.GetByName(cmd.Context(), args[1])
+			if err != nil {
+				return err
+			}
+			if err := res.Delete(cmd.Context(), obj.ID, client.DeleteOptions{Cascade: cascade, Orphan: orphan, Wait: wait}); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %q deletion requested\n", res.Kind(), args[1])
+			return nil
+		},
 	}
-	d := time.Since(t)
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm%ds", int(d.Minutes()), int(d.Seconds())%60)
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh%dm", int(d.Hours()), int(d.Minutes())%60)
-	default:
-		return fmt.Sprintf("%dd", int(d.Hours()/24))
-	}
+	cmd.Flags().BoolVar(&cascade, "cascade", false, "delete dependents first")
+	cmd.Flags().BoolVar(&orphan, "orphan", false, "abandon what the object made in its cluster (when the cluster is gone or unreachable)")
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the object is gone")
+	q.addConnFlags(cmd.Flags())
+	return cmd
 }
 
-func orDash(s string) string {
-	if s == "" {
-		return "-"
+func (q *cli) imageCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "image",
+		Short: "Change a container's image in a workload definition (the CI hook)",
+		Args:  cobra.ArbitraryArgs,
+		RunE:  groupRunE,
 	}
-	return s
+	set := &cobra.Command{
+		Use:     "set DEFINITION CONTAINER IMAGE",
+		Short:   "Set one container's image; every instance of the definition rolls it out",
+		Example: `  qleet image set web web nginx:1.27`,
+		Args:    exactArgs(3),
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+			if len(args) == 0 {
+				return q.completeNames(cmd.Context(), client.KindWorkloadDefinition, toComplete), cobra.ShellCompDirectiveNoFileComp
+			}
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := q.client()
+			if err != nil {
+				return err
+			}
+			def, err := cl.WorkloadDefinitions().GetByName(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			res, err := cl.SetImage(cmd.Context(), def.ID, client.ImageChange{Container: args[1], Image: args[2]})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "workload_definition %q: container %q now runs %s\n", args[0], args[1], args[2])
+			for _, r := range res.UpdatedInstances {
+				fmt.Fprintf(cmd.OutOrStdout(), "  rolling out to workload_instance %q\n", r.Name)
+			}
+			return nil
+		},
+	}
+	q.addConnFlags(set.Flags())
+	cmd.AddCommand(set)
+	return cmd
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
+func (q *cli) reconcileCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:               "reconcile KIND NAME",
+		Short:             "Ask the controller to reconcile an object now",
+		Args:              objectArgs(true),
+		ValidArgsFunction: q.completeObject,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			res, err := q.resource(args)
+			if err != nil {
+				return err
+			}
+			obj, err := res.GetByName(cmd.Context(), args[1])
+			if err != nil {
+				return err
+			}
+			if err := res.RequestReconcile(cmd.Context(), obj.ID); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %q: reconcile requested\n", res.Kind(), args[1])
+			return nil
+		},
 	}
-	return s[:n-1] + "…"
-}
-
-func runImage(ctx context.Context, args []string) error {
-	if len(args) != 4 || args[0] != "set" {
-		return usageError{"usage: qleet image set <definition> <container> <image>"}
-	}
-	cl, err := newClient()
-	if err != nil {
-		return err
-	}
-	def, err := cl.WorkloadDefinitions().GetByName(ctx, args[1])
-	if err != nil {
-		return err
-	}
-	var out struct {
-		UpdatedInstances []client.ObjectRef `json:"updated_instances"`
-	}
-	body := map[string]string{"container": args[2], "image": args[3]}
-	if err := cl.Do(ctx, "POST", "/v1/workload_definitions/"+def.ID+"/image", nil, nil, body, &out); err != nil {
-		return err
-	}
-	fmt.Printf("workload_definition %q: container %q now runs %s\n", args[1], args[2], args[3])
-	for _, r := range out.UpdatedInstances {
-		fmt.Printf("  rolling out to workload_instance %q\n", r.Name)
-	}
-	return nil
-}
-
-func runReconcile(ctx context.Context, args []string) error {
-	if len(args) != 2 {
-		return usageError{"usage: qleet reconcile <kind> <name>"}
-	}
-	kind, err := resolveKind(args[0])
-	if err != nil {
-		return err
-	}
-	cl, err := newClient()
-	if err != nil {
-		return err
-	}
-	obj, err := cl.Raw(kind).GetByName(ctx, args[1])
-	if err != nil {
-		return err
-	}
-	if err := cl.Raw(kind).RequestReconcile(ctx, obj.ID); err != nil {
-		return err
-	}
-	fmt.Printf("%s %q: reconcile requested\n", kind, args[1])
-	return nil
+	q.addConnFlags(cmd.Flags())
+	return cmd
 }

@@ -4,65 +4,74 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
-// runGraph prints the dependency graph as trees: for an object, what it depends on and what depends on
-// it; with no object, every object that nothing depends on, with its dependencies.
-func runGraph(ctx context.Context, args []string) error {
-	output := "table"
-	var pos []string
-	for i := 0; i < len(args); i++ {
-		switch a := args[i]; {
-		case a == "-o" && i+1 < len(args):
-			output = args[i+1]
-			i++
-		case strings.HasPrefix(a, "-o="):
-			output = strings.TrimPrefix(a, "-o=")
-		default:
-			pos = append(pos, a)
-		}
+func (q *cli) graphCmd() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "graph [KIND NAME]",
+		Short: "Print the dependency graph as trees",
+		Long: `graph prints, for an object, what it depends on and what depends on it; with no object, every object
+that nothing depends on, with its dependencies. The same graph is served at GET /v1/graph.`,
+		Example: `  qleet graph
+  qleet graph instance web
+  qleet graph -o json`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 0 && len(args) != 2 {
+				return usagef("usage: %s", cmd.UseLine())
+			}
+			if len(args) == 2 {
+				_, err := resolveKind(args[0])
+				return err
+			}
+			return nil
+		},
+		ValidArgsFunction: q.completeObject,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			cl, err := q.client()
+			if err != nil {
+				return err
+			}
+			root := ""
+			if len(args) == 2 {
+				kind, _ := resolveKind(args[0])
+				root = kind + "/" + args[1]
+			}
+			g, err := cl.Graph(cmd.Context(), root)
+			if err != nil {
+				return err
+			}
+			if structured(output) {
+				return printStructured(cmd.OutOrStdout(), output, g)
+			}
+			printGraph(cmd.OutOrStdout(), g, time.Now(), width(output, 120))
+			return nil
+		},
 	}
-	if len(pos) != 0 && len(pos) != 2 || output != "table" && output != "json" {
-		return usageError{"usage: qleet graph [<kind> <name>] [-o table|json]"}
-	}
-	cl, err := newClient()
-	if err != nil {
-		return err
-	}
-	root := ""
-	if len(pos) == 2 {
-		kind, err := resolveKind(pos[0])
-		if err != nil {
-			return err
-		}
-		root = kind + "/" + pos[1]
-	}
-	g, err := cl.Graph(ctx, root)
-	if err != nil {
-		return err
-	}
-	if output == "json" {
-		return printJSON(g)
-	}
-	printGraph(os.Stdout, g, time.Now())
-	return nil
+	addOutputFlag(cmd, &output)
+	q.addConnFlags(cmd.Flags())
+	return cmd
 }
 
 // printGraph writes the trees of a graph.
-func printGraph(w io.Writer, g *client.Graph, now time.Time) {
+func printGraph(w io.Writer, g *client.Graph, now time.Time, msgWidth int) {
 	if g.Root != "" {
 		n := g.Node(g.Root)
-		fmt.Fprintln(w, nodeLine(n, now))
-		printTree(w, g, g.Root, "", g.Providers, func(e client.GraphEdge) string { return e.To }, now, map[string]bool{g.Root: true})
+		fmt.Fprintln(w, nodeLine(n, now, msgWidth))
+		printTree(w, g, g.Root, "", g.Providers, func(e client.GraphEdge) string { return e.To }, now, msgWidth, map[string]bool{g.Root: true})
 		if cs := g.Consumers(g.Root); len(cs) > 0 {
 			fmt.Fprintf(w, "\nused by:\n")
-			fmt.Fprintln(w, nodeLine(n, now))
-			printTree(w, g, g.Root, "", g.Consumers, func(e client.GraphEdge) string { return e.From }, now, map[string]bool{g.Root: true})
+			fmt.Fprintln(w, nodeLine(n, now, msgWidth))
+			printTree(w, g, g.Root, "", g.Consumers, func(e client.GraphEdge) string { return e.From }, now, msgWidth, map[string]bool{g.Root: true})
 		}
 		return
 	}
@@ -70,12 +79,12 @@ func printGraph(w io.Writer, g *client.Graph, now time.Time) {
 		if len(g.Consumers(n.ID)) > 0 {
 			continue
 		}
-		fmt.Fprintln(w, nodeLine(&n, now))
-		printTree(w, g, n.ID, "", g.Providers, func(e client.GraphEdge) string { return e.To }, now, map[string]bool{n.ID: true})
+		fmt.Fprintln(w, nodeLine(&n, now, msgWidth))
+		printTree(w, g, n.ID, "", g.Providers, func(e client.GraphEdge) string { return e.To }, now, msgWidth, map[string]bool{n.ID: true})
 	}
 }
 
-func printTree(w io.Writer, g *client.Graph, id, indent string, edges func(string) []client.GraphEdge, other func(client.GraphEdge) string, now time.Time, seen map[string]bool) {
+func printTree(w io.Writer, g *client.Graph, id, indent string, edges func(string) []client.GraphEdge, other func(client.GraphEdge) string, now time.Time, msgWidth int, seen map[string]bool) {
 	es := edges(id)
 	for i, e := range es {
 		branch, next := "├── ", "│   "
@@ -86,16 +95,16 @@ func printTree(w io.Writer, g *client.Graph, id, indent string, edges func(strin
 		if n == nil {
 			continue
 		}
-		fmt.Fprintf(w, "%s%s%s  [%s]\n", indent, branch, nodeLine(n, now), e.Why)
+		fmt.Fprintf(w, "%s%s%s  [%s]\n", indent, branch, nodeLine(n, now, msgWidth), e.Why)
 		if !seen[n.ID] {
 			seen[n.ID] = true
-			printTree(w, g, n.ID, indent+next, edges, other, now, seen)
+			printTree(w, g, n.ID, indent+next, edges, other, now, msgWidth, seen)
 		}
 	}
 }
 
 // nodeLine is `kind/name  Phase  message (waiting on ..., for ...)`.
-func nodeLine(n *client.GraphNode, now time.Time) string {
+func nodeLine(n *client.GraphNode, now time.Time, msgWidth int) string {
 	phase := string(n.Phase)
 	if phase == "" {
 		phase = "Pending"
@@ -105,7 +114,7 @@ func nodeLine(n *client.GraphNode, now time.Time) string {
 	}
 	line := fmt.Sprintf("%s/%s  %s", n.Kind, n.Name, phase)
 	if n.Message != "" && !n.Reconciled {
-		line += "  " + truncate(n.Message, 120)
+		line += "  " + truncate(n.Message, msgWidth)
 	}
 	if n.WaitingSince != nil && n.Message == "" {
 		line += fmt.Sprintf("  waiting on %s for %s", n.WaitingOn, now.Sub(*n.WaitingSince).Truncate(time.Second))

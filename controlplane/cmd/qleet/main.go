@@ -3,94 +3,217 @@
 //	qleet server      run everything in one process (API, relay, controllers, embedded NATS, SQLite)
 //	qleet api         run the API server and outbox relay (scale-out)
 //	qleet controller  run the controllers against a remote API (scale-out)
-//	qleet get|describe|delete|events <kind> [name]
-//	qleet image set <definition> <container> <image>
+//	qleet agent       run the status agent of one runtime
+//	qleet get|describe|delete|events|graph|pods|reconcile|plan ...   the CLI verbs
+//	qleet login|config|token|completion|version                        settings
+//
+// The commands are built with cobra; `qleet <command> --help` documents each.
 package main
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+
+	"github.com/spf13/cobra"
 )
-
-const usage = `qleet: the QleetOS control plane and CLI
-
-Usage:
-  qleet server     [--data-dir DIR] [--listen ADDR]             run everything in one process
-  qleet api        --database-url URL --nats-url URL [--listen ADDR] [--data-dir DIR]
-  qleet controller --api-endpoint URL --token TOKEN --nats-url URL
-  qleet get        <kind> [name] [-o table|json]
-  qleet describe   <kind> <name> [--trace]                       --trace: the hops of its last reconcile, timed
-  qleet delete     <kind> <name> [--cascade] [--orphan] [--wait]
-  qleet events     <kind> <name>
-  qleet image set  <definition> <container> <image>
-  qleet graph      [<kind> <name>] [-o table|json]               the dependency graph, as trees
-  qleet pods       <instance>                                    pods of an instance in its clusters
-  qleet reconcile  <kind> <name>                                 ask the controller to reconcile now
-  qleet token create --name NAME --role ROLE [--ttl 720h]        make an API token (shown once; admin)
-  qleet token list | revoke <id>                                 list or revoke API tokens (admin)
-  qleet agent      --runtime NAME [--endpoint URL] [--kubeconfig PATH]   run the status agent (QLEET_TOKEN)
-  qleet agent install --runtime NAME [--endpoint URL]            print the manifests that run the agent in-cluster
-
-Kinds: kubernetes_runtime(s), runtime_profile(s), workload_definition(s), workload_instance(s), gateway(s),
-domain_name(s), support_service(s), secret(s) (short: runtime, profile, definition, instance, gateway, domain,
-support).
-CLI verbs read QLEET_ENDPOINT (default http://127.0.0.1:8080), QLEET_TOKEN (default: the admin token in
-the data dir) and QLEET_CA_CERT (the CA certificate of a TLS endpoint). Flags may also be given as QLEET_<FLAG> environment variables, e.g. QLEET_DATA_DIR.
-`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:]); err != nil {
-		var ue usageError
-		if errors.As(err, &ue) {
-			fmt.Fprintf(os.Stderr, "qleet: %v (run 'qleet help' for usage)\n", err)
-			os.Exit(2)
-		}
-		fmt.Fprintf(os.Stderr, "qleet: %v\n", err)
-		os.Exit(1)
-	}
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+// run executes one qleet command line and returns its exit code: 0 on success, 1 when the command
+// failed, 2 when the command line is wrong. getenv reads the environment, so that tests run commands
+// in-process with an environment of their own.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	q := &cli{getenv: getenv}
+	root := q.rootCmd()
+	root.SetArgs(compatArgs(root, args))
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return exitOK
+	}
+	var ue usageError
+	if errors.As(err, &ue) {
+		path := "qleet"
+		if cmd != nil {
+			path = cmd.CommandPath()
+		}
+		fmt.Fprintf(stderr, "qleet: %v (see '%s --help')\n", err, path)
+		return exitUsage
+	}
+	fmt.Fprintf(stderr, "qleet: %v\n", q.explain(err))
+	return exitError
+}
+
+// cli holds what the commands of one invocation share: the environment and the connection flags.
+type cli struct {
+	getenv func(string) string
+	conn   connFlags
+}
+
+// usageError is a wrong command line: it exits 2 and points at the command's help.
 type usageError struct{ msg string }
 
 func (u usageError) Error() string { return u.msg }
 
-func run(ctx context.Context, args []string) error {
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+// Command groups of `qleet --help`.
+const (
+	groupObjects      = "objects"
+	groupControlPlane = "controlplane"
+	groupSettings     = "settings"
+)
+
+func (q *cli) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "qleet",
+		Short: "The QleetOS control plane and its CLI",
+		Long: `qleet runs the QleetOS control plane (server, api, controller, agent) and talks to its API.
+
+The CLI verbs find the API through, in order: their --endpoint, --token and --ca-cert flags; the
+QLEET_ENDPOINT, QLEET_TOKEN and QLEET_CA_CERT environment variables; the current context of the config
+file (written by 'qleet login'; $QLEET_CONFIG, else $XDG_CONFIG_HOME/qleet/config.yaml, else
+~/.config/qleet/config.yaml); and last http://127.0.0.1:8080 with the admin token in the data dir
+(--data-dir, QLEET_DATA_DIR, default .qleet).
+
+Kinds: ` + strings.Join(kindNames(), ", ") + `
+(short: runtime, profile, definition, instance, gateway, domain, support, secret, database, bucket).`,
+		Example: `  qleet server                                   # everything in one process, in ./.qleet
+  qleet login https://qleet.example.com --token qlt_... --ca-cert ca.crt
+  qleet get instances -o wide --watch
+  qleet describe instance web
+  qleet events instance web --watch
+  source <(qleet completion bash)`,
+		Version:       buildVersion().Version,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Args:          cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			return unknownCommand(cmd, args[0])
+		},
+	}
+	root.SetVersionTemplate("qleet {{.Version}}\n")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err.Error()} })
+	root.AddGroup(
+		&cobra.Group{ID: groupObjects, Title: "Objects:"},
+		&cobra.Group{ID: groupControlPlane, Title: "Running the control plane:"},
+		&cobra.Group{ID: groupSettings, Title: "Settings:"},
+	)
+	root.SetHelpCommandGroupID(groupSettings)
+	root.SetCompletionCommandGroupID(groupSettings)
+	add := func(group string, cmds ...*cobra.Command) {
+		for _, c := range cmds {
+			c.GroupID = group
+			root.AddCommand(c)
+		}
+	}
+	add(groupObjects, q.getCmd(), q.describeCmd(), q.deleteCmd(), q.eventsCmd(), q.graphCmd(), q.podsCmd(),
+		q.imageCmd(), q.reconcileCmd())
+	add(groupControlPlane,
+		q.serverCmd("server", modeServer, "Run everything in one process: API, relay, controllers, embedded NATS, SQLite"),
+		q.serverCmd("api", modeAPI, "Run the API server and the outbox relay (scale-out)"),
+		q.serverCmd("controller", modeController, "Run the controllers against a remote API (scale-out)"),
+		q.agentCmd())
+	add(groupSettings, q.loginCmd(), q.configCmd(), q.tokenCmd(), q.versionCmd())
+	return root
+}
+
+// unknownCommand is the usage error for a word that names no subcommand of cmd, with suggestions.
+func unknownCommand(cmd *cobra.Command, name string) error {
+	msg := fmt.Sprintf("unknown command %q for %q", name, cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2
+	}
+	if s := cmd.SuggestionsFor(name); len(s) > 0 {
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
+	}
+	return usageError{msg}
+}
+
+// groupRunE runs a command that only groups subcommands: it names what is missing or unknown.
+func groupRunE(cmd *cobra.Command, args []string) error {
 	if len(args) == 0 {
-		fmt.Print(usage)
+		var names []string
+		for _, c := range cmd.Commands() {
+			if c.IsAvailableCommand() {
+				names = append(names, c.Name())
+			}
+		}
+		return usagef("missing command: one of %s", strings.Join(names, ", "))
+	}
+	return unknownCommand(cmd, args[0])
+}
+
+// exactArgs is cobra.ExactArgs with a usage error that shows the command's synopsis.
+func exactArgs(n int) cobra.PositionalArgs {
+	return rangeArgs(n, n)
+}
+
+// rangeArgs accepts between lo and hi positional arguments.
+func rangeArgs(lo, hi int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < lo || len(args) > hi {
+			return usagef("usage: %s", cmd.UseLine())
+		}
 		return nil
 	}
-	cmd, rest := args[0], args[1:]
-	switch cmd {
-	case "server":
-		return runServer(ctx, rest, modeServer)
-	case "api":
-		return runServer(ctx, rest, modeAPI)
-	case "controller":
-		return runServer(ctx, rest, modeController)
-	case "get", "describe", "delete", "events":
-		return runCLI(ctx, cmd, rest)
-	case "image":
-		return runImage(ctx, rest)
-	case "graph":
-		return runGraph(ctx, rest)
-	case "pods":
-		return runPods(ctx, rest)
-	case "agent":
-		return runAgent(ctx, rest)
-	case "reconcile":
-		return runReconcile(ctx, rest)
-	case "token":
-		return runToken(ctx, rest)
-	case "help", "-h", "--help":
-		fmt.Print(usage)
-		return nil
-	default:
-		return usageError{fmt.Sprintf("unknown command %q", cmd)}
+}
+
+// compatArgs keeps the command lines of the flag-package CLI that cobra replaced working: a long flag
+// with one dash (-data-dir DIR, -listen=ADDR, -help) gets its second dash, and a shorthand written with
+// two (--o json) loses one. Only names the resolved command knows are rewritten, and nothing after "--".
+func compatArgs(root *cobra.Command, args []string) []string {
+	cmd, _, err := root.Find(args)
+	if err != nil || cmd == nil {
+		return args
 	}
+	known := func(name string) bool {
+		return name == "help" || cmd.Flags().Lookup(name) != nil || cmd.InheritedFlags().Lookup(name) != nil
+	}
+	shorthand := func(name string) bool {
+		return len(name) == 1 && (cmd.Flags().ShorthandLookup(name) != nil || cmd.InheritedFlags().ShorthandLookup(name) != nil)
+	}
+	out := make([]string, 0, len(args))
+	for i, a := range args {
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		name, value, hasValue := strings.Cut(a, "=")
+		switch {
+		case strings.HasPrefix(name, "--") && shorthand(name[2:]):
+			a = name[1:]
+		case strings.HasPrefix(name, "-") && !strings.HasPrefix(name, "--") && len(name) > 2 && known(name[1:]):
+			a = "-" + name
+		default:
+			out = append(out, a)
+			continue
+		}
+		if hasValue {
+			a += "=" + value
+		}
+		out = append(out, a)
+	}
+	return out
 }

@@ -5,9 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,17 +18,40 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/yaml"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
+	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
 )
 
-// buildQleet compiles this command once for the test.
+// qleetBin is the binary the tests that run qleet as a process share: built once per test run.
+var qleetBin struct {
+	once sync.Once
+	dir  string
+	out  []byte
+	err  error
+}
+
+// buildQleet compiles this command, once for all the tests.
 func buildQleet(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "qleet")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-	return bin
+	qleetBin.once.Do(func() {
+		if qleetBin.dir, qleetBin.err = os.MkdirTemp("", "qleet-test-"); qleetBin.err != nil {
+			return
+		}
+		qleetBin.out, qleetBin.err = exec.Command("go", "build", "-o", filepath.Join(qleetBin.dir, "qleet"), ".").CombinedOutput()
+	})
+	require.NoError(t, qleetBin.err, "go build: %s", qleetBin.out)
+	return filepath.Join(qleetBin.dir, "qleet")
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if qleetBin.dir != "" {
+		_ = os.RemoveAll(qleetBin.dir)
+	}
+	os.Exit(code)
 }
 
 func TestServerAndCLI(t *testing.T) {
@@ -349,4 +375,407 @@ func TestCLIHonoursQLEETCACert(t *testing.T) {
 	out, err = run("QLEET_CA_CERT=" + filepath.Join(dir, "tls.crt"))
 	require.NoError(t, err, out)
 	require.Contains(t, out, "NAME")
+}
+
+// The tests below run qleet's commands in-process (run, with an environment of their own) against a
+// control plane started in the test.
+
+// result is what one in-process command line printed, and its exit code.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// qleetIn runs a command line in-process with exactly env as its environment.
+func qleetIn(ctx context.Context, env map[string]string, args ...string) result {
+	var out, errb strings.Builder
+	code := run(ctx, args, func(k string) string { return env[k] }, &out, &errb)
+	return result{stdout: out.String(), stderr: errb.String(), code: code}
+}
+
+// cliEnv is an environment with its own HOME (so no config file of the machine is read) and the given
+// variables.
+func cliEnv(t *testing.T, kv ...string) map[string]string {
+	env := map[string]string{"HOME": t.TempDir()}
+	for i := 0; i+1 < len(kv); i += 2 {
+		env[kv[i]] = kv[i+1]
+	}
+	return env
+}
+
+func TestHelpUsageAndVersion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := cliEnv(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "qleet [command]"},
+		{[]string{"--help"}, "Running the control plane:"},
+		{[]string{"-h"}, "Objects:"},
+		{[]string{"help", "get"}, "qleet get KIND [NAME] [flags]"},
+		{[]string{"get", "--help"}, "-o, --output string"},
+		{[]string{"describe", "-h"}, "--trace"},
+		{[]string{"server", "--help"}, "--support-chart-dir"},
+		{[]string{"server", "-help"}, "--data-dir"},
+		{[]string{"agent", "install", "--help"}, "--runtime"},
+		{[]string{"token", "create", "--help"}, "--role"},
+		{[]string{"config", "--help"}, "use-context"},
+		{[]string{"login", "--help"}, "--ca-cert"},
+		{[]string{"--version"}, "qleet "},
+	} {
+		t.Run(fmt.Sprintf("%q prints help to stdout and exits 0", tc.args), func(t *testing.T) {
+			r := qleetIn(ctx, env, tc.args...)
+			require.Equal(t, 0, r.code, r.stderr)
+			require.Contains(t, r.stdout, tc.want)
+			require.Empty(t, r.stderr)
+		})
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bogus"}, `qleet: unknown command "bogus" for "qleet" (see 'qleet --help')`},
+		{[]string{"gett", "runtimes"}, `did you mean get`},
+		{[]string{"get", "--bogus"}, `qleet: unknown flag: --bogus (see 'qleet get --help')`},
+		{[]string{"get"}, `get: missing kind`},
+		{[]string{"describe", "runtime"}, `describe: missing name`},
+		{[]string{"get", "widgets"}, `unknown kind "widgets" (kinds: bucket,`},
+		{[]string{"get", "runtimes", "-o", "xml"}, `-o "xml": must be one of table, wide, json, yaml`},
+		{[]string{"token"}, `missing command: one of create, list, revoke`},
+		{[]string{"token", "frobnicate"}, `unknown command "frobnicate" for "qleet token"`},
+		{[]string{"image", "set", "web"}, `usage: qleet image set DEFINITION CONTAINER IMAGE`},
+		{[]string{"server", "--listen"}, `flag needs an argument: --listen`},
+		{[]string{"server", "--workers", "many"}, `invalid argument "many" for "--workers"`},
+	} {
+		t.Run(fmt.Sprintf("%q is a usage error: one line on stderr, exit 2", tc.args), func(t *testing.T) {
+			r := qleetIn(ctx, env, tc.args...)
+			require.Equal(t, 2, r.code, r.stdout)
+			require.Empty(t, r.stdout)
+			require.Contains(t, r.stderr, tc.want)
+			require.Equal(t, 1, strings.Count(r.stderr, "\n"), r.stderr)
+		})
+	}
+	t.Run("a bad QLEET_<FLAG> of the server is a usage error naming the variable", func(t *testing.T) {
+		r := qleetIn(ctx, cliEnv(t, "QLEET_WORKERS", "many"), "server", "--data-dir", t.TempDir())
+		require.Equal(t, 2, r.code, r.stdout)
+		require.Contains(t, r.stderr, "QLEET_WORKERS")
+	})
+	t.Run("version prints the version and the Go that built it, also as JSON", func(t *testing.T) {
+		r := qleetIn(ctx, env, "version")
+		require.Equal(t, 0, r.code, r.stderr)
+		require.Regexp(t, `(?m)^qleet \S+\n(  commit: .*\n)?  go:       go1\.`, r.stdout)
+		r = qleetIn(ctx, env, "version", "-o", "json")
+		require.Equal(t, 0, r.code, r.stderr)
+		var v versionInfo
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &v))
+		require.Equal(t, runtime.Version(), v.GoVersion)
+		require.NotEmpty(t, v.Version)
+	})
+}
+
+func TestCompatArgsKeepsTheFlagPackageForms(t *testing.T) {
+	t.Parallel()
+	root := (&cli{getenv: func(string) string { return "" }}).rootCmd()
+	for _, tc := range []struct{ in, want []string }{
+		{[]string{"server", "-data-dir", "d", "-listen=:0", "--log-level", "warn"}, []string{"server", "--data-dir", "d", "--listen=:0", "--log-level", "warn"}},
+		{[]string{"server", "-help"}, []string{"server", "--help"}},
+		{[]string{"get", "runtimes", "--o", "json", "--o=yaml", "-ojson"}, []string{"get", "runtimes", "-o", "json", "-o=yaml", "-ojson"}},
+		{[]string{"agent", "install", "-runtime", "x", "-endpoint=http://h"}, []string{"agent", "install", "--runtime", "x", "--endpoint=http://h"}},
+		{[]string{"get", "runtimes", "--", "-data-dir"}, []string{"get", "runtimes", "--", "-data-dir"}},
+		{[]string{"describe", "instance", "-trace"}, []string{"describe", "instance", "--trace"}},
+		{[]string{"server", "-unknown"}, []string{"server", "-unknown"}},
+	} {
+		require.Equal(t, tc.want, compatArgs(root, tc.in), "%q", tc.in)
+	}
+}
+
+func TestConfigPathAndDefaults(t *testing.T) {
+	t.Parallel()
+	q := func(env map[string]string) *cli { return &cli{getenv: func(k string) string { return env[k] }} }
+	t.Run("QLEET_CONFIG, then XDG_CONFIG_HOME, then ~/.config", func(t *testing.T) {
+		p, err := q(map[string]string{"QLEET_CONFIG": "/a/c.yaml", "XDG_CONFIG_HOME": "/x", "HOME": "/h"}).configPath()
+		require.NoError(t, err)
+		require.Equal(t, "/a/c.yaml", p)
+		p, err = q(map[string]string{"XDG_CONFIG_HOME": "/x", "HOME": "/h"}).configPath()
+		require.NoError(t, err)
+		require.Equal(t, "/x/qleet/config.yaml", p)
+		p, err = q(map[string]string{"HOME": "/h"}).configPath()
+		require.NoError(t, err)
+		require.Equal(t, "/h/.config/qleet/config.yaml", p)
+	})
+	t.Run("with nothing set: the default endpoint and the admin token of the data dir", func(t *testing.T) {
+		dir := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "admin.token"), []byte("qlt_admin\n"), 0o600))
+		c, err := q(map[string]string{"HOME": t.TempDir(), "QLEET_DATA_DIR": dir}).resolveConn()
+		require.NoError(t, err)
+		require.Equal(t, connection{Endpoint: "http://127.0.0.1:8080", EndpointFrom: "the default", Token: "qlt_admin",
+			TokenFrom: filepath.Join(dir, "admin.token")}, c)
+		_, err = q(map[string]string{"HOME": t.TempDir(), "QLEET_DATA_DIR": t.TempDir()}).resolveConn()
+		require.ErrorContains(t, err, "no token: run qleet login, set QLEET_TOKEN")
+	})
+	t.Run("a broken config file is named", func(t *testing.T) {
+		p := filepath.Join(t.TempDir(), "c.yaml")
+		require.NoError(t, os.WriteFile(p, []byte("contexts: [{name: a, endpoint: x, colour: red}]\n"), 0o600))
+		_, err := q(map[string]string{"QLEET_CONFIG": p}).resolveConn()
+		require.ErrorContains(t, err, p)
+		require.ErrorContains(t, err, "colour")
+	})
+}
+
+// cliServer starts a control plane with one Ready workload definition, "web", and returns it with an
+// environment that reaches it through QLEET_ENDPOINT and QLEET_TOKEN.
+func cliServer(t *testing.T) (*app.App, *client.Client, *client.WorkloadDefinition, map[string]string) {
+	t.Helper()
+	a, cl := cptest.Start(t, cptest.Config())
+	ctx := context.Background()
+	def, err := cl.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "web", Labels: map[string]string{"tier": "front"}},
+		Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "web", Image: "nginx:1.27"}}}})
+	require.NoError(t, err)
+	def, err = cl.WorkloadDefinitions().WaitReconciled(cptest.Wait(t, 30*time.Second), def.ID)
+	require.NoError(t, err)
+	return a, cl, def, cliEnv(t, "QLEET_ENDPOINT", a.Endpoint, "QLEET_TOKEN", a.AdminToken)
+}
+
+func TestOutputFormatsParseBack(t *testing.T) {
+	t.Parallel()
+	_, cl, def, env := cliServer(t)
+	ctx := context.Background()
+	ok := func(t *testing.T, args ...string) string {
+		t.Helper()
+		r := qleetIn(ctx, env, args...)
+		require.Equal(t, 0, r.code, r.stderr)
+		return r.stdout
+	}
+	t.Run("get -o yaml and -o json", func(t *testing.T) {
+		var list []client.WorkloadDefinition
+		require.NoError(t, yaml.Unmarshal([]byte(ok(t, "get", "definitions", "-o", "yaml")), &list))
+		require.Len(t, list, 1)
+		require.Equal(t, def.ID, list[0].ID)
+		require.Equal(t, "nginx:1.27", list[0].Spec.Containers[0].Image)
+		var one client.WorkloadDefinition
+		require.NoError(t, yaml.Unmarshal([]byte(ok(t, "get", "definition", "web", "-o", "yaml")), &one))
+		require.Equal(t, def.ID, one.ID)
+		require.NoError(t, json.Unmarshal([]byte(ok(t, "get", "definition", "web", "-o", "json")), &one))
+		require.Equal(t, def.ID, one.ID)
+	})
+	t.Run("get -o wide adds the id and labels", func(t *testing.T) {
+		out := ok(t, "get", "definitions", "-o", "wide")
+		require.Regexp(t, `(?m)^NAME\s+PHASE\s+GEN\s+OBSERVED\s+AGE\s+ID\s+LABELS\s+MESSAGE$`, out)
+		require.Regexp(t, `(?m)^web\s+Ready\s+1\s+1\s+\S+\s+`+def.ID+`\s+tier=front`, out)
+	})
+	t.Run("describe -o yaml", func(t *testing.T) {
+		var d struct {
+			Object client.WorkloadDefinition `json:"object"`
+			Events []client.Event            `json:"events"`
+		}
+		require.NoError(t, yaml.Unmarshal([]byte(ok(t, "describe", "definition", "web", "-o", "yaml")), &d))
+		require.Equal(t, def.ID, d.Object.ID)
+		require.NotEmpty(t, d.Events)
+	})
+	t.Run("events -o json, -o yaml and -o wide", func(t *testing.T) {
+		var evs []client.Event
+		require.NoError(t, json.Unmarshal([]byte(ok(t, "events", "definition", "web", "-o", "json")), &evs))
+		require.NotEmpty(t, evs)
+		require.Equal(t, def.ID, evs[0].ObjectID)
+		var evs2 []client.Event
+		require.NoError(t, yaml.Unmarshal([]byte(ok(t, "events", "definition", "web", "-o", "yaml")), &evs2))
+		require.Equal(t, evs[0].ID, evs2[0].ID)
+		require.Regexp(t, `(?m)^\s+AGE\s+TYPE\s+REASON\s+GEN\s+DURATION\s+SOURCE\s+TIME\s+MESSAGE$`, ok(t, "events", "definition", "web", "-o", "wide"))
+	})
+	t.Run("graph -o yaml", func(t *testing.T) {
+		var g client.Graph
+		require.NoError(t, yaml.Unmarshal([]byte(ok(t, "graph", "definition", "web", "-o", "yaml")), &g))
+		require.NotNil(t, g.Node(def.ID), "%+v", g)
+	})
+	t.Run("image set goes through the typed client and names the definition", func(t *testing.T) {
+		out := ok(t, "image", "set", "web", "web", "nginx:1.28")
+		require.Contains(t, out, `workload_definition "web": container "web" now runs nginx:1.28`)
+		got, err := cl.WorkloadDefinitions().Get(ctx, def.ID)
+		require.NoError(t, err)
+		require.Equal(t, "nginx:1.28", got.Spec.Containers[0].Image)
+		r := qleetIn(ctx, env, "image", "set", "web", "nope", "nginx:1.28")
+		require.Equal(t, 1, r.code)
+		require.Contains(t, r.stderr, "container")
+	})
+}
+
+func TestWatchPrintsChanges(t *testing.T) {
+	t.Parallel()
+	_, cl, def, env := cliServer(t)
+	ctx := context.Background()
+	// watch runs a command until stop is called, collecting its output.
+	watch := func(t *testing.T, args ...string) (*syncBuffer, func() int) {
+		out := &syncBuffer{}
+		wctx, cancel := context.WithCancel(ctx)
+		done := make(chan int, 1)
+		go func() { done <- run(wctx, args, func(k string) string { return env[k] }, out, out) }()
+		return out, func() int {
+			cancel()
+			select {
+			case code := <-done:
+				return code
+			case <-time.After(10 * time.Second):
+				t.Fatal("the watch did not end with its context")
+				return -1
+			}
+		}
+	}
+	t.Run("get --watch prints a new object, then its deletion", func(t *testing.T) {
+		out, stop := watch(t, "get", "definitions", "--watch", "--watch-interval", "50ms")
+		require.Eventually(t, func() bool { return regexp.MustCompile(`(?m)^web\s+Ready`).MatchString(out.String()) },
+			10*time.Second, 20*time.Millisecond, "the first list")
+		added, err := cl.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "watched"},
+			Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "w", Image: "nginx:1.27"}}}})
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return regexp.MustCompile(`(?m)^watched\s+Ready\s+1\s+1`).MatchString(out.String()) },
+			30*time.Second, 20*time.Millisecond, "the new object, once Ready: %s", out)
+		require.NoError(t, cl.WorkloadDefinitions().Delete(ctx, added.ID, client.DeleteOptions{}))
+		require.Eventually(t, func() bool { return regexp.MustCompile(`(?m)^watched\s+Deleted`).MatchString(out.String()) },
+			30*time.Second, 20*time.Millisecond, "its deletion: %s", out)
+		require.Equal(t, 0, stop(), "Ctrl-C ends a watch without an error")
+		require.Equal(t, 1, strings.Count(out.String(), "NAME"), "one header: %s", out)
+	})
+	t.Run("events --watch prints the events of a new generation", func(t *testing.T) {
+		out, stop := watch(t, "events", "definition", "web", "--watch", "--watch-interval", "50ms")
+		require.Eventually(t, func() bool { return strings.Contains(out.String(), "REASON") }, 10*time.Second, 20*time.Millisecond)
+		require.NotRegexp(t, `(?m)^\s+\S+\s+Normal\s+\w+\s+2\s`, out.String())
+		_, err := cl.SetImage(ctx, def.ID, client.ImageChange{Container: "web", Image: "nginx:1.29"})
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return regexp.MustCompile(`(?m)^\s+\S+\s+Normal\s+\w+\s+2\s`).MatchString(out.String()) },
+			30*time.Second, 20*time.Millisecond, "an event of generation 2: %s", out)
+		require.Equal(t, 0, stop())
+	})
+}
+
+func TestContextsAndPrecedence(t *testing.T) {
+	t.Parallel()
+	a, cl, _, _ := cliServer(t)
+	ctx := context.Background()
+	home := t.TempDir()
+	emptyData := t.TempDir()
+	base := func(kv ...string) map[string]string {
+		env := map[string]string{"HOME": home, "QLEET_DATA_DIR": emptyData}
+		for i := 0; i+1 < len(kv); i += 2 {
+			env[kv[i]] = kv[i+1]
+		}
+		return env
+	}
+	viewer, err := cl.Tokens().Create(ctx, client.TokenRequest{Name: "viewer", Role: client.RoleViewer})
+	require.NoError(t, err)
+	cfgPath := filepath.Join(home, ".config", "qleet", "config.yaml")
+
+	t.Run("login refuses a bad token and writes nothing", func(t *testing.T) {
+		r := qleetIn(ctx, base(), "login", a.Endpoint, "--token", "qlt_wrong")
+		require.Equal(t, 1, r.code)
+		require.Contains(t, r.stderr, "invalid bearer token")
+		require.NoFileExists(t, cfgPath)
+	})
+	t.Run("login writes a context, mode 0600, and makes it current", func(t *testing.T) {
+		r := qleetIn(ctx, base(), "login", a.Endpoint, "--token", a.AdminToken, "--name", "local")
+		require.Equal(t, 0, r.code, r.stderr)
+		require.Contains(t, r.stdout, `context "local" is current`)
+		info, err := os.Stat(cfgPath)
+		require.NoError(t, err)
+		require.Equal(t, os.FileMode(0o600), info.Mode().Perm())
+		r = qleetIn(ctx, base(), "login", a.Endpoint, "--name", "viewer", "--token", viewer.Token)
+		require.Equal(t, 0, r.code, r.stderr)
+		r = qleetIn(ctx, base(), "config", "current-context")
+		require.Equal(t, "viewer\n", r.stdout)
+		r = qleetIn(ctx, base(), "config", "use-context", "local")
+		require.Equal(t, 0, r.code, r.stderr)
+		r = qleetIn(ctx, base(), "config", "current-context")
+		require.Equal(t, "local\n", r.stdout)
+		r = qleetIn(ctx, base(), "config", "get-contexts")
+		require.Regexp(t, `(?m)^\*\s+local\s+`+regexp.QuoteMeta(a.Endpoint), r.stdout)
+		require.Regexp(t, `(?m)^\s+viewer\s+`, r.stdout)
+		require.NotContains(t, r.stdout, a.AdminToken, "tokens are not shown")
+		r = qleetIn(ctx, base(), "config", "use-context", "nope")
+		require.Equal(t, 1, r.code)
+		require.Contains(t, r.stderr, `no context "nope"`)
+	})
+	// An admin-only verb tells the admin context from the viewer's.
+	admin := func(t *testing.T, env map[string]string, args ...string) result {
+		t.Helper()
+		return qleetIn(ctx, env, append([]string{"token", "list"}, args...)...)
+	}
+	t.Run("the current context needs no flags or environment", func(t *testing.T) {
+		r := admin(t, base())
+		require.Equal(t, 0, r.code, r.stderr)
+		require.Contains(t, r.stdout, "viewer")
+	})
+	t.Run("--context picks another context", func(t *testing.T) {
+		r := admin(t, base(), "--context", "viewer")
+		require.Equal(t, 1, r.code)
+		require.Contains(t, r.stderr, "may not manage tokens")
+		r = admin(t, base("QLEET_CONTEXT", "viewer"))
+		require.Equal(t, 1, r.code, "QLEET_CONTEXT too")
+		r = admin(t, base(), "--context", "nope")
+		require.Equal(t, 2, r.code)
+		require.Contains(t, r.stderr, `no context "nope"`)
+	})
+	t.Run("the environment beats the context", func(t *testing.T) {
+		r := admin(t, base("QLEET_ENDPOINT", "http://127.0.0.1:1", "QLEET_TOKEN", "x"))
+		require.Equal(t, 1, r.code)
+		require.Contains(t, r.stderr, "cannot reach the QleetOS API at http://127.0.0.1:1: is `qleet server` running? (connection refused, from QLEET_ENDPOINT)")
+		r = admin(t, base("QLEET_TOKEN", viewer.Token))
+		require.Equal(t, 1, r.code)
+		require.Contains(t, r.stderr, "may not manage tokens")
+	})
+	t.Run("flags beat the environment", func(t *testing.T) {
+		r := admin(t, base("QLEET_ENDPOINT", "http://127.0.0.1:1"), "--endpoint", a.Endpoint)
+		require.Equal(t, 0, r.code, r.stderr)
+		r = admin(t, base("QLEET_TOKEN", viewer.Token), "--token", a.AdminToken)
+		require.Equal(t, 0, r.code, r.stderr)
+		r = admin(t, base(), "--token", viewer.Token)
+		require.Equal(t, 1, r.code)
+	})
+	t.Run("a context's token goes only to the context's endpoint", func(t *testing.T) {
+		other := strings.Replace(a.Endpoint, "127.0.0.1", "localhost", 1)
+		r := admin(t, base("QLEET_ENDPOINT", other))
+		require.Equal(t, 1, r.code)
+		require.Contains(t, r.stderr, "no token")
+		r = admin(t, base("QLEET_ENDPOINT", other, "QLEET_DATA_DIR", a.DataDir()))
+		require.Equal(t, 0, r.code, "the data dir's admin token is the last default: %s", r.stderr)
+	})
+	t.Run("delete-context forgets it", func(t *testing.T) {
+		r := qleetIn(ctx, base(), "config", "delete-context", "viewer")
+		require.Equal(t, 0, r.code, r.stderr)
+		data, err := os.ReadFile(cfgPath)
+		require.NoError(t, err)
+		require.NotContains(t, string(data), viewer.Token)
+	})
+}
+
+func TestCompletion(t *testing.T) {
+	t.Parallel()
+	_, _, _, env := cliServer(t)
+	ctx := context.Background()
+	for shell, want := range map[string]string{"bash": "__start_qleet", "zsh": "#compdef qleet", "fish": "complete -c qleet"} {
+		r := qleetIn(ctx, env, "completion", shell)
+		require.Equal(t, 0, r.code, r.stderr)
+		require.Contains(t, r.stdout, want, shell)
+	}
+	complete := func(args ...string) []string {
+		r := qleetIn(ctx, env, append([]string{"__complete"}, args...)...)
+		require.Equal(t, 0, r.code, r.stderr)
+		return strings.Split(strings.TrimSpace(r.stdout), "\n")
+	}
+	kinds := complete("get", "")
+	require.Contains(t, kinds, "workload_instance")
+	require.Contains(t, kinds, "kubernetes_runtime")
+	require.Equal(t, ":4", kinds[len(kinds)-1], "no file completion")
+	require.Equal(t, []string{"workload_definition", "workload_instance", ":4"}, complete("describe", "work"))
+	require.Equal(t, []string{"web", ":4"}, complete("get", "definition", "w"), "names come from the API")
+	require.Equal(t, []string{":4"}, complete("get", "instance", ""), "no instances")
+	require.Contains(t, complete("get", "runtimes", "-o", ""), "yaml")
+	require.Equal(t, []string{"web", ":4"}, complete("image", "set", ""))
+}
+
+func TestWrongEndpointSaysTheServerMayNotBeRunning(t *testing.T) {
+	t.Parallel()
+	r := qleetIn(context.Background(), cliEnv(t), "get", "runtimes", "--endpoint", "http://127.0.0.1:1", "--token", "x")
+	require.Equal(t, 1, r.code)
+	require.Equal(t, "qleet: cannot reach the QleetOS API at http://127.0.0.1:1: is `qleet server` running? (connection refused, from --endpoint)\n", r.stderr)
 }

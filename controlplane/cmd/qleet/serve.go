@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
+	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/telemetry"
@@ -22,50 +24,112 @@ const (
 	modeController
 )
 
-// envDefault returns $QLEET_<NAME> or def.
-func envDefault(name, def string) string {
-	if v := os.Getenv("QLEET_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); v != "" {
-		return v
+// serverCmd builds `qleet server`, `qleet api` or `qleet controller`: the same flags, different halves of
+// the control plane.
+func (q *cli) serverCmd(use string, m mode, short string) *cobra.Command {
+	var (
+		dataDir, listen, dbURL, natsURL, apiEndpoint, token, tlsCert, tlsKey, metricsAuth, apiCA string
+		secretKey, supportCharts, chartDir, logLevel                                             string
+		workers, traceBuffer                                                                     int
+		resync, drift, failedRecheck, cleanupGrace, scaleDownDelay, ownerGrace, progress         time.Duration
+		tlsSANs                                                                                  []string
+	)
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Long: short + `.
+
+Every flag may also be given as a QLEET_<FLAG> environment variable, e.g. QLEET_DATA_DIR for --data-dir;
+a flag on the command line wins.`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := q.flagsFromEnv(cmd); err != nil {
+				return err
+			}
+			var lvl slog.Level
+			if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
+				return usagef("--log-level: %v", err)
+			}
+			return serve(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), m, lvl, traceBuffer, app.Config{
+				DataDir: dataDir, Listen: listen, DatabaseURL: dbURL, NATSURL: natsURL,
+				APIEndpoint: apiEndpoint, ControllerToken: token, APICACertFile: apiCA,
+				TLSCertFile: tlsCert, TLSKeyFile: tlsKey, TLSSANs: tlsSANs, MetricsAuth: metricsAuth, SecretKeyFile: secretKey,
+				Workers: workers, ResyncInterval: resync, DriftInterval: drift,
+				ChartDir: chartDir, FailedRecheckInterval: failedRecheck, ProgressDeadline: progress, CleanupGrace: cleanupGrace,
+				ScaleDownDelay: scaleDownDelay, OwnerGrace: ownerGrace, SupportChartDir: supportCharts,
+				API: m != modeController, Controllers: m != modeAPI,
+			})
+		},
 	}
-	return def
+	switch m {
+	case modeAPI:
+		cmd.Example = "  qleet api --database-url postgres://qleet@db/qleet --nats-url nats://nats:4222 --listen 0.0.0.0:8443"
+	case modeController:
+		cmd.Example = "  qleet controller --api-endpoint https://qleet:8443 --token qlt_... --api-ca-cert ca.crt --nats-url nats://nats:4222"
+	default:
+		cmd.Example = "  qleet server                                   # in ./.qleet, on 127.0.0.1:8080\n  qleet server --data-dir /var/lib/qleet --listen 0.0.0.0:8443"
+	}
+	fs := cmd.Flags()
+	fs.SortFlags = false
+	fs.StringVar(&dataDir, "data-dir", ".qleet", "data directory (database, NATS store, tokens, local clusters)")
+	fs.StringVar(&listen, "listen", "127.0.0.1:8080", "API listen address")
+	fs.StringVar(&dbURL, "database-url", "", "PostgreSQL URL (default: SQLite in the data dir)")
+	fs.StringVar(&natsURL, "nats-url", "", "external NATS URL (default: embedded)")
+	fs.StringVar(&apiEndpoint, "api-endpoint", "", "API endpoint (controller mode)")
+	fs.StringVar(&token, "token", "", "controller token (controller mode)")
+	fs.IntVar(&workers, "workers", app.DefaultWorkers, "reconcile workers per kind (reconciles mostly wait on the network)")
+	fs.DurationVar(&resync, "resync", 30*time.Second, "resync interval for objects that are not reconciled")
+	fs.DurationVar(&drift, "drift-interval", 60*time.Second, "how often Ready objects are re-checked for drift")
+	fs.DurationVar(&failedRecheck, "failed-recheck", 5*time.Minute, "how often Failed objects are reconciled again, so that a fixed world heals")
+	fs.DurationVar(&cleanupGrace, "cleanup-grace", 2*time.Minute, "how long a deletion waits for an unreachable cluster before it offers orphaning")
+	fs.DurationVar(&scaleDownDelay, "scale-down-delay", 2*time.Minute, "how long a node added by node autoscaling must be idle before it is removed")
+	fs.DurationVar(&ownerGrace, "owner-grace", 5*time.Minute, "how long an object created for owners (a runtime provisioned from a profile) outlives them before it is garbage-collected")
+	fs.DurationVar(&progress, "progress-deadline", 10*time.Minute, "how long a rollout may make no progress before it is Stalled")
+	fs.StringVar(&tlsCert, "tls-cert", "", "TLS certificate file (default: self-signed in the data dir when not on loopback)")
+	fs.StringVar(&tlsKey, "tls-key", "", "TLS key file")
+	fs.StringArrayVar(&tlsSANs, "tls-san", nil, "an extra DNS name or IP address for the self-signed certificate (repeatable)")
+	fs.StringVar(&metricsAuth, "metrics-auth", "auto", "whether /metrics needs a token: auto (when listening beyond loopback), on or off")
+	fs.StringVar(&apiCA, "api-ca-cert", "", "CA certificate of a TLS API (controller mode)")
+	fs.StringVar(&secretKey, "secret-key-file", "", "file with the base64 key that encrypts secrets at rest; API replicas must share it (default: made in the data dir)")
+	fs.StringVar(&supportCharts, "support-chart-dir", "", "local charts for support services by type (<dir>/ingress, <dir>/cert-manager, ...), used instead of the upstream chart repositories; the repository's charts/support works offline")
+	fs.StringVar(&chartDir, "chart-dir", "", "the only directory local Helm charts are read from (default: <data-dir>/charts)")
+	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.IntVar(&traceBuffer, "trace-buffer", tracing.DefaultRecentSpans, "how many recent trace spans to keep in memory for 'qleet describe --trace' (0: none; with no OTEL_* exporter either, tracing is off)")
+	_ = cmd.RegisterFlagCompletionFunc("log-level", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return []string{"debug", "info", "warn", "error"}, cobra.ShellCompDirectiveNoFileComp
+	})
+	_ = cmd.RegisterFlagCompletionFunc("metrics-auth", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return []string{"auto", "on", "off"}, cobra.ShellCompDirectiveNoFileComp
+	})
+	for _, f := range []string{"data-dir", "chart-dir", "support-chart-dir"} {
+		_ = cmd.MarkFlagDirname(f)
+	}
+	return cmd
 }
 
-func runServer(ctx context.Context, args []string, m mode) error {
-	fs := flag.NewFlagSet("qleet", flag.ContinueOnError)
-	dataDir := fs.String("data-dir", envDefault("data-dir", ".qleet"), "data directory (database, NATS store, tokens, local clusters)")
-	listen := fs.String("listen", envDefault("listen", "127.0.0.1:8080"), "API listen address")
-	dbURL := fs.String("database-url", envDefault("database-url", ""), "PostgreSQL URL (default: SQLite in the data dir)")
-	natsURL := fs.String("nats-url", envDefault("nats-url", ""), "external NATS URL (default: embedded)")
-	apiEndpoint := fs.String("api-endpoint", envDefault("api-endpoint", ""), "API endpoint (controller mode)")
-	token := fs.String("token", envDefault("token", ""), "controller token (controller mode)")
-	workers := fs.Int("workers", app.DefaultWorkers, "reconcile workers per kind (reconciles mostly wait on the network)")
-	resync := fs.Duration("resync", 30*time.Second, "resync interval for objects that are not reconciled")
-	drift := fs.Duration("drift-interval", 60*time.Second, "how often Ready objects are re-checked for drift")
-	failedRecheck := fs.Duration("failed-recheck", 5*time.Minute, "how often Failed objects are reconciled again, so that a fixed world heals")
-	cleanupGrace := fs.Duration("cleanup-grace", 2*time.Minute, "how long a deletion waits for an unreachable cluster before it offers orphaning")
-	scaleDownDelay := fs.Duration("scale-down-delay", 2*time.Minute, "how long a node added by node autoscaling must be idle before it is removed")
-	ownerGrace := fs.Duration("owner-grace", 5*time.Minute, "how long an object created for owners (a runtime provisioned from a profile) outlives them before it is garbage-collected")
-	progressDeadline := fs.Duration("progress-deadline", 10*time.Minute, "how long a rollout may make no progress before it is Stalled")
-	tlsCert := fs.String("tls-cert", envDefault("tls-cert", ""), "TLS certificate file (default: self-signed in the data dir when not on loopback)")
-	tlsKey := fs.String("tls-key", envDefault("tls-key", ""), "TLS key file")
-	var tlsSANs stringList
-	fs.Var(&tlsSANs, "tls-san", "an extra DNS name or IP address for the self-signed certificate (repeatable)")
-	metricsAuth := fs.String("metrics-auth", envDefault("metrics-auth", "auto"), "whether /metrics needs a token: auto (when listening beyond loopback), on or off")
-	apiCA := fs.String("api-ca-cert", envDefault("api-ca-cert", ""), "CA certificate of a TLS API (controller mode)")
-	secretKey := fs.String("secret-key-file", envDefault("secret-key-file", ""), "file with the base64 key that encrypts secrets at rest; API replicas must share it (default: made in the data dir)")
-	supportCharts := fs.String("support-chart-dir", envDefault("support-chart-dir", ""), "local charts for support services by type (<dir>/ingress, <dir>/cert-manager, ...), used instead of the upstream chart repositories; the repository's charts/support works offline")
-	chartDir := fs.String("chart-dir", envDefault("chart-dir", ""), "the only directory local Helm charts are read from (default: <data-dir>/charts)")
-	logLevel := fs.String("log-level", envDefault("log-level", "info"), "debug, info, warn or error")
-	traceBuffer := fs.Int("trace-buffer", tracing.DefaultRecentSpans, "how many recent trace spans to keep in memory for 'qleet describe --trace' (0: none; with no OTEL_* exporter either, tracing is off)")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
-	}
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
-		return usageError{fmt.Sprintf("--log-level: %v", err)}
-	}
-	logger := slog.New(telemetry.LogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})))
-	recent := *traceBuffer
+// flagsFromEnv gives every flag not set on the command line the value of its QLEET_<FLAG> environment
+// variable, when that is set.
+func (q *cli) flagsFromEnv(cmd *cobra.Command) error {
+	var err error
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if err != nil || f.Changed || f.Name == "help" {
+			return
+		}
+		env := "QLEET_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := q.getenv(env); v != "" {
+			if serr := f.Value.Set(v); serr != nil {
+				err = usagef("%s: %v", env, serr)
+			}
+		}
+	})
+	return err
+}
+
+// serve starts the control plane and runs it until ctx ends.
+func serve(ctx context.Context, stdout, stderr io.Writer, m mode, lvl slog.Level, traceBuffer int, cfg app.Config) error {
+	logger := slog.New(telemetry.LogHandler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})))
+	cfg.Logger = logger
+	recent := traceBuffer
 	if recent == 0 {
 		recent = -1 // tracing.Config: 0 is the default size, negative keeps none
 	}
@@ -83,15 +147,6 @@ func runServer(ctx context.Context, args []string, m mode) error {
 	if tr.Exporting != "" {
 		logger.Info("exporting traces", "exporter", tr.Exporting)
 	}
-	cfg := app.Config{
-		DataDir: *dataDir, Listen: *listen, DatabaseURL: *dbURL, NATSURL: *natsURL,
-		APIEndpoint: *apiEndpoint, ControllerToken: *token, APICACertFile: *apiCA,
-		TLSCertFile: *tlsCert, TLSKeyFile: *tlsKey, TLSSANs: tlsSANs, MetricsAuth: *metricsAuth, SecretKeyFile: *secretKey,
-		Workers: *workers, ResyncInterval: *resync, DriftInterval: *drift, Logger: logger,
-		ChartDir: *chartDir, FailedRecheckInterval: *failedRecheck, ProgressDeadline: *progressDeadline, CleanupGrace: *cleanupGrace,
-		ScaleDownDelay: *scaleDownDelay, OwnerGrace: *ownerGrace, SupportChartDir: *supportCharts,
-		API: m != modeController, Controllers: m != modeAPI,
-	}
 	if tr.Recent != nil {
 		cfg.Traces = tr.Recent
 	}
@@ -101,15 +156,15 @@ func runServer(ctx context.Context, args []string, m mode) error {
 		return err
 	}
 	if a.Endpoint != "" {
-		fmt.Printf("qleet %s ready in %s\n  endpoint:    %s\n  admin token: %s\n", modeName(m), time.Since(start).Round(time.Millisecond), a.Endpoint, a.AdminTokenPath)
+		fmt.Fprintf(stdout, "qleet %s ready in %s\n  endpoint:    %s\n  admin token: %s\n", modeName(m), time.Since(start).Round(time.Millisecond), a.Endpoint, a.AdminTokenPath)
 		if a.CACertPath != "" {
-			fmt.Printf("  ca cert:     %s (clients: QLEET_CA_CERT)\n", a.CACertPath)
+			fmt.Fprintf(stdout, "  ca cert:     %s (clients: QLEET_CA_CERT)\n", a.CACertPath)
 		}
 	} else {
-		fmt.Printf("qleet controller ready in %s, serving %s\n", time.Since(start).Round(time.Millisecond), cfg.APIEndpoint)
+		fmt.Fprintf(stdout, "qleet controller ready in %s, serving %s\n", time.Since(start).Round(time.Millisecond), cfg.APIEndpoint)
 	}
 	err = a.Run(ctx)
-	fmt.Fprintln(os.Stderr, "qleet: stopped")
+	fmt.Fprintln(stderr, "qleet: stopped")
 	return err
 }
 
@@ -122,15 +177,4 @@ func modeName(m mode) string {
 	default:
 		return "server"
 	}
-}
-
-// stringList is a repeatable string flag.
-type stringList []string
-
-func (l *stringList) String() string { return strings.Join(*l, ",") }
-
-// Set adds a value.
-func (l *stringList) Set(v string) error {
-	*l = append(*l, v)
-	return nil
 }

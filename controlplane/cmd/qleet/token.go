@@ -1,75 +1,108 @@
 package main
 
 import (
-	"context"
-	"flag"
 	"fmt"
-	"os"
 	"text/tabwriter"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
-// runToken serves `qleet token create|list|revoke`.
-func runToken(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		return usageError{"token: missing verb (create, list or revoke)"}
+// tokenCmd serves `qleet token create|list|revoke` (admin).
+func (q *cli) tokenCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "token",
+		Short: "Make, list and revoke API tokens (admin)",
+		Args:  cobra.ArbitraryArgs,
+		RunE:  groupRunE,
 	}
-	verb, args := args[0], args[1:]
-	fs := flag.NewFlagSet("token "+verb, flag.ContinueOnError)
-	name := fs.String("name", "", "create: what the token is for, e.g. ci")
-	role := fs.String("role", "", "create: admin, developer, viewer or controller")
-	ttl := fs.Duration("ttl", 0, "create: the token expires after this long, e.g. 720h (default: never)")
-	output := fs.String("o", "table", "list: output format, table or json")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
-	}
-	cl, err := newClient()
-	if err != nil {
-		return err
-	}
-	switch verb {
-	case "create":
-		req := client.TokenRequest{Name: *name, Role: *role}
-		if *ttl > 0 {
-			exp := time.Now().Add(*ttl).UTC().Truncate(time.Second)
-			req.ExpiresAt = &exp
-		}
-		tok, err := cl.Tokens().Create(ctx, req)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(os.Stderr, "token %q (id %s, role %s) created; it is shown once:\n", tok.Name, tok.ID, tok.Role)
-		fmt.Println(tok.Token)
-		return nil
-	case "list":
-		toks, err := cl.Tokens().List(ctx)
-		if err != nil {
-			return err
-		}
-		if *output == "json" {
-			return printJSON(toks)
-		}
-		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tNAME\tROLE\tCREATED\tEXPIRES")
-		for _, t := range toks {
-			exp := "never"
-			if t.ExpiresAt != nil {
-				exp = t.ExpiresAt.Format(time.RFC3339)
+	q.addConnFlags(cmd.PersistentFlags())
+
+	var name, role string
+	var ttl time.Duration
+	create := &cobra.Command{
+		Use:     "create --name NAME --role ROLE [--ttl 720h]",
+		Short:   "Make an API token; it is shown once",
+		Example: `  qleet token create --name ci --role developer --ttl 720h`,
+		Args:    exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := q.client()
+			if err != nil {
+				return err
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, t.Role, t.CreatedAt.Format(time.RFC3339), exp)
-		}
-		return tw.Flush()
-	case "revoke":
-		if fs.NArg() != 1 {
-			return usageError{"token revoke: give one token id (see qleet token list)"}
-		}
-		if err := cl.Tokens().Revoke(ctx, fs.Arg(0)); err != nil {
-			return err
-		}
-		fmt.Printf("token %s revoked\n", fs.Arg(0))
-		return nil
+			req := client.TokenRequest{Name: name, Role: role}
+			if ttl > 0 {
+				exp := time.Now().Add(ttl).UTC().Truncate(time.Second)
+				req.ExpiresAt = &exp
+			}
+			tok, err := cl.Tokens().Create(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "token %q (id %s, role %s) created; it is shown once:\n", tok.Name, tok.ID, tok.Role)
+			fmt.Fprintln(cmd.OutOrStdout(), tok.Token)
+			return nil
+		},
 	}
-	return usageError{fmt.Sprintf("token: unknown verb %q (create, list or revoke)", verb)}
+	create.Flags().StringVar(&name, "name", "", "what the token is for, e.g. ci")
+	create.Flags().StringVar(&role, "role", "", "admin, developer, viewer or controller")
+	create.Flags().DurationVar(&ttl, "ttl", 0, "the token expires after this long, e.g. 720h (default: never)")
+	_ = create.RegisterFlagCompletionFunc("role", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return client.Roles, cobra.ShellCompDirectiveNoFileComp
+	})
+
+	var output string
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List API tokens: names, roles and expiry, never the tokens",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			cl, err := q.client()
+			if err != nil {
+				return err
+			}
+			toks, err := cl.Tokens().List(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if structured(output) {
+				return printStructured(cmd.OutOrStdout(), output, toks)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tNAME\tROLE\tCREATED\tEXPIRES")
+			for _, t := range toks {
+				exp := "never"
+				if t.ExpiresAt != nil {
+					exp = t.ExpiresAt.Format(time.RFC3339)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.ID, t.Name, t.Role, t.CreatedAt.Format(time.RFC3339), exp)
+			}
+			return tw.Flush()
+		},
+	}
+	addOutputFlag(list, &output)
+
+	revoke := &cobra.Command{
+		Use:   "revoke ID",
+		Short: "Revoke an API token at once (see qleet token list for ids)",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := q.client()
+			if err != nil {
+				return err
+			}
+			if err := cl.Tokens().Revoke(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "token %s revoked\n", args[0])
+			return nil
+		},
+	}
+	cmd.AddCommand(create, list, revoke)
+	return cmd
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 
@@ -13,7 +12,7 @@ import (
 )
 
 // cmdTrace prints the object's description followed by its last reconcile's trace as a hop table.
-func cmdTrace(ctx context.Context, res *client.Resource[json.RawMessage, json.RawMessage], name, output string) error {
+func cmdTrace(ctx context.Context, w io.Writer, res *client.Resource[json.RawMessage, json.RawMessage], name, output string) error {
 	obj, err := res.GetByName(ctx, name)
 	if err != nil {
 		return err
@@ -22,14 +21,14 @@ func cmdTrace(ctx context.Context, res *client.Resource[json.RawMessage, json.Ra
 	if err != nil {
 		return err
 	}
-	if output == "json" {
-		return printJSON(t)
+	if structured(output) {
+		return printStructured(w, output, t)
 	}
-	if err := cmdDescribe(ctx, res, name, output); err != nil {
+	if err := cmdDescribe(ctx, w, res, name, output); err != nil {
 		return err
 	}
-	fmt.Println()
-	printTrace(os.Stdout, t)
+	fmt.Fprintln(w)
+	printTrace(w, t)
 	return nil
 }
 

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+)
+
+// The API has no watch endpoint, so --watch polls: each poll prints the objects whose resource_version
+// changed since the last one, and the ones that went away. It runs until ctx ends (Ctrl-C), which is not
+// an error.
+
+// watchObjects lists the objects, then prints each one again when it changes.
+func watchObjects(ctx context.Context, w io.Writer, res *client.Resource[json.RawMessage, json.RawMessage], name, selector, output string, interval time.Duration) error {
+	seen := map[string]*client.RawObject{}
+	first := true
+	for {
+		objs, err := listObjects(ctx, res, name, selector)
+		if name != "" && client.IsNotFound(err) {
+			objs, err = nil, nil
+			if first {
+				return fmt.Errorf("%s %q not found", res.Kind(), name)
+			}
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		var changed, gone []*client.RawObject
+		now := map[string]*client.RawObject{}
+		for _, o := range objs {
+			now[o.ID] = o
+			if prev, ok := seen[o.ID]; !ok || prev.ResourceVersion != o.ResourceVersion {
+				changed = append(changed, o)
+			}
+		}
+		for id, o := range seen {
+			if _, ok := now[id]; !ok {
+				gone = append(gone, o)
+			}
+		}
+		seen = now
+		if err := printWatchBatch(w, changed, gone, output, first); err != nil {
+			return err
+		}
+		first = false
+		if !sleepCtx(ctx, interval) {
+			return nil
+		}
+	}
+}
+
+// printWatchBatch writes one poll's changes: table rows (a header the first time; "Deleted" for objects
+// gone), or one JSON or YAML document per object.
+func printWatchBatch(w io.Writer, changed, gone []*client.RawObject, output string, header bool) error {
+	if structured(output) {
+		for _, o := range changed {
+			if output == outYAML {
+				fmt.Fprintln(w, "---")
+			}
+			if err := printStructured(w, output, o); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if len(changed)+len(gone) == 0 && !header {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if header {
+		printObjectHeader(tw, output)
+	}
+	for _, o := range changed {
+		printObjectRow(tw, o, output, "")
+	}
+	for _, o := range gone {
+		printObjectRow(tw, o, output, "Deleted")
+	}
+	return tw.Flush()
+}
+
+// watchEvents lists an object's events, then prints new ones as they are recorded.
+func watchEvents(ctx context.Context, w io.Writer, res *client.Resource[json.RawMessage, json.RawMessage], id, output string, interval time.Duration) error {
+	var last int64
+	first := true
+	for {
+		evs, err := res.Events(ctx, id)
+		if client.IsNotFound(err) && !first {
+			fmt.Fprintf(w, "  %s deleted\n", res.Kind())
+			return nil
+		}
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return err
+		}
+		var fresh []client.Event
+		for _, e := range evs {
+			if e.ID > last {
+				fresh = append(fresh, e)
+				last = e.ID
+			}
+		}
+		switch {
+		case structured(output):
+			for _, e := range fresh {
+				if output == outYAML {
+					fmt.Fprintln(w, "---")
+				}
+				if err := printStructured(w, output, e); err != nil {
+					return err
+				}
+			}
+		case first || len(fresh) > 0:
+			if err := printEvents(w, fresh, output, first); err != nil {
+				return err
+			}
+		}
+		first = false
+		if !sleepCtx(ctx, interval) {
+			return nil
+		}
+	}
+}
+
+// sleepCtx waits d, or reports false when ctx ends first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
