@@ -23,6 +23,7 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
+	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
 )
 
 // qleetBin is the binary the tests that run qleet as a process share: built once per test run.
@@ -778,4 +779,41 @@ func TestWrongEndpointSaysTheServerMayNotBeRunning(t *testing.T) {
 	r := qleetIn(context.Background(), cliEnv(t), "get", "runtimes", "--endpoint", "http://127.0.0.1:1", "--token", "x")
 	require.Equal(t, 1, r.code)
 	require.Equal(t, "qleet: cannot reach the QleetOS API at http://127.0.0.1:1: is `qleet server` running? (connection refused, from --endpoint)\n", r.stderr)
+}
+
+func TestPodsShowImageAndNode(t *testing.T) {
+	t.Parallel()
+	cluster := kubesimtest.Start(t, kubesimtest.WithName("pods"))
+	a, cl := cptest.Start(t, cptest.Config())
+	ctx := context.Background()
+	rt, err := cl.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "pods"},
+		Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderKubeconfig, Kubeconfig: cptest.Kubeconfig(t, cluster.Kubeconfig)}})
+	require.NoError(t, err)
+	def, err := cl.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "web"},
+		Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "web", Image: "nginx:1.27"}}}})
+	require.NoError(t, err)
+	inst, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "web"},
+		Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
+	require.NoError(t, err)
+	_, err = cl.WorkloadInstances().WaitReconciled(cptest.Wait(t, 90*time.Second), inst.ID)
+	require.NoError(t, err)
+
+	ctrlToken, err := os.ReadFile(filepath.Join(a.DataDir(), "controller.token"))
+	require.NoError(t, err)
+	env := cliEnv(t, "QLEET_ENDPOINT", a.Endpoint, "QLEET_TOKEN", strings.TrimSpace(string(ctrlToken)))
+	r := qleetIn(ctx, env, "pods", "web")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `(?m)^RUNTIME\s+NAMESPACE\s+NAME\s+PHASE\s+READY\s+IMAGE\s+NODE$`, r.stdout)
+	require.Regexp(t, `(?m)^pods\s+\S+\s+web-\S+\s+Running\s+1/1\s+nginx:1\.27\s+\S+$`, r.stdout)
+	r = qleetIn(ctx, env, "pods", "web", "-o", "json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var rows []podRow
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rows))
+	require.Len(t, rows, 1)
+	require.Equal(t, []string{"nginx:1.27"}, rows[0].Images)
+	require.NotEmpty(t, rows[0].Node, "the pod was scheduled on a node")
+
+	r = qleetIn(ctx, cliEnv(t, "QLEET_ENDPOINT", a.Endpoint, "QLEET_TOKEN", a.AdminToken), "pods", "web")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "returned to the controller role only", "the admin role reads no kubeconfig")
 }
