@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math/big"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -155,7 +156,7 @@ func TestChartRenders(t *testing.T) {
 
 	t.Run("the API and the controllers run the qleet binary's api and controller modes, wired to NATS, PostgreSQL and each other", func(t *testing.T) {
 		require.Equal(t, []string{"api"}, api.Spec.Template.Spec.Containers[0].Args)
-		require.Equal(t, []string{"controller"}, ctrl.Spec.Template.Spec.Containers[0].Args)
+		require.Equal(t, []string{"controller", "--workers=16"}, ctrl.Spec.Template.Spec.Containers[0].Args)
 		require.Equal(t, "ghcr.io/qleetos/qleet:latest", api.Spec.Template.Spec.Containers[0].Image)
 		natsURL := "nats://qleet-nats-0.qleet-nats-headless.qleet-system.svc:4222,nats://qleet-nats-1.qleet-nats-headless.qleet-system.svc:4222,nats://qleet-nats-2.qleet-nats-headless.qleet-system.svc:4222"
 		ae, ce := envOf(api.Spec.Template.Spec.Containers[0]), envOf(ctrl.Spec.Template.Spec.Containers[0])
@@ -202,6 +203,14 @@ func TestChartRenders(t *testing.T) {
 		var headless corev1.Service
 		r.get(t, "Service", "qleet-nats-headless", &headless)
 		require.Equal(t, "None", headless.Spec.ClusterIP)
+	})
+
+	t.Run("NATS runs the nats-server version the tests run embedded", func(t *testing.T) {
+		gomod, err := os.ReadFile("../../go.mod")
+		require.NoError(t, err)
+		m := regexp.MustCompile(`github.com/nats-io/nats-server/v2 v(\S+)`).FindSubmatch(gomod)
+		require.NotNil(t, m, "go.mod requires no nats-server")
+		require.Equal(t, "nats:"+string(m[1])+"-alpine", nats.Spec.Template.Spec.Containers[0].Image)
 	})
 
 	t.Run("every container has resources and runs unprivileged with a read-only root", func(t *testing.T) {
@@ -297,7 +306,7 @@ func TestChartValuesFlowThrough(t *testing.T) {
 	require.Equal(t, "ghcr.io/qleetos/qleet:v1.2.3", api.Spec.Template.Spec.Containers[0].Image)
 	require.Equal(t, "2Gi", api.Spec.Template.Spec.Containers[0].Resources.Requests.Memory().String())
 	require.Equal(t, "50Gi", nats.Spec.VolumeClaimTemplates[0].Spec.Resources.Requests.Storage().String())
-	require.Equal(t, "32", envOf(ctrl.Spec.Template.Spec.Containers[0])["QLEET_WORKERS"].Value)
+	require.Equal(t, []string{"controller", "--workers=32"}, ctrl.Spec.Template.Spec.Containers[0].Args)
 	require.Equal(t, &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "pg"}, Key: "dsn"},
 		envOf(api.Spec.Template.Spec.Containers[0])["QLEET_DATABASE_URL"].ValueFrom.SecretKeyRef)
 	require.Equal(t, "ctrl", envOf(ctrl.Spec.Template.Spec.Containers[0])["QLEET_TOKEN"].ValueFrom.SecretKeyRef.Name)
