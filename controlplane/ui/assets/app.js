@@ -5,7 +5,7 @@
 
 const TOKEN_KEY = 'qleet.token';
 const SVG_NS = 'http://www.w3.org/2000/svg';
-const NODE_W = 228, NODE_H = 66, COL_GAP = 96, ROW_GAP = 18, BAND_PAD = 34, LEFT = 24, TOP = 16;
+const NODE_W = 240, NODE_H = 80, COL_GAP = 96, ROW_GAP = 18, BAND_PAD = 34, LEFT = 24, TOP = 16;
 const PHASES = ['Ready', 'Reconciling', 'Pending', 'Failed', 'Deleting'];
 const GLOBAL_BAND = 'global';
 
@@ -313,31 +313,35 @@ function layout(nodes, edges) {
 
 // ---------- plan overlay ----------
 
-// planOverlay merges a plan's actions into the graph: new objects become dashed nodes, changed and
-// deleted ones are marked, and the plan's edges are added.
+// planOverlay merges a plan (POST /v1/plans) into the graph: the objects it would create become dashed
+// nodes, each node an action is about is labelled with it, and the edges it would add are dashed.
 function planOverlay(graph, plan) {
   const nodes = graph.nodes.map((n) => ({ ...n }));
   const edges = graph.edges.slice();
   if (!plan) return { nodes, edges };
   const byId = new Map(nodes.map((n) => [n.id, n]));
-  const byKey = new Map(nodes.map((n) => [n.kind + '/' + n.name, n]));
+  const actionOf = new Map();
   for (const a of plan.actions || []) {
-    const key = a.kind + '/' + a.name;
-    let n = (a.id && byId.get(a.id)) || byKey.get(key);
-    if (!n) {
-      n = { id: a.id || 'plan:' + key, kind: a.kind, name: a.name, phase: 'Planned', reconciled: false, planned: true,
-        region: a.region || '' };
-      nodes.push(n);
-      byId.set(n.id, n);
-      byKey.set(key, n);
-    }
-    n.action = a.action || a.type || '';
-    n.reason = a.reason || '';
-    if (n.planned && a.region && !state.regions[n.id]) state.regions[n.id] = a.region;
+    if (a.action !== 'depend' && !actionOf.has(a.id)) actionOf.set(a.id, a);
   }
-  for (const e of plan.edges || []) {
-    const from = byId.get(e.from) || byKey.get(e.from), to = byId.get(e.to) || byKey.get(e.to);
-    if (from && to) edges.push({ from: from.id, to: to.id, type: e.type || 'reference', why: e.why || '', planned: true });
+  const pg = plan.graph || { nodes: [], edges: [] };
+  for (const n of pg.nodes || []) {
+    if (!byId.has(n.id)) {
+      const m = { ...n, planned: true };
+      nodes.push(m);
+      byId.set(m.id, m);
+    }
+  }
+  for (const n of nodes) {
+    const a = actionOf.get(n.id);
+    if (!a) continue;
+    n.action = a.action;
+    n.reason = a.reason || '';
+    if (n.planned && a.region) n.region = a.region;
+  }
+  const have = new Set(edges.map((e) => e.from + '>' + e.to));
+  for (const e of pg.edges || []) {
+    if (!have.has(e.from + '>' + e.to)) edges.push({ ...e, planned: true });
   }
   return { nodes, edges };
 }
@@ -384,20 +388,20 @@ function drawGraph(nodes, edges) {
     g.append(s('title', {}, [`${humanKind(n.kind)} ${n.name}: ${phase}`, n.message, n.reason].filter(Boolean).join('\n')));
     g.append(s('rect', { class: 'box', width: NODE_W, height: NODE_H, rx: 10 }));
     g.append(s('rect', { class: 'stripe', width: 6, height: NODE_H - 2, x: 1, y: 1, rx: 3 }));
-    g.append(s('text', { class: 'kind', x: 16, y: 17 }, humanKind(n.kind).toUpperCase()));
-    g.append(s('text', { class: 'name', x: 16, y: 37 }, truncate(n.name, 26)));
-    let line;
+    g.append(s('text', { class: 'kind', x: 16, y: 18 }, humanKind(n.kind).toUpperCase()));
+    g.append(s('text', { class: 'name', x: 16, y: 38 }, truncate(n.name, 27)));
     if (n.planned || n.action) {
-      line = s('text', { class: 'detail action', x: 16, y: 55 }, truncate(`${n.action || 'create'}${n.reason ? ' · ' + n.reason : ''}`, 34));
+      g.append(s('text', { class: 'detail action', x: 16, y: 56 }, s('tspan', { class: 'verb' }, n.action || 'create'),
+        n.planned ? ' · planned' : ''));
+      if (n.reason) g.append(s('text', { class: 'detail', x: 16, y: 72 }, truncate(n.reason, 38)));
     } else if (n.waiting_on) {
-      line = s('text', { class: 'detail waiting', x: 16, y: 55 },
-        s('tspan', { class: 'phase' }, phase), ' · waits on ', truncate(n.waiting_on, 18), ' · ',
-        s('tspan', { class: 'age', 'data-since': n.waiting_since || '' }, age(n.waiting_since)));
+      g.append(s('text', { class: 'detail waiting', x: 16, y: 56 }, s('tspan', { class: 'phase' }, phase), ' · waiting ',
+        s('tspan', { class: 'age', 'data-since': n.waiting_since || '' }, age(n.waiting_since))));
+      g.append(s('text', { class: 'detail waiting-on', x: 16, y: 72 }, 'on ' + truncate(n.waiting_on, 36)));
     } else {
-      line = s('text', { class: 'detail', x: 16, y: 55 }, s('tspan', { class: 'phase' }, phase),
-        n.deleting ? ' · deleting' : '', !n.reconciled && n.message ? ' · ' + truncate(n.message, 22) : '');
+      g.append(s('text', { class: 'detail', x: 16, y: 56 }, s('tspan', { class: 'phase' }, phase), n.deleting ? ' · deleting' : ''));
+      if (!n.reconciled && n.message) g.append(s('text', { class: 'detail', x: 16, y: 72 }, truncate(n.message, 38)));
     }
-    g.append(line);
     g.append(s('circle', { class: 'dot', cx: NODE_W - 16, cy: 16, r: 5 }));
     svg.append(g);
   }
@@ -439,27 +443,34 @@ async function renderGraphPage(withPlan, live) {
 
 // ---------- plan preview ----------
 
-const PLAN_EXAMPLE = JSON.stringify({ creates: [{ kind: 'workload_instance', name: 'web-eu',
+const PLAN_EXAMPLE = JSON.stringify({ changes: [{ op: 'create', kind: 'workload_instance', name: 'web-eu',
   spec: { definition_id: '<definition id>', placement: { regions: ['eu-west'] } } }] }, null, 2);
+
+function actionLine(a) {
+  return h('li', { class: 'action-' + a.action },
+    h('strong', {}, a.action), ` ${humanKind(a.kind)} `, h('code', {}, a.name || a.id),
+    a.support_type ? ` (${a.support_type})` : '', a.region ? ` in ${a.region}` : '',
+    a.profile ? ` from profile ${a.profile}` : '', a.runtime && a.action !== 'provision' ? ` on ${a.runtime}` : '',
+    a.provider ? ` on ${humanKind(a.provider.kind)} ${a.provider.name || a.provider.id}` : '',
+    a.reason ? h('span', { class: 'muted' }, ' · ' + a.reason) : null);
+}
 
 function planPanel() {
   const ta = h('textarea', { id: 'plan-input', spellcheck: 'false', rows: 9, placeholder: PLAN_EXAMPLE });
   ta.value = state.planText;
   const actions = state.plan && state.plan.actions ? state.plan.actions : [];
+  const warnings = state.plan && state.plan.warnings ? state.plan.warnings : [];
   return h('section', { id: 'plan-panel', class: 'card plan' },
     h('h2', {}, 'Plan preview'),
     h('p', { class: 'muted' }, 'Paste a plan request (the body of ', h('code', {}, 'POST /v1/plans'),
-      '). Nothing changes: the answer is drawn on the graph, new objects dashed.'),
+      ', e.g. from ', h('code', {}, 'qleet plan'), '). Nothing changes: what would happen is drawn on the graph, new objects and edges dashed.'),
     ta,
     h('div', { class: 'row' },
       h('button', { id: 'plan-run', onclick: runPlan }, 'Preview'),
-      state.plan ? h('button', { class: 'ghost', onclick: () => { state.plan = null; state.planError = ''; render(); } }, 'Clear') : null),
+      state.plan || state.planError ? h('button', { class: 'ghost', onclick: () => { state.plan = null; state.planError = ''; render(); } }, 'Clear') : null),
     state.planError ? h('pre', { id: 'plan-error', class: 'error' }, state.planError) : null,
-    actions.length ? h('ol', { id: 'plan-actions', class: 'actions' },
-      actions.map((a) => h('li', { class: 'action-' + (a.action || a.type || '') },
-        h('strong', {}, a.action || a.type || ''), ` ${humanKind(a.kind)} `, h('code', {}, a.name || a.id || ''),
-        a.region ? ` in ${a.region}` : '', a.profile ? ` from profile ${a.profile}` : '',
-        a.reason ? h('span', { class: 'muted' }, ' · ' + a.reason) : null))) : null);
+    warnings.length ? h('ul', { id: 'plan-warnings', class: 'warnings' }, warnings.map((w) => h('li', {}, w))) : null,
+    state.plan ? h('ol', { id: 'plan-actions', class: 'actions' }, actions.map(actionLine)) : null);
 }
 
 async function runPlan() {
