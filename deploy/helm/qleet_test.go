@@ -326,6 +326,20 @@ func TestChartValuesFlowThrough(t *testing.T) {
 	r.get(t, "NetworkPolicy", "qleet-nats", &np)
 	require.Len(t, np.Spec.Ingress, 3, "monitoring opened to metricsFrom")
 
+	t.Run("cert-manager makes the API's certificate for its Service names into the TLS Secret", func(t *testing.T) {
+		vals := set(values(), "tls.certManager", map[string]any{"enabled": true, "issuerRef": map[string]any{"kind": "ClusterIssuer", "name": "internal-ca"}, "dnsNames": []any{"qleet.example.com"}})
+		r := mustRender(t, vals)
+		crt := r["Certificate/qleet-api"]
+		require.NotNil(t, crt, "have %v", r.keys())
+		secretName, _, _ := unstructured.NestedString(crt.Object, "spec", "secretName")
+		require.Equal(t, "qleet-api-tls", secretName)
+		names, _, _ := unstructured.NestedStringSlice(crt.Object, "spec", "dnsNames")
+		require.Contains(t, names, "qleet-api.qleet-system.svc")
+		require.Contains(t, names, "qleet.example.com")
+		issuer, _, _ := unstructured.NestedString(crt.Object, "spec", "issuerRef", "name")
+		require.Equal(t, "internal-ca", issuer)
+	})
+
 	t.Run("a single replica gets no PodDisruptionBudget, which would block every drain", func(t *testing.T) {
 		vals := set(values(), "api.replicas", 1)
 		set(vals, "nats.replicas", 1)
