@@ -51,11 +51,12 @@ var (
 // ClusterName is the EKS cluster of a runtime.
 func ClusterName(rt *client.KubernetesRuntime) string { return "qleet-" + rt.Name }
 
-// roleName is an IAM role of a runtime (at most 64 characters).
-func roleName(rt *client.KubernetesRuntime, what string) string {
-	id := rt.ID
-	if len(id) > 24 {
-		id = id[:24]
+// RoleName is an IAM role of a runtime ("cluster" or "node"): at most 64 characters, so it holds the
+// random end of the runtime's id rather than its name.
+func RoleName(rt *client.KubernetesRuntime, what string) string {
+	id := strings.ReplaceAll(rt.ID, "-", "")
+	if len(id) > 20 {
+		id = id[len(id)-20:]
 	}
 	return "qleet-" + id + "-" + what
 }
@@ -96,16 +97,26 @@ func (e *EKS) Ensure(ctx context.Context, rt *client.KubernetesRuntime) (time.Du
 	cr.AccountID = ca.Status.AccountID
 	o := owner(rt)
 
-	step(rt, "iam: cluster role")
-	if cr.ClusterRoleARN, err = ensureRole(ctx, cls.IAM, roleName(rt, "cluster"), "eks.amazonaws.com", clusterPolicies, o); err != nil {
-		return 0, err
+	// What the status records was made (or found) by an earlier reconcile; what it does not record may
+	// still exist, made by one that crashed before writing its status, and is looked for first.
+	if cr.ClusterRoleARN == "" {
+		step(rt, "iam: cluster role")
+		if cr.ClusterRoleARN, err = ensureRole(ctx, cls.IAM, RoleName(rt, "cluster"), "eks.amazonaws.com", clusterPolicies, o); err != nil {
+			return 0, err
+		}
 	}
-	step(rt, "iam: node role")
-	if cr.NodeRoleARN, err = ensureRole(ctx, cls.IAM, roleName(rt, "node"), "ec2.amazonaws.com", nodePolicies, o); err != nil {
-		return 0, err
+	if cr.NodeRoleARN == "" {
+		step(rt, "iam: node role")
+		if cr.NodeRoleARN, err = ensureRole(ctx, cls.IAM, RoleName(rt, "node"), "ec2.amazonaws.com", nodePolicies, o); err != nil {
+			return 0, err
+		}
 	}
 	subnets := rt.Spec.SubnetIDs
-	if len(subnets) == 0 {
+	switch {
+	case len(subnets) > 0:
+	case cr.VPCID != "" && len(cr.SubnetIDs) >= 2:
+		subnets = cr.SubnetIDs
+	default:
 		step(rt, "ec2: vpc")
 		if cr.VPCID, err = ensureVPC(ctx, cls.EC2, o); err != nil {
 			return 0, err
@@ -463,7 +474,7 @@ func (e *EKS) Remove(ctx context.Context, rt *client.KubernetesRuntime) (time.Du
 			}
 		}
 	}
-	for _, r := range []struct{ what, name string }{{"node", roleName(rt, "node")}, {"cluster", roleName(rt, "cluster")}} {
+	for _, r := range []struct{ what, name string }{{"node", RoleName(rt, "node")}, {"cluster", RoleName(rt, "cluster")}} {
 		step(rt, "iam: %s role: deleting", r.what)
 		if err := deleteRole(ctx, cls.IAM, r.name, o); err != nil {
 			return 0, err
