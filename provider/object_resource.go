@@ -277,7 +277,14 @@ func conditionTrue(st *client.Status, t string) *client.Condition {
 // attributes unknown by itself only when the configuration changed; a change that a plan modifier
 // makes (an unset attribute going back to the API default, see serverDefault) must do so too, or the
 // new status would contradict the plan.
+//
+// For a create or an update it also previews the change through the API (POST /v1/plans) and warns with
+// what it implies beyond the resource itself: runtimes provisioned, support services installed or
+// removed, instances rolled. The preview never fails the plan: without an answer it says nothing.
 func (r *objectResource[S, T, M]) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if !req.Plan.Raw.IsNull() && !req.Plan.Raw.Equal(req.State.Raw) {
+		r.previewWarning(ctx, req.Plan, req.State, &resp.Diagnostics)
+	}
 	if req.State.Raw.IsNull() || req.Plan.Raw.IsNull() || req.Plan.Raw.Equal(req.State.Raw) {
 		return
 	}

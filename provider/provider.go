@@ -164,6 +164,7 @@ func (p *qleetProvider) DataSources(context.Context) []func() datasource.DataSou
 		secretKind.dataSource, secretKind.listDataSource,
 		databaseKind.dataSource, databaseKind.listDataSource,
 		bucketKind.dataSource, bucketKind.listDataSource,
+		newPlanDataSource,
 	}
 }
 

@@ -1,0 +1,315 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	dschema "github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+)
+
+// planDataSource is qleet_plan: a preview of changes (POST /v1/plans) that writes nothing.
+type planDataSource struct {
+	c *client.Client
+}
+
+var _ datasource.DataSourceWithConfigure = (*planDataSource)(nil)
+
+// newPlanDataSource returns the qleet_plan data source.
+func newPlanDataSource() datasource.DataSource { return &planDataSource{} }
+
+type planChangeModel struct {
+	Op       types.String `tfsdk:"op"`
+	Kind     types.String `tfsdk:"kind"`
+	ID       types.String `tfsdk:"id"`
+	Name     types.String `tfsdk:"name"`
+	Labels   types.Map    `tfsdk:"labels"`
+	SpecJSON types.String `tfsdk:"spec_json"`
+	Cascade  types.Bool   `tfsdk:"cascade"`
+}
+
+type planActionModel struct {
+	Action       types.String `tfsdk:"action"`
+	Kind         types.String `tfsdk:"kind"`
+	ID           types.String `tfsdk:"id"`
+	Name         types.String `tfsdk:"name"`
+	Requested    types.Bool   `tfsdk:"requested"`
+	Region       types.String `tfsdk:"region"`
+	Profile      types.String `tfsdk:"profile"`
+	Runtime      types.String `tfsdk:"runtime"`
+	SupportType  types.String `tfsdk:"support_type"`
+	ProviderKind types.String `tfsdk:"provider_kind"`
+	ProviderID   types.String `tfsdk:"provider_id"`
+	ProviderName types.String `tfsdk:"provider_name"`
+	CauseKind    types.String `tfsdk:"cause_kind"`
+	CauseName    types.String `tfsdk:"cause_name"`
+	Reason       types.String `tfsdk:"reason"`
+	Description  types.String `tfsdk:"description"`
+}
+
+type planModel struct {
+	Changes  []planChangeModel `tfsdk:"changes"`
+	Actions  []planActionModel `tfsdk:"actions"`
+	Summary  types.List        `tfsdk:"summary"`
+	Warnings types.List        `tfsdk:"warnings"`
+}
+
+func (d *planDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_plan"
+}
+
+func (d *planDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
+	str := func(desc string) dschema.StringAttribute {
+		return dschema.StringAttribute{Description: desc, Computed: true}
+	}
+	resp.Schema = dschema.Schema{
+		Description: "Previews changes without making them: what the QleetOS controllers would do if the changes were applied " +
+			"(`POST /v1/plans`). The actions list the runtimes provisioned (from which runtime profile, in which region), " +
+			"support services installed or removed, dependencies created, workload instances rolled and deletes cascading, " +
+			"in the order they would happen, each with its reason. A change the API would refuse fails the read with the same error.",
+		Attributes: map[string]dschema.Attribute{
+			"changes": dschema.ListNestedAttribute{
+				Description: "The creates, updates and deletes to preview, in any order (the plan orders them as an apply would).",
+				Required:    true,
+				NestedObject: dschema.NestedAttributeObject{Attributes: map[string]dschema.Attribute{
+					"op": dschema.StringAttribute{Description: "`create`, `update` or `delete`.", Required: true,
+						Validators: []validator.String{stringvalidator.OneOf(client.PlanCreate, client.PlanUpdate, client.PlanDelete)}},
+					"kind": dschema.StringAttribute{Description: "The object's kind, e.g. `workload_instance`.", Required: true,
+						Validators: []validator.String{stringvalidator.LengthAtLeast(1)}},
+					"id": dschema.StringAttribute{Description: "The object to update or delete (or `name`). For a create, an optional placeholder " +
+						"that other changes may use as a reference (e.g. a `definition_id`).", Optional: true},
+					"name":   dschema.StringAttribute{Description: "The object's name: required to create; names the object to update or delete when `id` is not set.", Optional: true},
+					"labels": dschema.MapAttribute{Description: "The object's labels (create and update).", ElementType: types.StringType, Optional: true},
+					"spec_json": dschema.StringAttribute{Description: "The object's spec as the API takes it, as JSON (`jsonencode({...})`), " +
+						"with the API's field names (create and update).", Optional: true},
+					"cascade": dschema.BoolAttribute{Description: "For a delete, delete what depends on the object too; without it a delete that " +
+						"others depend on is refused, as the real delete would be.", Optional: true},
+				}},
+			},
+			"actions": dschema.ListNestedAttribute{
+				Description: "What would happen, in order.",
+				Computed:    true,
+				NestedObject: dschema.NestedAttributeObject{Attributes: map[string]dschema.Attribute{
+					"action":        str("create, update, delete, provision, install, remove, depend or roll."),
+					"kind":          str("The kind of the object the action is about."),
+					"id":            str("The object's ID; for an object the plan creates, its placeholder or `planned:<kind>/<name>`."),
+					"name":          str("The object's name (for a provisioned runtime or an installed support service, the name it would get)."),
+					"requested":     dschema.BoolAttribute{Description: "True for the changes asked for, false for what they imply.", Computed: true},
+					"region":        str("Where a runtime is provisioned, or a placement lands."),
+					"profile":       str("The runtime profile a runtime is provisioned from."),
+					"runtime":       str("The runtime a support service is installed on or removed from, or an instance is placed on."),
+					"support_type":  str("The type of an installed or removed support service (ingress, cert-manager, ...)."),
+					"provider_kind": str("For a `depend` action: the kind of the object depended on."),
+					"provider_id":   str("For a `depend` action: the ID of the object depended on."),
+					"provider_name": str("For a `depend` action: the name of the object depended on."),
+					"cause_kind":    str("The kind of the object whose change implies the action (empty for requested ones)."),
+					"cause_name":    str("The name of the object whose change implies the action."),
+					"reason":        str("Why, in one sentence."),
+					"description":   str("The action in one line, e.g. `provision kubernetes_runtime \"default-eu-west\" in eu-west from runtime_profile \"default\": ...`."),
+				}},
+			},
+			"summary": dschema.ListAttribute{Description: "The implied actions (beyond the changes asked for), one line each, " +
+				"e.g. `will install support_service ingress, cert-manager on kubernetes_runtime \"default-eu-west\"`.", ElementType: types.StringType, Computed: true},
+			"warnings": dschema.ListAttribute{Description: "What the controllers could not do, e.g. a region that no runtime and no runtime profile serves.",
+				ElementType: types.StringType, Computed: true},
+		},
+	}
+}
+
+func (d *planDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
+	d.c = configureClient(req.ProviderData, &resp.Diagnostics)
+}
+
+func (d *planDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
+	var m planModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	preq := client.PlanRequest{Changes: make([]client.PlanChange, 0, len(m.Changes))}
+	for i, ch := range m.Changes {
+		labels, diags := stringMapOf(ctx, ch.Labels)
+		resp.Diagnostics.Append(diags...)
+		pc := client.PlanChange{Op: ch.Op.ValueString(), Kind: ch.Kind.ValueString(), ID: ch.ID.ValueString(), Name: ch.Name.ValueString(),
+			Labels: labels, Cascade: ch.Cascade.ValueBool()}
+		if s := ch.SpecJSON.ValueString(); s != "" {
+			if !json.Valid([]byte(s)) {
+				resp.Diagnostics.AddAttributeError(path.Root("changes").AtListIndex(i).AtName("spec_json"), "Invalid spec_json",
+					"spec_json must be a JSON object, e.g. jsonencode({ containers = [...] }).")
+				continue
+			}
+			pc.Spec = json.RawMessage(s)
+		}
+		preq.Changes = append(preq.Changes, pc)
+	}
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	res, err := d.c.Plan(ctx, preq)
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot plan the changes", planErrorDetail(err))
+		return
+	}
+	m.Actions = make([]planActionModel, 0, len(res.Actions))
+	for _, a := range res.Actions {
+		am := planActionModel{
+			Action: types.StringValue(a.Action), Kind: types.StringValue(a.Kind), ID: types.StringValue(a.ID), Name: types.StringValue(a.Name),
+			Requested: types.BoolValue(a.Requested), Region: types.StringValue(a.Region), Profile: types.StringValue(a.Profile),
+			Runtime: types.StringValue(a.Runtime), SupportType: types.StringValue(a.SupportType), Reason: types.StringValue(a.Reason),
+			Description:  types.StringValue(a.String()),
+			ProviderKind: types.StringValue(""), ProviderID: types.StringValue(""), ProviderName: types.StringValue(""),
+			CauseKind: types.StringValue(""), CauseName: types.StringValue(""),
+		}
+		if a.Provider != nil {
+			am.ProviderKind, am.ProviderID, am.ProviderName = types.StringValue(a.Provider.Kind), types.StringValue(a.Provider.ID), types.StringValue(a.Provider.Name)
+		}
+		if a.Cause != nil {
+			am.CauseKind, am.CauseName = types.StringValue(a.Cause.Kind), types.StringValue(a.Cause.Name)
+		}
+		m.Actions = append(m.Actions, am)
+	}
+	var diags diag.Diagnostics
+	m.Summary, diags = types.ListValueFrom(ctx, types.StringType, nonNilStrings(res.Summary()))
+	resp.Diagnostics.Append(diags...)
+	m.Warnings, diags = types.ListValueFrom(ctx, types.StringType, nonNilStrings(res.Warnings))
+	resp.Diagnostics.Append(diags...)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// planErrorDetail explains a refused plan: every invalid field, or the dependents that block a delete.
+func planErrorDetail(err error) string {
+	var ae *client.Error
+	if !errors.As(err, &ae) {
+		return err.Error()
+	}
+	if len(ae.Fields) > 0 {
+		lines := make([]string, len(ae.Fields))
+		for i, f := range ae.Fields {
+			lines[i] = fmt.Sprintf("%s: %s", f.Field, f.Message)
+		}
+		return "The QleetOS API rejected the changes:\n" + strings.Join(lines, "\n")
+	}
+	return ae.Error() + conflictHint(ae)
+}
+
+// previewTimeout bounds the API call a resource's plan makes to preview its change.
+const previewTimeout = 3 * time.Second
+
+// previewUnavailable remembers the clients whose API did not answer a preview (unreachable, or too old
+// to serve /v1/plans), so that one plan asks at most once.
+var previewUnavailable sync.Map // *client.Client -> struct{}
+
+// previewChange asks the API what a resource's create (id empty) or update would imply beyond itself.
+// It returns nil whenever it cannot tell: values unknown beyond references, the API unreachable or
+// refusing; the plan must never fail for a preview.
+func previewChange(ctx context.Context, c *client.Client, ch client.PlanChange) *client.PlanResult {
+	if c == nil {
+		return nil
+	}
+	if _, off := previewUnavailable.Load(c); off {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, previewTimeout)
+	defer cancel()
+	res, err := c.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{ch}})
+	if err != nil {
+		var ae *client.Error
+		if !errors.As(err, &ae) || ae.Code == client.CodeNotFound || ae.Code == client.CodeUnavailable || ae.Code == client.CodeInternal {
+			previewUnavailable.Store(c, struct{}{})
+		}
+		return nil
+	}
+	return res
+}
+
+// previewSkip are the top-level attributes a preview ignores: computed ones, and the resource's options.
+var previewSkip = map[string]bool{"id": true, "status": true, "created_at": true, "timeouts": true, "wait_for_ready": true}
+
+// knownForPreview makes a planned resource value convertible to the object it would write: an unknown
+// reference (an attribute named *_id or *_ids, or databases and buckets) becomes client.PlanUnknownPrefix,
+// which the plan accepts as an object known after apply; any other unknown value becomes null, which the
+// API defaults. Computed attributes stay as they are.
+func knownForPreview(raw tftypes.Value) (tftypes.Value, error) {
+	return tftypes.Transform(raw, func(p *tftypes.AttributePath, v tftypes.Value) (tftypes.Value, error) {
+		steps := p.Steps()
+		if len(steps) == 0 || v.IsKnown() {
+			return v, nil
+		}
+		if top, ok := steps[0].(tftypes.AttributeName); ok && previewSkip[string(top)] {
+			return v, nil
+		}
+		last := ""
+		for _, s := range steps {
+			if n, ok := s.(tftypes.AttributeName); ok {
+				last = string(n)
+			}
+		}
+		isRef := strings.HasSuffix(last, "_id") || strings.HasSuffix(last, "_ids") || last == "databases" || last == "buckets"
+		if isRef && v.Type().Is(tftypes.String) {
+			return tftypes.NewValue(tftypes.String, client.PlanUnknownPrefix), nil
+		}
+		return tftypes.NewValue(v.Type(), nil), nil
+	})
+}
+
+// previewWarning previews a resource's create or update and, when it implies more than the resource
+// itself, warns with a summary of it.
+func (r *objectResource[S, T, M]) previewWarning(ctx context.Context, plan tfsdk.Plan, state tfsdk.State, diags *diag.Diagnostics) {
+	if r.c == nil {
+		return
+	}
+	raw, err := knownForPreview(plan.Raw)
+	if err != nil {
+		return
+	}
+	_, m, _, d := r.read(ctx, tfsdk.Plan{Schema: plan.Schema, Raw: raw})
+	if d.HasError() {
+		return
+	}
+	obj, d := r.k.toObject(ctx, &m)
+	if d.HasError() {
+		return
+	}
+	op := client.PlanCreate
+	obj.ID = ""
+	if !state.Raw.IsNull() {
+		var id types.String
+		if d := state.GetAttribute(ctx, path.Root("id"), &id); d.HasError() || id.ValueString() == "" {
+			return
+		}
+		op, obj.ID = client.PlanUpdate, id.ValueString()
+	}
+	ch, err := client.ChangeOf(op, r.k.name, obj)
+	if err != nil {
+		return
+	}
+	res := previewChange(ctx, r.c, ch)
+	if res == nil {
+		return
+	}
+	if lines := res.Summary(); len(lines) > 0 {
+		diags.AddWarning(fmt.Sprintf("%s %q: the QleetOS controllers will do more than this change", r.k.title, obj.Name),
+			strings.Join(lines, "; "))
+	}
+}
