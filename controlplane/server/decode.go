@@ -134,7 +134,11 @@ var (
 	rawType  = reflect.TypeOf(json.RawMessage(nil))
 )
 
+// join names key under path: "spec.image", or spec[""] for an empty key, so that a path is never empty.
 func join(path, key string) string {
+	if key == "" {
+		return path + `[""]`
+	}
 	if path == "" {
 		return key
 	}

@@ -323,4 +323,11 @@ func TestFuzzTargetsAcceptGoodInput(t *testing.T) {
 	require.False(t, client.IsNotFound(err))
 	require.Equal(t, http.StatusBadRequest, e.serveQuery(http.MethodGet, "/v1/kubernetes_runtimes", "limit=0"))
 	require.Equal(t, http.StatusOK, e.serveQuery(http.MethodGet, "/v1/kubernetes_runtimes", "limit=1&label_selector=a%3Db"))
+
+	// Found by FuzzBodyDecoders: an empty key was refused with an empty field name.
+	for body, field := range map[string]string{`{"":{}}`: `[""]`, `{"name":"x","spec":{"":1}}`: `spec[""]`, `{"":1,"":2}`: `[""]`} {
+		code, data := e.raw(t, server.RoleAdmin, http.MethodPost, "/v1/kubernetes_runtimes", body, nil)
+		require.Equal(t, http.StatusBadRequest, code, body)
+		require.Equal(t, field, apiErr(t, data).Field, body)
+	}
 }
