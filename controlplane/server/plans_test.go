@@ -361,3 +361,39 @@ func webDefinitionWithID(def *client.WorkloadDefinition) *client.WorkloadDefinit
 	out.Spec.Replicas = &n
 	return &out
 }
+
+// BenchmarkPlan measures one resource's preview (what the provider's ModifyPlan asks for: an instance
+// placed in two regions, behind a gateway) against estates of growing size, side by side with the
+// whole-graph read it resembles (a plan reads every object once).
+func BenchmarkPlan(b *testing.B) {
+	ctx := context.Background()
+	for _, n := range []int{10, 300} {
+		e := setup(b)
+		e.profile(b, "default", "eu-west", "us-east")
+		for i := range n / 3 {
+			e.world(b, fmt.Sprintf("w%d", i)) // a runtime, a definition and an instance
+		}
+		def, err := e.dev.WorkloadDefinitions().Create(ctx, webDefinition("bench"))
+		require.NoError(b, err)
+		req := client.PlanRequest{Changes: []client.PlanChange{
+			change(b, client.PlanCreate, client.KindWorkloadInstance, &client.WorkloadInstance{Meta: client.Meta{ID: "inst", Name: "bench"},
+				Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, Placement: &client.Placement{Regions: []string{"eu-west", "us-east"}}}}),
+			change(b, client.PlanCreate, client.KindGateway, &client.Gateway{Meta: client.Meta{Name: "bench"}, Spec: client.GatewaySpec{InstanceID: "inst", Hosts: []string{"a.example.com"}}}),
+		}}
+		b.Run(fmt.Sprintf("objects=%d/plan", n), func(b *testing.B) {
+			for b.Loop() {
+				res, err := e.dev.Plan(ctx, req)
+				if err != nil || len(res.Actions) == 0 {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("objects=%d/graph", n), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := e.dev.Graph(ctx, ""); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
