@@ -15,20 +15,60 @@ die() { printf 'demo: %s\n' "$*" >&2; exit 1; }
 
 running() { [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
 
-# ready asks /readyz with bash's own /dev/tcp, so the demo needs no curl.
+# ready asks /readyz with bash's own /dev/tcp, so the demo needs no curl. bash reports a refused
+# connection on the shell's stderr, so the probe runs in a group whose stderr is discarded.
 ready() {
   local line
-  exec 3<>"/dev/tcp/${listen%:*}/${listen##*:}" 2>/dev/null || return 1
+  { exec 3<>"/dev/tcp/${listen%:*}/${listen##*:}"; } 2>/dev/null || return 1
   printf 'GET /readyz HTTP/1.0\r\nHost: %s\r\n\r\n' "$listen" >&3
   IFS= read -r -t 5 line <&3 || line=""
   exec 3<&- 3>&-
   [[ $line == "HTTP/1."?" 200"* ]]
 }
 
+# inventory lists what down destroys, before it does.
+inventory() {
+  local found=0
+  if [ -d "$demo/tf" ] && running && [ -f "$demo/tf/terraform.tfstate" ]; then
+    echo "  the quickstart's Terraform resources (terraform destroy):"
+    tf state list 2>/dev/null | sed 's/^/    /'
+    found=1
+  fi
+  if running && [ -x "$bin/qleet" ] && [ -f "$demo/data/admin.token" ]; then
+    local rts
+    rts=$(QLEET_ENDPOINT="$endpoint" QLEET_TOKEN="$(cat "$demo/data/admin.token")" QLEET_CONFIG=/dev/null \
+      "$bin/qleet" get kubernetes_runtimes 2>/dev/null | awk 'NR > 1 {print $1}')
+    if [ -n "$rts" ]; then
+      echo "  the kubesim clusters QleetOS started for them (kubernetes_runtimes):"
+      printf '    %s\n' $rts
+    fi
+  fi
+  if running; then
+    echo "  qleet server (pid $(cat "$pidfile"), $endpoint)"
+    found=1
+  fi
+  if [ -d "$demo" ]; then
+    echo "  $demo: the demo's data dir (database, NATS store, tokens, cluster state; $(du -sh "$demo" 2>/dev/null | cut -f1))"
+    found=1
+  fi
+  [ "$found" = 1 ]
+}
+
 down() {
+  say "make demo-down destroys:"
+  if ! inventory; then
+    echo "  nothing: no demo is running and $demo does not exist"
+    return 0
+  fi
   if [ -d "$demo/tf" ] && running && [ -f "$demo/tf/terraform.tfstate" ]; then
     say "destroying the quickstart with terraform"
-    tf destroy -auto-approve -input=false >/dev/null 2>&1 || say "terraform destroy failed; removing state anyway"
+    local out
+    if out=$(tf destroy -auto-approve -input=false -no-color 2>&1); then
+      grep -E '^Destroy complete' <<<"$out" || true
+    else
+      tail -5 <<<"$out" >&2
+      say "terraform destroy failed (above); removing the demo anyway"
+    fi
   fi
   if running; then
     say "stopping qleet server (pid $(cat "$pidfile"))"
@@ -36,6 +76,7 @@ down() {
     for _ in $(seq 1 100); do running || break; sleep 0.2; done
     running && kill -9 "$(cat "$pidfile")" 2>/dev/null || true
   fi
+  say "removing $demo"
   rm -rf "$demo"
   say "demo removed"
 }
@@ -65,6 +106,7 @@ up() {
     done
     ready || die "qleet server did not become ready; see $demo/server.log"
   fi
+  say "qleet server is ready: API $endpoint, web view $endpoint/ui"
 
   cat > "$demo/terraformrc" <<RC
 provider_installation {
@@ -96,16 +138,21 @@ RC
   done
   cat <<MSG
 
-The demo is running. Explore it:
+The demo is running.
+  Web view:  $endpoint/ui   (sign in with the admin token in $demo/data/admin.token)
+  API:       $endpoint/v1
+Explore it from the CLI:
   export QLEET_ENDPOINT=$endpoint QLEET_TOKEN=\$(cat $demo/data/admin.token) QLEET_DATA_DIR=$demo/data
-  bin/qleet get workload_instances
+  # or, once, instead of the variables: bin/qleet login $endpoint --token \$(cat $demo/data/admin.token) --name demo
+  bin/qleet get workload_instances -o wide --watch             # Ctrl-C to stop
   bin/qleet describe workload_instance <name>
-  bin/qleet events workload_instance <name>
+  bin/qleet events workload_instance <name> --watch
+  bin/qleet pods <name>                                        # simulated pods: kubesim runs no container
   bin/qleet graph                                              # the dependency graph
   bin/qleet image set <definition> <container> nginx:1.27      # roll out a new image
   curl -H "Authorization: Bearer \$QLEET_TOKEN" $endpoint/v1/workload_instances
   TF_CLI_CONFIG_FILE=$demo/terraformrc bin/terraform -chdir=$demo/tf plan
-Clean up with: make demo-down
+Clean up with: make demo-down (it lists what it destroys first)
 MSG
 }
 
