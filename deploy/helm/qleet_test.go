@@ -227,6 +227,21 @@ func TestChartRenders(t *testing.T) {
 		}
 	})
 
+	t.Run("the API's non-root user can read its TLS key and at-rest key (group-readable, with the pod's fsGroup)", func(t *testing.T) {
+		spec := api.Spec.Template.Spec
+		require.NotNil(t, spec.SecurityContext.FSGroup)
+		secrets := 0
+		for _, v := range spec.Volumes {
+			if v.Secret != nil {
+				secrets++
+				require.NotNil(t, v.Secret.DefaultMode, v.Name)
+				require.NotZero(t, *v.Secret.DefaultMode&0o040, "volume %s mode %o", v.Name, *v.Secret.DefaultMode)
+				require.Zero(t, *v.Secret.DefaultMode&0o007, "volume %s mode %o: not world-readable", v.Name, *v.Secret.DefaultMode)
+			}
+		}
+		require.Equal(t, 2, secrets)
+	})
+
 	t.Run("a PodDisruptionBudget covers the API, the controllers and NATS, one pod at a time", func(t *testing.T) {
 		for name, dep := range map[string]map[string]string{"qleet-api": api.Spec.Selector.MatchLabels, "qleet-controller": ctrl.Spec.Selector.MatchLabels, "qleet-nats": nats.Spec.Selector.MatchLabels} {
 			var pdb policyv1.PodDisruptionBudget
