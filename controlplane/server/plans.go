@@ -553,7 +553,7 @@ func (p *planner) deleteAll(deletes []*decodedChange) error {
 			a.Cause = by
 			a.Reason = fmt.Sprintf("it depends on %s, which is deleted with cascade", by)
 			if !cascade[id] {
-				a.Reason = fmt.Sprintf("made for owners that are gone and used by nothing but %s, which is deleted: garbage collection takes it first", by)
+				a.Reason = fmt.Sprintf("made for owners that are gone, and used by nothing: it goes before %s, which it depends on", by)
 			}
 			if o.Kind == client.KindSupportService {
 				a.Action = client.ActionRemove
@@ -577,7 +577,7 @@ func mustKind(kind string) *client.KindInfo {
 }
 
 func deleteChange(deletes []*decodedChange, id string, implied map[string]*client.ObjectRef) *decodedChange {
-	for {
+	for range len(implied) + 1 {
 		for _, dc := range deletes {
 			if dc.id == id {
 				return dc
@@ -589,6 +589,7 @@ func deleteChange(deletes []*decodedChange, id string, implied map[string]*clien
 		}
 		id = by.ID
 	}
+	return nil
 }
 
 // dependsOn reports whether o references id (spec or status; not as an owner).

@@ -310,6 +310,30 @@ func TestPlan(t *testing.T) {
 		}, strs(res.Actions))
 	})
 
+	t.Run("a runtime's garbage does not block its delete: it goes first, as the real delete takes it", func(t *testing.T) {
+		e := setup(t)
+		_, _, inst := e.world(t, "a")
+		spare, err := e.dev.KubernetesRuntimes().Create(ctx, localRuntime("spare"))
+		require.NoError(t, err)
+		gw, err := e.dev.Gateways().Create(ctx, &client.Gateway{Meta: client.Meta{Name: "web"}, Spec: client.GatewaySpec{InstanceID: inst.ID}})
+		require.NoError(t, err)
+		_, err = e.ctrl.SupportServices().Create(ctx, &client.SupportService{Meta: client.Meta{Name: "ingress-spare",
+			Owners: []client.ObjectRef{{Kind: client.KindGateway, ID: gw.ID}}}, Spec: client.SupportServiceSpec{RuntimeID: spare.ID, Type: client.SupportIngress}})
+		require.NoError(t, err)
+		del := client.PlanRequest{Changes: []client.PlanChange{{Op: client.PlanDelete, Kind: client.KindKubernetesRuntime, ID: spare.ID}}}
+
+		_, err = e.dev.Plan(ctx, del)
+		require.True(t, client.IsConflict(err), "its owner, the gateway, is still there: %v", err)
+
+		require.NoError(t, e.dev.Gateways().Delete(ctx, gw.ID, client.DeleteOptions{}))
+		res, err := e.dev.Plan(ctx, del)
+		require.NoError(t, err)
+		require.Equal(t, []string{
+			`remove support_service "ingress-spare" (ingress) on kubernetes_runtime "spare": made for owners that are gone, and used by nothing: it goes before kubernetes_runtime "spare", which it depends on`,
+			`delete kubernetes_runtime "spare": requested`,
+		}, strs(res.Actions))
+	})
+
 	t.Run("the OpenAPI document describes the route, its request and its result", func(t *testing.T) {
 		e := setup(t)
 		code, body := e.raw(t, "", http.MethodGet, "/v1/openapi.json", "", nil)
