@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
 )
 
 // These fuzz targets call the request decoders themselves, with no router and no store, so that a
@@ -28,6 +29,19 @@ func requireInvalid(t *testing.T, err error, input any) {
 	require.True(t, errors.As(err, &ce), "input %q: error %v is not a *client.Error", input, err)
 	require.Equal(t, client.CodeInvalid, ce.Code, "input %q: %v", input, err)
 	require.NotEmpty(t, ce.Field, "input %q: %v names no field", input, err)
+}
+
+// requireClientError fails unless err is nil or a *client.Error, and a validation error names a field.
+func requireClientError(t *testing.T, err error, input any) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	var ce *client.Error
+	require.True(t, errors.As(err, &ce), "input %q: error %v is not a *client.Error", input, err)
+	if ce.Code == client.CodeInvalid {
+		require.NotEmpty(t, ce.Field, "input %q: %v names no field", input, err)
+	}
 }
 
 // fuzzSpecs are a valid spec of every kind, by kind.
@@ -209,5 +223,33 @@ func FuzzQueryDecoders(f *testing.F) {
 		rv, err := ifMatch(r)
 		requireInvalid(t, err, s)
 		require.GreaterOrEqual(t, rv, int64(0), "input %q", s)
+	})
+}
+
+// FuzzPlanDecoder decodes arbitrary plan requests (POST /v1/plans) and each of their changes, against an
+// empty store: never a panic, and every error is an API error, naming the field when the input is invalid.
+func FuzzPlanDecoder(f *testing.F) {
+	for _, s := range append([]string{
+		`{"changes":[{"op":"create","kind":"kubernetes_runtime","name":"a","spec":` + fuzzSpecs[client.KindKubernetesRuntime] + `}]}`,
+		`{"changes":[{"op":"create","kind":"workload_definition","id":"def","name":"d","spec":` + fuzzSpecs[client.KindWorkloadDefinition] + `},` +
+			`{"op":"create","kind":"workload_instance","name":"i","spec":{"definition_id":"def","placement":{"regions":["eu"]}}}]}`,
+		`{"changes":[{"op":"update","kind":"gateway","id":"nope","spec":{}}]}`, `{"changes":[{"op":"delete","kind":"secret","id":"x","cascade":true}]}`,
+		`{"changes":[{"op":"rename","kind":"bucket"}]}`, `{"changes":[{"op":"create","kind":"nokind","name":"a"}]}`,
+		`{"changes":[{"op":"create","kind":"workload_instance","name":"i","spec":{"definition_id":"unknown:def","runtime_id":"unknown:rt"}}]}`,
+		`{"changes":null}`, `{"changes":[null]}`,
+	}, decoderSeeds...) {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var req client.PlanRequest
+		err := decodeStrict(data, &req, "")
+		requireInvalid(t, err, data)
+		if err != nil || len(req.Changes) > maxPlanChanges {
+			return
+		}
+		view := &planView{objs: map[string]*store.Object{}, deleted: map[string]bool{}, planned: map[string]bool{}, changed: map[string]bool{}}
+		p := &planner{view: view, placed: map[string][]client.PlacementStatus{}, uses: map[string][]string{}}
+		_, err = p.decode(req.Changes)
+		requireClientError(t, err, data)
 	})
 }

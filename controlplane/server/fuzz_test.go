@@ -16,7 +16,7 @@ import (
 )
 
 // The fuzz targets below send arbitrary input through every request decoder of the API (each kind's
-// create, update, merge-patch and status bodies, events, the image hook, tokens, and the query
+// create, update, merge-patch and status bodies, events, the image hook, tokens, plans, and the query
 // parameters and headers the handlers parse), straight to the handler with no network, and require
 // that the server never panics and never answers 5xx: bad input is the client's error. The seeds in
 // testdata/fuzz/<FuzzName> run in every plain `go test`; docs/fuzzing.md records the long runs.
@@ -242,6 +242,35 @@ func FuzzDecodeToken(f *testing.F) {
 	})
 }
 
+// FuzzDecodePlan previews arbitrary plans (POST /v1/plans) against a store holding one object of every
+// kind: never a panic, never a 5xx.
+func FuzzDecodePlan(f *testing.F) {
+	w := newFuzzWorld(f)
+	for i, ki := range w.kinds {
+		f.Add([]byte(`{"changes":[{"op":"create","kind":"` + ki.Kind + `","name":"fz-plan","spec":` + specOf(f, w.bodies[i]) + `}]}`))
+		f.Add([]byte(`{"changes":[{"op":"update","kind":"` + ki.Kind + `","id":"` + strings.TrimPrefix(w.paths[i], "/v1/"+ki.Plural+"/") + `","spec":` + specOf(f, w.bodies[i]) + `}]}`))
+		f.Add([]byte(`{"changes":[{"op":"delete","kind":"` + ki.Kind + `","id":"` + strings.TrimPrefix(w.paths[i], "/v1/"+ki.Plural+"/") + `","cascade":true}]}`))
+	}
+	for _, seed := range append([]string{
+		`{"changes":[{"op":"create","kind":"workload_instance","name":"i","spec":{"definition_id":"unknown:def","runtime_id":"unknown:rt"}}]}`,
+		`{"changes":[{"op":"rename","kind":"bucket"}]}`, `{"changes":[{"op":"create","kind":"nokind","name":"a"}]}`, `{"changes":[null]}`,
+	}, bodySeeds...) {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		requireNo5xx(t, w.serve(http.MethodPost, "/v1/plans", "application/json", body), body)
+	})
+}
+
+// specOf returns the spec of a write body.
+func specOf(f *testing.F, body string) string {
+	var b struct {
+		Spec json.RawMessage `json:"spec"`
+	}
+	require.NoError(f, json.Unmarshal([]byte(body), &b))
+	return string(b.Spec)
+}
+
 // querySeeds fit any query decoder: bad escapes, repeated and empty parameters.
 var querySeeds = []string{"", "%", "%zz", "a=1&a=2", "&&=&", ";", "x=%00", "=%ff"}
 
@@ -323,6 +352,10 @@ func TestFuzzTargetsAcceptGoodInput(t *testing.T) {
 	require.False(t, client.IsNotFound(err))
 	require.Equal(t, http.StatusBadRequest, e.serveQuery(http.MethodGet, "/v1/kubernetes_runtimes", "limit=0"))
 	require.Equal(t, http.StatusOK, e.serveQuery(http.MethodGet, "/v1/kubernetes_runtimes", "limit=1&label_selector=a%3Db"))
+
+	plan := `{"changes":[{"op":"create","kind":"kubernetes_runtime","name":"p","spec":{"provider":"local"}}]}`
+	require.Equal(t, http.StatusOK, e.serve(http.MethodPost, "/v1/plans", "application/json", []byte(plan)))
+	require.Equal(t, http.StatusBadRequest, e.serve(http.MethodPost, "/v1/plans", "application/json", []byte(`{"changes":[{"op":"x"}]}`)))
 
 	// Found by FuzzBodyDecoders: an empty key was refused with an empty field name.
 	for body, field := range map[string]string{`{"":{}}`: `[""]`, `{"name":"x","spec":{"":1}}`: `spec[""]`, `{"":1,"":2}`: `[""]`} {
