@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
@@ -228,8 +229,9 @@ func TestWebView(t *testing.T) {
 	})
 
 	if path := os.Getenv("QLEET_UI_SCREENSHOT"); path != "" {
-		do(t, b, 30*time.Second, "graph", chromedp.Navigate(a.Endpoint+"/ui/#/"), chromedp.WaitVisible(node("gateway", "web")))
-		png := get(t, b, 30*time.Second, "screenshot", chromedp.Screenshot(chromedp.ID("graph-scroll")))
+		do(t, b, 30*time.Second, "graph", chromedp.Navigate(a.Endpoint+"/ui/#/"), chromedp.WaitVisible(node("gateway", "web")),
+			chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, 1, 1)) // no node under the pointer: none drawn hovered
+		png := get(t, b, 30*time.Second, "screenshot", chromedp.Screenshot(chromedp.ID("graph")))
 		require.NoError(t, os.WriteFile(path, png, 0o644))
 	}
 

@@ -428,15 +428,14 @@ async function renderGraphPage(withPlan, live) {
   const body = g.nodes.length
     ? h('div', { id: 'graph-scroll', class: 'graph-scroll' }, drawGraph(g.nodes, g.edges))
     : h('div', { class: 'card empty' }, 'No objects yet. Create a kubernetes_runtime, a workload_definition and a workload_instance, and they appear here.');
-  const parts = [h('div', { class: 'toolbar' }, summary, legend())];
-  if (withPlan) {
-    if (live && $('#plan-panel')) {
-      state.planText = $('#plan-input').value;
-    }
-    parts.unshift(planPanel());
+  const view = [h('div', { class: 'toolbar' }, summary, legend()), body];
+  // A live update redraws the graph only: the plan panel keeps its text, cursor and focus.
+  const slot = $('#graph-slot');
+  if (live && slot && withPlan === Boolean($('#plan-panel'))) {
+    slot.replaceChildren(...view);
+  } else {
+    $('#main').replaceChildren(withPlan ? planPanel() : '', h('div', { id: 'graph-slot' }, ...view));
   }
-  parts.push(body);
-  $('#main').replaceChildren(...parts);
   const sc = $('#graph-scroll');
   if (sc && keep) { sc.scrollLeft = keep.left; sc.scrollTop = keep.top; }
 }
