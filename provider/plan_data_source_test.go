@@ -142,50 +142,70 @@ func serveProvider(t *testing.T) string {
 	return string(data)
 }
 
-// terraformDiagnostics runs `terraform plan -json` on a configuration and returns the diagnostics it
-// reports, and how long the plan took.
-func terraformDiagnostics(t *testing.T, config string) ([]map[string]any, time.Duration) {
+// tfWork is a working directory where the test runs the real terraform itself, against the provider
+// served in-process, so that it can read what terraform shows (warnings, which the testing framework
+// does not expose).
+type tfWork struct {
+	t   *testing.T
+	dir string
+	bin string
+	env []string
+}
+
+func newTFWork(t *testing.T) *tfWork {
 	t.Helper()
 	bin := os.Getenv("TF_ACC_TERRAFORM_PATH")
 	if bin == "" {
 		t.Skip("needs TF_ACC_TERRAFORM_PATH (the real terraform binary)")
 	}
-	dir := t.TempDir()
+	return &tfWork{t: t, dir: t.TempDir(), bin: bin,
+		env: append(os.Environ(), "TF_REATTACH_PROVIDERS="+serveProvider(t), "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1")}
+}
+
+// write replaces the configuration.
+func (w *tfWork) write(config string) {
 	cfg := "terraform {\n  required_providers {\n    qleet = { source = \"qleetos/qleet\" }\n  }\n}\n" + config
-	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
+	if err := os.WriteFile(filepath.Join(w.dir, "main.tf"), []byte(cfg), 0o644); err != nil {
+		w.t.Fatal(err)
 	}
-	env := append(os.Environ(), "TF_REATTACH_PROVIDERS="+serveProvider(t), "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1")
-	run := func(args ...string) []byte {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, bin, args...)
-		cmd.Dir, cmd.Env = dir, env
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("terraform %s: %v\n%s\n%s", strings.Join(args, " "), err, out, stderr.String())
-		}
-		return out
+}
+
+// run runs terraform and returns its standard output.
+func (w *tfWork) run(args ...string) []byte {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, w.bin, args...)
+	cmd.Dir, cmd.Env = w.dir, w.env
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		w.t.Fatalf("terraform %s: %v\n%s\n%s", strings.Join(args, " "), err, out, stderr.String())
 	}
-	run("init", "-input=false", "-backend=false")
+	return out
+}
+
+// planWarnings runs `terraform plan -json` and returns the warnings it shows ("summary: detail"), and
+// how long the plan took.
+func (w *tfWork) planWarnings() ([]string, time.Duration) {
 	start := time.Now()
-	out := run("plan", "-json", "-input=false", "-lock=false")
+	out := w.run("plan", "-json", "-input=false", "-lock=false")
 	took := time.Since(start)
-	var diags []map[string]any
+	var warnings []string
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		var line struct {
-			Type       string         `json:"type"`
-			Diagnostic map[string]any `json:"diagnostic"`
+			Type       string `json:"type"`
+			Diagnostic struct {
+				Severity, Summary, Detail string
+			} `json:"diagnostic"`
 		}
-		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Type == "diagnostic" {
-			diags = append(diags, line.Diagnostic)
+		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Type == "diagnostic" && line.Diagnostic.Severity == "warning" {
+			warnings = append(warnings, line.Diagnostic.Summary+": "+line.Diagnostic.Detail)
 		}
 	}
-	return diags, took
+	return warnings, took
 }
 
 // TestAccPlanWarning runs the real terraform's plan: a new definition and an instance placed in a region
@@ -196,7 +216,8 @@ func TestAccPlanWarning(t *testing.T) {
 	t.Parallel()
 	name := randomName("acc-planw")
 	planProfile(t, env, name)
-	diags, took := terraformDiagnostics(t, fmt.Sprintf(`
+	w := newTFWork(t)
+	w.write(fmt.Sprintf(`
 resource "qleet_workload_definition" "web" {
   name       = %[1]q
   containers = [{ name = "web", image = "nginx:1.27" }]
@@ -208,19 +229,37 @@ resource "qleet_workload_instance" "web" {
   placement     = { regions = ["%[1]s-r"] }
 }
 `, name))
+	w.run("init", "-input=false", "-backend=false")
+	warnings, took := w.planWarnings()
 	t.Logf("terraform plan with previews: %s", took.Round(time.Millisecond))
-	var warnings []string
-	for _, d := range diags {
-		if d["severity"] == "warning" {
-			warnings = append(warnings, fmt.Sprintf("%s: %s", d["summary"], d["detail"]))
-		}
-	}
 	want := fmt.Sprintf(`workload instance %[1]q: the QleetOS controllers will do more than this change: will provision kubernetes_runtime "%[1]s-%[1]s-r" in %[1]s-r from runtime_profile %[1]q`, name)
 	if len(warnings) != 1 || warnings[0] != want {
 		t.Fatalf("want one warning\n  %s\ngot %q", want, warnings)
 	}
 	if err := noRuntime(env, name+"-"+name+"-r")(nil); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAccPlanWarningOnUpdate applies a runtime, a definition and an instance of it with the real
+// terraform, then plans a new image: the definition's plan warns that the instance will roll.
+func TestAccPlanWarningOnUpdate(t *testing.T) {
+	env := testAccEnv(t)
+	t.Parallel()
+	name := randomName("acc-planu")
+	w := newTFWork(t)
+	w.write(instanceConfig(name, env.kubeconfig, "nginx:1.27", ""))
+	w.run("init", "-input=false", "-backend=false")
+	w.run("apply", "-auto-approve", "-input=false", "-lock=false")
+	t.Cleanup(func() { w.run("destroy", "-auto-approve", "-input=false", "-lock=false") })
+
+	w.write(instanceConfig(name, env.kubeconfig, "nginx:1.28", ""))
+	warnings, took := w.planWarnings()
+	t.Logf("terraform plan of an update with previews: %s", took.Round(time.Millisecond))
+	want := fmt.Sprintf(`workload definition "%[1]s-def": the QleetOS controllers will do more than this change: `+
+		`will roll workload_instance %[1]q (its workload_definition "%[1]s-def" changes (generation 1 → 2))`, name)
+	if len(warnings) != 1 || warnings[0] != want {
+		t.Fatalf("want one warning\n  %s\ngot %q", want, warnings)
 	}
 }
 
