@@ -130,7 +130,7 @@ Kinds: ` + strings.Join(kindNames(), ", ") + `
 		}
 	}
 	add(groupObjects, q.getCmd(), q.describeCmd(), q.deleteCmd(), q.eventsCmd(), q.graphCmd(), q.podsCmd(),
-		q.imageCmd(), q.reconcileCmd())
+		q.imageCmd(), q.reconcileCmd(), q.planCmd())
 	add(groupControlPlane,
 		q.serverCmd("server", modeServer, "Run everything in one process: API, relay, controllers, embedded NATS, SQLite"),
 		q.serverCmd("api", modeAPI, "Run the API server and the outbox relay (scale-out)"),

@@ -817,3 +817,84 @@ func TestPodsShowImageAndNode(t *testing.T) {
 	require.Equal(t, 1, r.code)
 	require.Contains(t, r.stderr, "returned to the controller role only", "the admin role reads no kubeconfig")
 }
+
+func TestPlanPrintsWhatAChangeWouldDo(t *testing.T) {
+	t.Parallel()
+	_, cl, def, env := cliServer(t)
+	ctx := context.Background()
+	_, err := cl.RuntimeProfiles().Create(ctx, &client.RuntimeProfile{Meta: client.Meta{Name: "default"},
+		Spec: client.RuntimeProfileSpec{Provider: client.ProviderLocal, Regions: []string{"eu-west", "us-east"}}})
+	require.NoError(t, err)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "objects.yaml")
+	// Objects as `qleet get -o yaml` prints them: a new instance in two regions with a gateway that names
+	// it by a placeholder id, and an existing definition with a new image.
+	require.NoError(t, os.WriteFile(file, []byte(`- kind: workload_instance
+  id: new-hello
+  name: hello
+  spec: {definition_id: `+def.ID+`, placement: {regions: [eu-west, us-east]}}
+- kind: gateway
+  name: hello
+  spec: {instance_id: new-hello, hosts: [hello.example.test]}
+- kind: definition
+  name: web
+  spec: {containers: [{name: web, image: "nginx:1.28"}]}
+`), 0o600))
+
+	r := qleetIn(ctx, env, "plan", "-f", file)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `(?m)^ACTION\s+KIND\s+NAME\s+DETAIL\s+REASON$`, r.stdout)
+	require.Regexp(t, `(?m)^create\s+workload_instance\s+hello\s+`, r.stdout)
+	require.Regexp(t, `(?m)^update\s+workload_definition\s+web\s+`, r.stdout, "an object that exists is an update")
+	require.Regexp(t, `(?m)^provision\s+kubernetes_runtime\s+default-eu-west\s+in eu-west from runtime_profile "default"`, r.stdout)
+	require.Regexp(t, `(?m)^provision\s+kubernetes_runtime\s+default-us-east\s+in us-east from runtime_profile "default"`, r.stdout)
+	require.Contains(t, r.stdout, "Beyond the requested changes:\n")
+	require.Contains(t, r.stdout, `  will install support_service ingress, cert-manager on kubernetes_runtime "default-eu-west"`)
+
+	r = qleetIn(ctx, env, "plan", "-f", file, "-o", "json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var res client.PlanResult
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
+	var provisioned []string
+	for _, a := range res.Actions {
+		if a.Action == client.ActionProvision {
+			provisioned = append(provisioned, a.Region)
+		}
+	}
+	require.ElementsMatch(t, []string{"eu-west", "us-east"}, provisioned)
+
+	insts, err := cl.WorkloadInstances().List(ctx, client.ListOptions{})
+	require.NoError(t, err)
+	require.Empty(t, insts.Items, "a plan writes nothing")
+	got, err := cl.WorkloadDefinitions().Get(ctx, def.ID)
+	require.NoError(t, err)
+	require.Equal(t, "nginx:1.27", got.Spec.Containers[0].Image)
+
+	t.Run("deletes, from the command line", func(t *testing.T) {
+		r := qleetIn(ctx, env, "plan", "--delete", "definition/web")
+		require.Equal(t, 0, r.code, r.stderr)
+		require.Regexp(t, `(?m)^delete\s+workload_definition\s+web\s+`, r.stdout)
+	})
+	t.Run("a change the write would refuse fails the plan, naming the field", func(t *testing.T) {
+		bad := filepath.Join(dir, "bad.json")
+		require.NoError(t, os.WriteFile(bad, []byte(`{"kind": "workload_definition", "name": "broken", "spec": {"containers": [{"name": "x", "image": ""}]}}`), 0o600))
+		r := qleetIn(ctx, env, "plan", "-f", bad)
+		require.Equal(t, 1, r.code, r.stdout)
+		require.Contains(t, r.stderr, "changes[0].spec.containers[0].image")
+	})
+	t.Run("a plan request is sent as it is; stdin works", func(t *testing.T) {
+		var out, errb strings.Builder
+		root := (&cli{getenv: func(k string) string { return env[k] }}).rootCmd()
+		root.SetArgs([]string{"plan", "-f", "-"})
+		root.SetIn(strings.NewReader(`{"changes": [{"op": "create", "kind": "workload_instance", "name": "solo", "spec": {"definition_id": "` + def.ID + `", "placement": {"regions": ["us-east"]}}}]}`))
+		root.SetOut(&out)
+		root.SetErr(&errb)
+		require.NoError(t, root.ExecuteContext(ctx), errb.String())
+		require.Regexp(t, `(?m)^provision\s+kubernetes_runtime\s+default-us-east\s+`, out.String())
+	})
+	t.Run("no changes is a usage error", func(t *testing.T) {
+		r := qleetIn(ctx, env, "plan")
+		require.Equal(t, 2, r.code)
+		require.Contains(t, r.stderr, "give the changes with -f FILE or --delete KIND/NAME")
+	})
+}
