@@ -147,7 +147,6 @@ func (v *planView) gone(id string) bool {
 
 // planner builds one plan.
 type planner struct {
-	s       *Server
 	view    *planView
 	actions []client.PlanAction
 	edges   []client.GraphEdge // edges the plan adds that the view's objects do not show (placements, uses)
@@ -183,7 +182,7 @@ func (s *Server) preview(ctx context.Context, req *client.PlanRequest) (*client.
 			return nil, err
 		}
 	}
-	p := &planner{s: s, view: view, placed: map[string][]client.PlacementStatus{}, uses: map[string][]string{}}
+	p := &planner{view: view, placed: map[string][]client.PlacementStatus{}, uses: map[string][]string{}}
 	changes, err := p.decode(req.Changes)
 	if err != nil {
 		return nil, err
@@ -199,6 +198,10 @@ func (s *Server) preview(ctx context.Context, req *client.PlanRequest) (*client.
 			var ce *client.Error
 			if errors.As(err, &ce) && ce.Code == client.CodeInvalid {
 				fes = append(fes, ce.Fields...)
+				if dc.cur == nil {
+					// Its references resolve, so that what refers to it reports only its own errors.
+					view.objs[dc.id] = &store.Object{ID: dc.id, Kind: dc.ki.Kind, Name: dc.ch.Name}
+				}
 				continue
 			}
 			return nil, err

@@ -192,6 +192,21 @@ func TestPlan(t *testing.T) {
 		require.ErrorAs(t, realErr, &re)
 		require.Equal(t, "changes[1]."+re.Field, ce.Field)
 		require.Equal(t, re.Fields[0].Message, ce.Fields[0].Message)
+		require.Len(t, ce.Fields, 1)
+
+		// An instance of the bad definition (by its placeholder) reports only its own errors.
+		bad.ID = "bad"
+		_, err = e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{
+			change(t, client.PlanCreate, client.KindWorkloadDefinition, bad),
+			change(t, client.PlanCreate, client.KindWorkloadInstance, &client.WorkloadInstance{Meta: client.Meta{Name: "web"},
+				Spec: client.WorkloadInstanceSpec{DefinitionID: "bad", Namespace: "Bad_NS", Placement: &client.Placement{Regions: []string{"eu-west"}}}}),
+		}})
+		require.ErrorAs(t, err, &ce)
+		var fields []string
+		for _, f := range ce.Fields {
+			fields = append(fields, f.Field)
+		}
+		require.Equal(t, []string{"changes[0].spec.containers[0].image", "changes[1].spec.namespace"}, fields)
 		require.Equal(t, before, snapshot(t, e.store))
 
 		code, body := e.raw(t, server.RoleDeveloper, http.MethodPost, "/v1/plans", `{"changes":[{"op":"create","kind":"workload_definition","name":"x","spec":{"containerz":[]}}]}`, nil)
