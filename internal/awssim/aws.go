@@ -112,10 +112,7 @@ func (s *Sim) serveAWS(w http.ResponseWriter, r *http.Request, body []byte) {
 		fail(rerr)
 		return
 	}
-	s.mu.Lock()
-	s.advanceLocked()
-	rep, e := h(q)
-	s.mu.Unlock()
+	rep, e := s.handle(h, q)
 	if e != nil {
 		fail(e)
 		return
@@ -127,6 +124,14 @@ func (s *Sim) serveAWS(w http.ResponseWriter, r *http.Request, body []byte) {
 	}
 	s.record(call)
 	s.writeReply(w, q, rep)
+}
+
+// handle runs a handler with the lock held, after moving lifecycles along.
+func (s *Sim) handle(h handler, q *request) (*reply, *apiError) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.advanceLocked()
+	return h(q)
 }
 
 func hasAnyPrefix(s string, prefixes []string) bool {

@@ -112,3 +112,5 @@ func actions(calls []awssim.Call) []string {
 	}
 	return out
 }
+
+func errorsAs(err error, target any) bool { return errors.As(err, target) }

@@ -121,7 +121,7 @@ func (d *dbInstance) address() string {
 func (s *Sim) dbXML(d *dbInstance) dbInstanceXML {
 	x := dbInstanceXML{DBInstanceIdentifier: d.Identifier, DBInstanceClass: d.Class, Engine: d.Engine, EngineVersion: d.EngineVersion,
 		DBInstanceStatus: d.Status, MasterUsername: d.MasterUsername, DBName: d.DBName, AllocatedStorage: d.AllocatedStorage,
-		PubliclyAccessible: d.Public, DBInstanceArn: d.arn(), DbiResourceID: "db-" + strings.ToUpper(d.account + d.Identifier)[:20],
+		PubliclyAccessible: d.Public, DBInstanceArn: d.arn(), DbiResourceID: "db-" + strings.ToUpper(hexSHA256([]byte(d.arn()))[:26]),
 		TagList: d.Tags.rds()}
 	if d.Status != "creating" {
 		x.Endpoint = &dbEndpointXML{d.address(), d.Port, "Z2R2ITUGPM61AM"}
