@@ -150,6 +150,44 @@ func TestPlan(t *testing.T) {
 		require.Contains(t, res.Graph.Providers("planned:gateway/web"), client.GraphEdge{From: "planned:gateway/web", To: mustID(t, e, "ingress-eu"), Type: client.EdgePlacement, Why: "status.support_services"})
 	})
 
+	t.Run("an instance that gains a region gets a runtime there, and its gateway the support services it lacks there", func(t *testing.T) {
+		e := setup(t)
+		e.profile(t, "default", "eu-west", "us-east")
+		rt := localRuntime("eu")
+		rt.Spec.Region = "eu-west"
+		eu, err := e.dev.KubernetesRuntimes().Create(ctx, rt)
+		require.NoError(t, err)
+		e.ready(t, eu)
+		def, err := e.dev.WorkloadDefinitions().Create(ctx, webDefinition("web"))
+		require.NoError(t, err)
+		inst, err := e.dev.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "web"},
+			Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, Placement: &client.Placement{Regions: []string{"eu-west"}}}})
+		require.NoError(t, err)
+		ist := inst.Status
+		ist.Placements = []client.PlacementStatus{{RuntimeID: eu.ID, Runtime: "eu", Region: "eu-west", Phase: client.PhaseReady}}
+		_, err = e.ctrl.WorkloadInstances().UpdateStatus(ctx, inst.ID, 0, ist)
+		require.NoError(t, err)
+		off := false
+		gw, err := e.dev.Gateways().Create(ctx, &client.Gateway{Meta: client.Meta{Name: "web"}, Spec: client.GatewaySpec{InstanceID: inst.ID, TLS: &off}})
+		require.NoError(t, err)
+		ss, err := e.ctrl.SupportServices().Create(ctx, &client.SupportService{Meta: client.Meta{Name: "ingress-eu",
+			Owners: []client.ObjectRef{{Kind: client.KindGateway, ID: gw.ID}}}, Spec: client.SupportServiceSpec{RuntimeID: eu.ID, Type: client.SupportIngress}})
+		require.NoError(t, err)
+		gst := gw.Status
+		gst.SupportServices = []client.ObjectRef{{Kind: client.KindSupportService, ID: ss.ID, Name: ss.Name}}
+		_, err = e.ctrl.Gateways().UpdateStatus(ctx, gw.ID, 0, gst)
+		require.NoError(t, err)
+
+		inst.Spec.Placement.Regions = []string{"eu-west", "us-east"}
+		res, err := e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{change(t, client.PlanUpdate, client.KindWorkloadInstance, inst)}})
+		require.NoError(t, err)
+		require.Equal(t, []string{
+			`will provision kubernetes_runtime "default-us-east" in us-east from runtime_profile "default"`,
+			`will install support_service ingress on kubernetes_runtime "default-us-east"`,
+		}, res.Summary())
+		require.Equal(t, `update workload_instance "web": spec changes (generation 1 → 2)`, res.Actions[0].String())
+	})
+
 	t.Run("a region nothing serves is a warning", func(t *testing.T) {
 		e := setup(t)
 		def, err := e.dev.WorkloadDefinitions().Create(ctx, webDefinition("web"))
