@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -897,4 +898,29 @@ func TestPlanPrintsWhatAChangeWouldDo(t *testing.T) {
 		require.Equal(t, 2, r.code)
 		require.Contains(t, r.stderr, "give the changes with -f FILE or --delete KIND/NAME")
 	})
+}
+
+// `qleet server` keeps the flag package's forms (one dash, -flag=value) and the QLEET_<FLAG> variables,
+// prints its endpoint, and stops cleanly when its context ends (SIGTERM in main).
+func TestServerCommandInProcess(t *testing.T) {
+	dir := t.TempDir()
+	out := &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	env := map[string]string{"HOME": t.TempDir(), "QLEET_LOG_LEVEL": "error", "QLEET_TRACE_BUFFER": "0"}
+	go func() {
+		done <- run(ctx, []string{"server", "-data-dir", dir, "-listen=127.0.0.1:0"}, func(k string) string { return env[k] }, out, io.Discard)
+	}()
+	endpoint := regexp.MustCompile(`endpoint:\s+(\S+)`)
+	require.Eventually(t, func() bool { return endpoint.MatchString(out.String()) }, 60*time.Second, 20*time.Millisecond, "the server prints its endpoint")
+	require.FileExists(t, filepath.Join(dir, "admin.token"), "-data-dir was taken")
+	r := qleetIn(context.Background(), cliEnv(t, "QLEET_ENDPOINT", endpoint.FindStringSubmatch(out.String())[1], "QLEET_DATA_DIR", dir), "get", "runtimes")
+	require.Equal(t, 0, r.code, r.stderr)
+	cancel()
+	select {
+	case code := <-done:
+		require.Equal(t, 0, code)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the server did not stop")
+	}
 }
