@@ -45,8 +45,21 @@ type credential struct {
 // digits, or empty for a generated one. Adding an existing id returns it as
 // it is.
 func (s *Sim) AddAccount(id string) (Account, error) {
+	return s.AddAccountWithKey(id, "", "")
+}
+
+// AddAccountWithKey is AddAccount with a chosen access key for the admin
+// user (for reproducible demos): accessKeyID must start with AKIA and be 16
+// to 128 characters; empty ones are generated.
+func (s *Sim) AddAccountWithKey(id, accessKeyID, secretAccessKey string) (Account, error) {
+	if accessKeyID != "" && (!strings.HasPrefix(accessKeyID, "AKIA") || len(accessKeyID) < 16 || len(accessKeyID) > 128 || secretAccessKey == "") {
+		return Account{}, fmt.Errorf("awssim: access key id %q: want AKIA..., 16 to 128 characters, with a secret", accessKeyID)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if accessKeyID != "" && s.keys[accessKeyID] != nil {
+		return Account{}, fmt.Errorf("awssim: access key id %q is taken", accessKeyID)
+	}
 	if id == "" {
 		for id == "" || s.accounts[id] != nil {
 			id = fmt.Sprintf("%012d", 100000000000+s.nextID()*1111)
@@ -59,6 +72,11 @@ func (s *Sim) AddAccount(id string) (Account, error) {
 		return *a, nil
 	}
 	c := s.newKeyLocked(id, "user", "admin")
+	if accessKeyID != "" {
+		delete(s.keys, c.AccessKeyID)
+		c.AccessKeyID, c.SecretAccessKey = accessKeyID, secretAccessKey
+		s.keys[accessKeyID] = c
+	}
 	a := &Account{ID: id, AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey, ARN: c.ARN}
 	s.accounts[id] = a
 	return *a, nil

@@ -39,7 +39,7 @@ type Call struct {
 func (s *Sim) Calls() []Call {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]Call, len(s.calls))
+	out := make([]Call, len(s.calls)) // never nil: the HTTP route answers []
 	for i, c := range s.calls {
 		c.Params = maps.Clone(c.Params)
 		out[i] = c

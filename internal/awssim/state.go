@@ -54,7 +54,7 @@ func (s *Sim) Resources() []Resource {
 	defer s.mu.Unlock()
 	s.advanceLocked()
 	st := s.state
-	var out []Resource
+	out := []Resource{}
 	for _, r := range st.roles {
 		out = append(out, Resource{"iam", "role", r.Name, r.account, "", "", r.Tags.m})
 	}
