@@ -31,6 +31,10 @@ type Config struct {
 	Writes int
 	// Writers is the number of concurrent writers (default 4).
 	Writers int
+	// Rate paces the writers, in writes per second all together (default 6: what one loaded two-core
+	// machine running kubesim absorbs without a backlog, mostly of namespaces terminating after
+	// deletes), so that the kills fall among the writes and convergence measures recovery, not backlog.
+	Rate float64
 	// KillsPerPart is how many times each part (an API replica, a controller replica, a NATS server,
 	// PostgreSQL) is killed during the writes (default 2).
 	KillsPerPart int
@@ -62,6 +66,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Writers <= 0 {
 		c.Writers = 4
+	}
+	if c.Rate <= 0 {
+		c.Rate = 6
 	}
 	if c.KillsPerPart <= 0 {
 		c.KillsPerPart = 2
@@ -156,6 +163,7 @@ func (t *topology) close() {
 	}
 	if t.pg != nil {
 		t.pg.stop()
+		_ = os.RemoveAll(t.pg.dir)
 	}
 	if t.lb != nil {
 		t.lb.Close()
@@ -189,11 +197,8 @@ func (t *topology) up(ctx context.Context) error {
 		return d, os.MkdirAll(d, 0o755)
 	}
 
-	pgDir, err := dir("postgres")
-	if err != nil {
-		return err
-	}
-	if t.pg, err = newPostgres(ctx, pgDir); err != nil {
+	var err error
+	if t.pg, err = newPostgres(ctx); err != nil {
 		return err
 	}
 

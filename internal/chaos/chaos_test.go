@@ -26,7 +26,7 @@ func TestChaos(t *testing.T) {
 	require.NoError(t, err)
 
 	rep, err := Run(ctx, Config{
-		Writes: 40, Writers: 2, KillsPerPart: 1, Downtime: 500 * time.Millisecond,
+		Writes: 40, Writers: 2, Rate: 4, KillsPerPart: 1, Downtime: 500 * time.Millisecond,
 		QleetBinary: filepath.Join(bin, "qleet"), NATSBinary: filepath.Join(bin, "nats-server"), KubesimBinary: kubesimBin,
 		WorkDir: t.TempDir(), Logf: t.Logf,
 	})

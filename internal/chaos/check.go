@@ -30,6 +30,7 @@ func (t *topology) check(ctx context.Context, m *model, rep *Report, since time.
 	deadline := since.Add(t.cfg.Wait)
 	var lost, orphans []string
 	converged := false
+	lastLog := time.Now()
 	for {
 		var live diffCounts
 		lost, orphans, live, err = t.diff(ctx, cs, m)
@@ -38,6 +39,10 @@ func (t *topology) check(ctx context.Context, m *model, rep *Report, since time.
 			rep.ConvergenceSeconds = time.Since(since).Seconds()
 			rep.Instances, rep.Definitions = live.instances, live.defs
 			break
+		}
+		if time.Since(lastLog) > 5*time.Second {
+			lastLog = time.Now()
+			t.cfg.Logf("%.0fs: %d not yet reflected, %d orphans (%v), e.g. %v", time.Since(since).Seconds(), len(lost), len(orphans), err, first(lost, 3))
 		}
 		if time.Now().After(deadline) {
 			if err != nil {

@@ -12,6 +12,9 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
+// maxLive bounds the live instances of one writer.
+const maxLive = 10
+
 // opTimeout bounds one write with all its retries; a write that cannot be acknowledged this long fails
 // the run.
 const opTimeout = 3 * time.Minute
@@ -55,18 +58,25 @@ type writer struct {
 	live    []*instModel
 	seq     int
 	last    time.Time
+	pace    <-chan time.Time // one tick per write, shared by all writers
 }
 
 func (w *writer) run(ctx context.Context, writes int) error {
 	for range writes {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-w.pace:
+		}
 		var err error
 		switch r := w.rng.Float64(); {
-		case len(w.live) < 3 || r < 0.35:
+		// Creates and deletes balance out around maxLive instances per writer, to keep the cluster small.
+		case len(w.live) < 3 || (r < 0.3 && len(w.live) < maxLive):
 			err = w.createInstance(ctx)
-		case r < 0.65:
-			err = w.updateInstance(ctx)
-		case r < 0.8:
+		case r < 0.3 || r >= 0.6 && r < 0.8:
 			err = w.deleteInstance(ctx)
+		case r < 0.6:
+			err = w.updateInstance(ctx)
 		case r < 0.88:
 			err = w.updateDefinition(ctx)
 		case r < 0.94 || !w.hasScratch():

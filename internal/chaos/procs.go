@@ -175,7 +175,21 @@ type postgres struct {
 	url  string // of database qleet
 }
 
-func newPostgres(ctx context.Context, dir string) (*postgres, error) {
+// newPostgres initialises and starts a server in a new directory under the system temp dir (the postgres
+// user must be able to reach it, which a test's temp dir does not allow); close removes it.
+func newPostgres(ctx context.Context) (*postgres, error) {
+	dir, err := os.MkdirTemp("", "qleet-chaos-pg-")
+	if err != nil {
+		return nil, err
+	}
+	p, err := initPostgres(ctx, dir)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+	}
+	return p, err
+}
+
+func initPostgres(ctx context.Context, dir string) (*postgres, error) {
 	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
 	sort.Slice(bins, func(i, j int) bool { return version(bins[i]) > version(bins[j]) })
 	initdb, server := "initdb", "postgres"

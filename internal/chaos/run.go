@@ -84,9 +84,10 @@ func (t *topology) run(ctx context.Context) (*Report, error) {
 			group := t.parts(part)
 			p := group[rng.IntN(len(group))]
 			down := max(200*time.Millisecond, time.Duration(rng.Int64N(int64(cfg.Downtime))))
+			n := acked.Load()
 			pid := p.kill()
 			rep.Kills[part]++
-			cfg.Logf("kill -9 %s (pid %d) at write %d, down %s", p.name, pid, acked.Load(), down.Round(time.Millisecond))
+			cfg.Logf("kill -9 %s (pid %d) at write %d, down %s", p.name, pid, n, down.Round(time.Millisecond))
 			time.Sleep(down)
 			var err error
 			if part == "postgres" {
@@ -103,6 +104,11 @@ func (t *topology) run(ctx context.Context) (*Report, error) {
 	}()
 
 	start := time.Now()
+	pace := time.NewTicker(time.Duration(float64(time.Second) / cfg.Rate))
+	defer pace.Stop()
+	for _, w := range writers {
+		w.pace = pace.C
+	}
 	gctx, stopWriters := context.WithCancel(ctx)
 	var (
 		writersWG sync.WaitGroup

@@ -2,7 +2,7 @@
 // in a row, prints each run's figures, and writes them to docs/reliability.json and docs/reliability.md.
 // `make chaos` builds bin/qleet and bin/nats-server and runs it.
 //
-//	chaos [-runs 3] [-writes 1000] [-writers 4] [-kills 2] [-seed N] [-work DIR] [-json PATH] [-md PATH]
+//	chaos [-runs 3] [-writes 1000] [-writers 4] [-rate 6] [-kills 2] [-seed N] [-work DIR] [-json PATH] [-md PATH]
 package main
 
 import (
@@ -44,6 +44,7 @@ func run() error {
 	runs := flag.Int("runs", 1, "runs in a row; stops at the first that fails")
 	writes := flag.Int("writes", 1000, "acknowledged writes per run")
 	writers := flag.Int("writers", 4, "concurrent writers")
+	rate := flag.Float64("rate", 6, "writes per second, all writers together")
 	kills := flag.Int("kills", 2, "kills of each part per run")
 	seed := flag.Uint64("seed", 0, "seed of the first run (0: random); run i uses seed+i")
 	work := flag.String("work", "", "work dir (default: a new temporary dir, removed after a green run)")
@@ -81,7 +82,7 @@ func run() error {
 		}
 		fmt.Printf("run %d of %d (work dir %s)\n", i+1, *runs, dir)
 		rep, err := chaos.Run(ctx, chaos.Config{
-			Writes: *writes, Writers: *writers, KillsPerPart: *kills, Seed: s,
+			Writes: *writes, Writers: *writers, Rate: *rate, KillsPerPart: *kills, Seed: s,
 			QleetBinary: qbin, NATSBinary: nbin, KubesimBinary: *kubesimBin, WorkDir: dir,
 			Logf: func(format string, args ...any) { fmt.Printf("  "+format+"\n", args...) },
 		})
