@@ -48,17 +48,22 @@ func TestPlanThenApply(t *testing.T) {
 	}
 	plan, err := cl.Plan(ctx, client.PlanRequest{Changes: changes})
 	require.NoError(t, err)
-	var planned, plannedServices []string
+	var planned, plannedServices, plannedPlacements, plannedUses []string
 	for _, a := range plan.Actions {
-		switch a.Action {
-		case client.ActionProvision:
+		switch {
+		case a.Action == client.ActionProvision:
 			planned = append(planned, a.Name+" in "+a.Region+" from "+a.Profile)
-		case client.ActionInstall:
+		case a.Action == client.ActionInstall:
 			plannedServices = append(plannedServices, a.Name+": "+a.SupportType+" on "+a.Runtime)
+			plannedUses = append(plannedUses, a.Name)
+		case a.Action == client.ActionDepend && a.Provider.Kind == client.KindKubernetesRuntime:
+			plannedPlacements = append(plannedPlacements, a.Region+"/"+a.Runtime)
 		}
 	}
 	sort.Strings(planned)
 	sort.Strings(plannedServices)
+	sort.Strings(plannedPlacements)
+	sort.Strings(plannedUses)
 	t.Logf("plan: %d actions; runtimes %v; support services %v", len(plan.Actions), planned, plannedServices)
 	require.Equal(t, []string{"default-eu-west in eu-west from default", "default-us-east in us-east from default"}, planned,
 		"the plan lists the two clusters")
@@ -78,7 +83,7 @@ func TestPlanThenApply(t *testing.T) {
 	createdGW, err := cl.Gateways().Create(ctx, gw)
 	require.NoError(t, err)
 	start := time.Now()
-	_, err = cl.Gateways().WaitReconciled(cptest.Wait(t, 4*time.Minute), createdGW.ID)
+	readyGW, err := cl.Gateways().WaitReconciled(cptest.Wait(t, 4*time.Minute), createdGW.ID)
 	require.NoError(t, err)
 	t.Logf("apply to Ready (two clusters, four support services): %s", time.Since(start).Round(time.Millisecond))
 
@@ -97,4 +102,18 @@ func TestPlanThenApply(t *testing.T) {
 	sort.Strings(madeServices)
 	require.Equal(t, planned, made, "the controllers provisioned exactly the planned runtimes")
 	require.Equal(t, plannedServices, madeServices, "and installed exactly the planned support services")
+
+	readyInst, err := cl.WorkloadInstances().Get(ctx, createdInst.ID)
+	require.NoError(t, err)
+	var placements, uses []string
+	for _, p := range readyInst.Status.Placements {
+		placements = append(placements, p.Region+"/"+p.Runtime)
+	}
+	for _, r := range readyGW.Status.SupportServices {
+		uses = append(uses, r.Name)
+	}
+	sort.Strings(placements)
+	sort.Strings(uses)
+	require.Equal(t, plannedPlacements, placements, "the instance runs where the plan placed it")
+	require.Equal(t, plannedUses, uses, "the gateway uses the support services the plan installed for it")
 }
