@@ -196,6 +196,8 @@ func TestWebView(t *testing.T) {
 		require.Equal(t, `on kubernetes_runtime "unreachable"`, on)
 		since := get(t, b, 10*time.Second, "since", chromedp.TextContent(chromedp.CSS(waiting+" .waiting")))
 		require.Regexp(t, `^(Pending|Reconciling) · waiting \d+(s|m\d+s)$`, since, "and for how long")
+		do(t, b, 30*time.Second, "the time waited grows",
+			chromedp.Poll[chromedp.Void](`/waiting ([3-9]|\d\d+)s$/.test(document.querySelector('`+waiting+` .waiting').textContent)`))
 	})
 
 	t.Run("the object page shows spec, conditions, events, applied objects and replicas", func(t *testing.T) {

@@ -51,9 +51,13 @@ const $ = (sel) => document.querySelector(sel);
 
 function humanKind(kind) { return (kind || '').replace(/_/g, ' '); }
 
+// parseTime reads an RFC 3339 time from the API. The server sends nanoseconds, which Date would take
+// as that many milliseconds: keep three digits.
+function parseTime(t) { return new Date(String(t).replace(/(\.\d{3})\d+/, '$1')); }
+
 function age(since) {
   if (!since) return '';
-  let sec = Math.max(0, Math.floor((Date.now() - new Date(since).getTime()) / 1000));
+  let sec = Math.max(0, Math.floor((Date.now() - parseTime(since).getTime()) / 1000));
   const d = Math.floor(sec / 86400); sec -= d * 86400;
   const hr = Math.floor(sec / 3600); sec -= hr * 3600;
   const m = Math.floor(sec / 60); sec -= m * 60;
@@ -65,7 +69,7 @@ function age(since) {
 
 function clock(t) {
   if (!t) return '';
-  const d = new Date(t);
+  const d = parseTime(t);
   return isNaN(d) ? '' : d.toLocaleString();
 }
 
@@ -530,7 +534,7 @@ async function renderObject(kind, id, live) {
   const st = obj.status || {};
   const node = state.graph && state.graph.nodes.find((n) => n.id === id);
   const reconciled = st.phase === 'Ready' && st.observed_generation === obj.generation;
-  const events = (evs.items || []).slice().sort((a, b) => new Date(b.created_at) - new Date(a.created_at));
+  const events = (evs.items || []).slice().sort((a, b) => parseTime(b.created_at) - parseTime(a.created_at) || b.id - a.id);
   const applied = appliedObjects(st);
   const placements = st.placements || [];
   const hasReplicas = placements.length || st.replicas !== undefined;
