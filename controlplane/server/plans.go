@@ -885,40 +885,52 @@ func (p *planner) rolls(changes []*decodedChange) {
 	}
 }
 
-// removals lists the support services that garbage collection would remove once the plan is applied:
-// owned ones whose owners all go and that nothing uses any more, because of the plan.
+// removals lists what garbage collection would remove once the plan is applied (the reconcile
+// runtime's collect): objects a controller made for owners that all go, because of the plan, and that
+// nothing uses any more, e.g. the support services of a deleted gateway, or the runtimes of a deleted
+// profile that nothing runs on.
 func (p *planner) removals() {
 	v := p.view
-	for _, o := range v.each(client.KindSupportService) {
-		if len(o.Owners) == 0 || v.planned[o.ID] {
+	for _, id := range slices.Clone(v.order) {
+		o := v.objs[id]
+		if o == nil || len(o.Owners) == 0 || v.planned[id] || v.gone(id) {
 			continue
 		}
-		byPlan := false
 		var owner *client.ObjectRef
 		for _, ow := range o.Owners {
 			if !v.gone(ow.ID) {
-				byPlan = false
 				owner = nil
 				break
 			}
-			if v.deleted[ow.ID] {
-				byPlan, owner = true, &client.ObjectRef{Kind: ow.Kind, ID: ow.ID, Name: ow.Name}
+			if v.deleted[ow.ID] && owner == nil {
+				owner = &client.ObjectRef{Kind: ow.Kind, ID: ow.ID, Name: ow.Name}
 			}
 		}
-		if !byPlan || len(v.dependents(o.ID)) > 0 || p.usedByPlan(o.ID) {
+		if owner == nil || len(v.dependents(id)) > 0 || p.usedByPlan(id) {
 			continue
 		}
-		var ss client.SupportServiceSpec
-		_ = json.Unmarshal(o.Spec, &ss)
-		p.actions = append(p.actions, client.PlanAction{Action: client.ActionRemove, Kind: o.Kind, ID: o.ID, Name: o.Name,
-			SupportType: ss.Type, Runtime: p.runtimeName(ss.RuntimeID), Cause: owner,
-			Reason: fmt.Sprintf("installed for %s, which is deleted, and used by nothing else: garbage-collected after its grace period", owner)})
+		a := client.PlanAction{Action: client.ActionDelete, Kind: o.Kind, ID: id, Name: o.Name, Cause: owner,
+			Reason: fmt.Sprintf("made for %s, which is deleted, and used by nothing else: garbage-collected after its grace period", owner)}
+		if o.Kind == client.KindSupportService {
+			var ss client.SupportServiceSpec
+			_ = json.Unmarshal(o.Spec, &ss)
+			a.Action, a.SupportType, a.Runtime = client.ActionRemove, ss.Type, p.runtimeName(ss.RuntimeID)
+			a.Reason = fmt.Sprintf("installed for %s, which is deleted, and used by nothing else: garbage-collected after its grace period", owner)
+		}
+		p.actions = append(p.actions, a)
 	}
 }
 
+// usedByPlan reports whether the plan's controllers would use the object: a gateway's support service,
+// or an instance's runtime.
 func (p *planner) usedByPlan(id string) bool {
 	for gw, ids := range p.uses {
 		if !p.view.gone(gw) && slices.Contains(ids, id) {
+			return true
+		}
+	}
+	for inst, ps := range p.placed {
+		if !p.view.gone(inst) && slices.ContainsFunc(ps, func(pl client.PlacementStatus) bool { return pl.RuntimeID == id }) {
 			return true
 		}
 	}

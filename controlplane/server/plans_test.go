@@ -363,6 +363,21 @@ func TestPlan(t *testing.T) {
 		}, strs(res.Actions))
 	})
 
+	t.Run("deleting a profile removes the runtimes it provisioned that nothing runs on", func(t *testing.T) {
+		e := setup(t)
+		prof := e.profile(t, "default", "eu-west")
+		rt := localRuntime("default-eu-west")
+		rt.Owners = []client.ObjectRef{{Kind: client.KindRuntimeProfile, ID: prof.ID}}
+		_, err := e.ctrl.KubernetesRuntimes().Create(ctx, rt)
+		require.NoError(t, err)
+		res, err := e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{{Op: client.PlanDelete, Kind: client.KindRuntimeProfile, Name: "default"}}})
+		require.NoError(t, err)
+		require.Equal(t, []string{
+			`delete runtime_profile "default": requested`,
+			`delete kubernetes_runtime "default-eu-west": made for runtime_profile "default", which is deleted, and used by nothing else: garbage-collected after its grace period`,
+		}, strs(res.Actions))
+	})
+
 	t.Run("a runtime's garbage does not block its delete: it goes first, as the real delete takes it", func(t *testing.T) {
 		e := setup(t)
 		_, _, inst := e.world(t, "a")
