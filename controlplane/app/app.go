@@ -303,6 +303,7 @@ func (a *App) startAPI(ctx, runCtx context.Context) error {
 	}
 	a.Endpoint = "http://" + endpointAddr(ln.Addr())
 	a.httpSrv = &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	a.httpSrv.RegisterOnShutdown(srv.CloseWatches) // the web view's live streams end at once
 	if a.cfg.TLSCertFile != "" || needsTLS(a.cfg.Listen) {
 		tc, err := a.tlsConfig()
 		if err != nil {

@@ -55,6 +55,7 @@ type watchHub struct {
 // watchSub is one open stream: the changes not yet sent, merged, and a channel that wakes its writer.
 type watchSub struct {
 	wake    chan struct{}
+	closed  chan struct{}
 	primed  <-chan struct{}
 	changed map[string]watchObject
 	deleted map[string]bool
@@ -73,7 +74,7 @@ func (h *watchHub) subscribe(s *Server) (*watchSub, func()) {
 		h.cancel, h.primed = cancel, make(chan struct{})
 		go h.poll(ctx, s, h.primed)
 	}
-	sub := &watchSub{wake: make(chan struct{}, 1), changed: map[string]watchObject{}, deleted: map[string]bool{}, primed: h.primed}
+	sub := &watchSub{wake: make(chan struct{}, 1), closed: make(chan struct{}), changed: map[string]watchObject{}, deleted: map[string]bool{}, primed: h.primed}
 	h.subs[sub] = struct{}{}
 	return sub, func() {
 		h.mu.Lock()
@@ -83,6 +84,23 @@ func (h *watchHub) subscribe(s *Server) (*watchSub, func()) {
 			h.cancel()
 			h.cancel = nil
 		}
+	}
+}
+
+// CloseWatches ends every open GET /v1/watch stream, so that a graceful shutdown need not wait for them
+// (http.Server.Shutdown waits for requests in flight and does not cancel them): pass it to
+// http.Server.RegisterOnShutdown. Streams opened later work as before.
+func (s *Server) CloseWatches() {
+	h := &s.watchers
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for sub := range h.subs {
+		close(sub.closed)
+		delete(h.subs, sub)
+	}
+	if h.cancel != nil {
+		h.cancel()
+		h.cancel = nil
 	}
 }
 
@@ -203,6 +221,8 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 	}
 	select {
 	case <-sub.primed:
+	case <-sub.closed:
+		return
 	case <-r.Context().Done():
 		return
 	}
@@ -214,6 +234,8 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 	for {
 		select {
 		case <-r.Context().Done():
+			return
+		case <-sub.closed:
 			return
 		case <-keep.C:
 			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {

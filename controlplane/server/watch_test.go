@@ -141,4 +141,19 @@ func TestWatchStreamsChanges(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("CloseWatches ends the open streams, so that a graceful shutdown does not wait for them", func(t *testing.T) {
+		e.srv.CloseWatches()
+		deadline := time.After(5 * time.Second)
+		for {
+			select {
+			case _, open := <-events:
+				if !open {
+					return
+				}
+			case <-deadline:
+				t.Fatal("the stream is still open")
+			}
+		}
+	})
 }
