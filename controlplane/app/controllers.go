@@ -66,7 +66,7 @@ func (a *App) startControllers(ctx context.Context, endpoint, token string) erro
 			RecheckInterval: a.cfg.RuntimeRecheck, ScaleDownDelay: a.cfg.ScaleDownDelay}, cfg),
 		reconcile.New(a.Broker, cl.RuntimeProfiles(), &runtime.ProfileReconciler{Client: cl}, cfg),
 	}
-	ctrls = append(ctrls, a.workloadControllers(cl, conn, cfg)...)
+	ctrls = append(ctrls, a.workloadControllers(cl, conn, cfg, &data.AWS{Accounts: accounts})...)
 	ctrls = append(ctrls,
 		reconcile.New(a.Broker, cl.SupportServices(), &support.Reconciler{Client: cl, Connector: conn, ChartDir: a.cfg.SupportChartDir}, cfg),
 		reconcile.New(a.Broker, cl.Gateways(), &gateway.Reconciler{Client: cl, Connector: conn}, cfg),
@@ -88,13 +88,13 @@ func (a *App) startControllers(ctx context.Context, endpoint, token string) erro
 }
 
 // workloadControllers returns the workload_definition and workload_instance controllers.
-func (a *App) workloadControllers(cl *client.Client, conn *kube.Connector, cfg reconcile.Config) []starter {
+func (a *App) workloadControllers(cl *client.Client, conn *kube.Connector, cfg reconcile.Config, dataAWS *data.AWS) []starter {
 	renderer := &workload.Renderer{ChartDir: a.cfg.ChartDir}
 	return []starter{
 		reconcile.New(a.Broker, cl.WorkloadDefinitions(), &workload.DefinitionReconciler{Client: cl, Renderer: renderer}, cfg),
 		reconcile.New(a.Broker, cl.Secrets(), &workload.SecretReconciler{Client: cl}, cfg),
-		reconcile.New(a.Broker, cl.Databases(), &data.Reconciler[client.DatabaseSpec, client.DatabaseStatus]{Client: cl, Connector: conn, Kind: data.Databases}, cfg),
-		reconcile.New(a.Broker, cl.Buckets(), &data.Reconciler[client.BucketSpec, client.BucketStatus]{Client: cl, Connector: conn, Kind: data.Buckets}, cfg),
+		reconcile.New(a.Broker, cl.Databases(), &data.Reconciler[client.DatabaseSpec, client.DatabaseStatus]{Client: cl, Connector: conn, Kind: data.Databases, AWS: dataAWS}, cfg),
+		reconcile.New(a.Broker, cl.Buckets(), &data.Reconciler[client.BucketSpec, client.BucketStatus]{Client: cl, Connector: conn, Kind: data.Buckets, AWS: dataAWS}, cfg),
 		reconcile.New(a.Broker, cl.WorkloadInstances(), &workload.InstanceReconciler{Client: cl, Connector: conn, Renderer: renderer, ProgressDeadline: a.cfg.ProgressDeadline, CleanupGrace: a.cfg.CleanupGrace}, cfg),
 	}
 }

@@ -58,6 +58,10 @@ type Service struct {
 	Size string
 	// Retain keeps the volume and the credentials on delete.
 	Retain bool
+	// Kind is the object's kind (database or bucket); on an eks runtime it says what serves it (RDS or S3).
+	Kind string
+	// Engine and Version are a database's, for RDS.
+	Engine, Version string
 }
 
 // Kind describes a data service kind to the Reconciler.
@@ -77,7 +81,8 @@ var Databases = Kind[client.DatabaseSpec, client.DatabaseStatus]{
 			env = map[string]string{"MYSQL_USER": "username", "MYSQL_PASSWORD": "password", "MYSQL_ROOT_PASSWORD": "password", "MYSQL_DATABASE": "database"}
 		}
 		return Service{InstanceID: db.Spec.InstanceID, Namespace: client.DatabaseNamespace(db.Name), Image: eng.Image, Port: eng.Port, DataDir: eng.DataDir,
-			Credentials: map[string]string{"username": "app", "password": "", "database": "app"}, Env: env, Size: db.Spec.Size, Retain: db.Spec.Retain}
+			Credentials: map[string]string{"username": "app", "password": "", "database": "app"}, Env: env, Size: db.Spec.Size, Retain: db.Spec.Retain,
+			Kind: client.KindDatabase, Engine: db.Spec.Engine, Version: db.Spec.Version}
 	},
 	Runtimes: func(st *client.DatabaseStatus) *[]client.DataRuntimeStatus { return &st.Runtimes },
 }
@@ -88,7 +93,8 @@ var Buckets = Kind[client.BucketSpec, client.BucketStatus]{
 		return Service{InstanceID: b.Spec.InstanceID, Namespace: client.BucketNamespace(b.Name), Image: client.BucketImage, Port: client.BucketPort, DataDir: "/data",
 			Args:        []any{"server", "/data"},
 			Credentials: map[string]string{"access_key": "", "secret_key": ""},
-			Env:         map[string]string{"MINIO_ROOT_USER": "access_key", "MINIO_ROOT_PASSWORD": "secret_key"}, Size: b.Spec.Size, Retain: b.Spec.Retain}
+			Env:         map[string]string{"MINIO_ROOT_USER": "access_key", "MINIO_ROOT_PASSWORD": "secret_key"}, Size: b.Spec.Size, Retain: b.Spec.Retain,
+			Kind: client.KindBucket}
 	},
 	Runtimes: func(st *client.BucketStatus) *[]client.DataRuntimeStatus { return &st.Runtimes },
 }
@@ -101,6 +107,8 @@ type Reconciler[S any, T any] struct {
 	Connector *kube.Connector
 	// Kind is the kind served.
 	Kind Kind[S, T]
+	// AWS serves the kind with AWS (RDS, S3) on eks runtimes; nil leaves eks runtimes in-cluster too.
+	AWS *AWS
 
 	once      sync.Once
 	runtimes  reconcile.Deps[client.KubernetesRuntimeSpec, client.KubernetesRuntimeStatus]
@@ -242,6 +250,9 @@ func (r *Reconciler[S, T]) run(ctx context.Context, id, name string, svc Service
 	cl, err := r.Connector.Connect(ctx, rt)
 	if err != nil {
 		return err
+	}
+	if rt.Spec.Provider == client.ProviderEKS && r.AWS != nil {
+		return r.AWS.run(ctx, cl, id, name, svc, rt, rs)
 	}
 	ns := svc.Namespace
 	adopt, err := retainedFor(ctx, cl, ns, r.retainedMark(name))
@@ -397,6 +408,12 @@ func (r *Reconciler[S, T]) Finalize(ctx context.Context, obj *client.Object[S, T
 		cl, err := r.Connector.Connect(ctx, rt)
 		if err != nil {
 			return reconcile.Result{}, err
+		}
+		if rt.Spec.Provider == client.ProviderEKS && r.AWS != nil && !svc.Retain {
+			if after, err := r.AWS.remove(ctx, obj.ID, obj.Name, svc, rt, &rs); err != nil || after > 0 {
+				client.CommonStatus(obj).Message = rs.Message
+				return reconcile.Result{RequeueAfter: after}, err
+			}
 		}
 		if len(rs.Objects) == 0 {
 			continue // nothing was applied there

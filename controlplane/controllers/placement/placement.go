@@ -239,7 +239,7 @@ func bestProfile(profiles []Profile, region string, p *client.Placement) (*Profi
 	var best *Profile
 	for i := range profiles {
 		pr := &profiles[i]
-		if !slices.Contains(pr.Spec.Regions, region) || pr.Spec.Provider != client.ProviderLocal {
+		if !slices.Contains(pr.Spec.Regions, region) || pr.Spec.Provider != client.ProviderLocal && pr.Spec.Provider != client.ProviderEKS {
 			continue
 		}
 		ok := true

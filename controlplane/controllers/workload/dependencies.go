@@ -159,7 +159,8 @@ func (d *dependencies) dataServices() []dataService {
 		out = append(out, dataService{kind: client.KindBucket, id: b.ID, name: b.Name, status: &b.Status.Status, generation: b.Generation, runtimes: b.Status.Runtimes,
 			env: func(at *client.DataRuntimeStatus, c map[string][]byte) map[string]string {
 				return map[string]string{
-					p + "_ENDPOINT": fmt.Sprintf("http://%s:%d", at.Host, at.Port), p + "_BUCKET": name, p + "_REGION": "us-east-1",
+					p + "_ENDPOINT": cmp.Or(at.Endpoint, fmt.Sprintf("http://%s:%d", at.Host, at.Port)), p + "_BUCKET": cmp.Or(at.CloudID, name),
+					p + "_REGION":        cmp.Or(at.Region, "us-east-1"),
 					p + "_ACCESS_KEY_ID": string(c["access_key"]), p + "_SECRET_ACCESS_KEY": string(c["secret_key"]),
 				}
 			}})

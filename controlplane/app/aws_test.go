@@ -1,0 +1,130 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
+	"github.com/qleetos/terraform-provider-qleet/internal/awssim"
+	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
+)
+
+// startAWS starts the AWS stand-in with kubesim clusters behind its EKS endpoints, and an account.
+func startAWS(t *testing.T) (*awssim.Sim, awssim.Account) {
+	t.Helper()
+	d := 100 * time.Millisecond
+	sim := awssim.New(awssim.Config{Kubesim: true, ClusterDelay: d, NodegroupDelay: d, DBDelay: d, DeleteDelay: d})
+	require.NoError(t, sim.Start(context.Background()))
+	t.Cleanup(func() { _ = sim.Stop(context.Background()) })
+	acct, err := sim.AddAccount("")
+	require.NoError(t, err)
+	return sim, acct
+}
+
+// callCounts counts the stand-in's calls per service; the STS checks of the EKS tokens that the Kubernetes
+// requests to the cluster carry are counted apart.
+func callCounts(calls []awssim.Call) map[string]int {
+	out := map[string]int{}
+	for _, c := range calls {
+		if c.Params["via"] == "eks-token" {
+			out["eks-token checks (Kubernetes requests)"]++
+			continue
+		}
+		out[c.Service]++
+	}
+	return out
+}
+
+func formatCounts(m map[string]int) string {
+	var parts []string
+	total := 0
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+		total += m[k]
+	}
+	return fmt.Sprintf("%s (total %d)", strings.Join(parts, ", "), total)
+}
+
+// TestAppOnEKS is the story: a profile with provider eks in us-east-1 and an app placed there with
+// a database and a bucket. QleetOS validates the cloud account, provisions the EKS cluster through the
+// stand-in, deploys the app into the kubesim behind it (reached with EKS tokens), serves the database
+// with RDS and the bucket with S3 (the runtime's provider chooses, not the spec), and deleting it all
+// leaves nothing in the stand-in.
+func TestAppOnEKS(t *testing.T) {
+	t.Parallel()
+	sim, acct := startAWS(t)
+	_, cl := cptest.Start(t, app.Config{AWSPoll: 250 * time.Millisecond, ResyncInterval: 2 * time.Second})
+	ctx := context.Background()
+
+	ca, err := cl.CloudAccounts().Create(ctx, &client.CloudAccount{Meta: client.Meta{Name: "aws"}, Spec: client.CloudAccountSpec{
+		Provider: client.CloudAWS, Region: "us-east-1", AccessKeyID: acct.AccessKeyID, SecretAccessKey: acct.SecretAccessKey, Endpoint: sim.URL()}})
+	require.NoError(t, err)
+	ca, err = cl.CloudAccounts().WaitReconciled(cptest.Wait(t, 30*time.Second), ca.ID)
+	require.NoError(t, err)
+	require.Equal(t, acct.ID, ca.Status.AccountID)
+	require.Empty(t, ca.Spec.SecretAccessKey, "the secret is not returned to an admin token")
+
+	_, err = cl.RuntimeProfiles().Create(ctx, &client.RuntimeProfile{Meta: client.Meta{Name: "aws"}, Spec: client.RuntimeProfileSpec{
+		Provider: client.ProviderEKS, Regions: []string{"us-east-1"}, CloudAccountID: ca.ID, MinNodes: 1, MaxNodes: 3, Nodes: 2}})
+	require.NoError(t, err)
+	def := webDefinition(t, cl, "web", 1, "")
+	inst, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "shop"},
+		Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, Placement: &client.Placement{Regions: []string{"us-east-1"}}}})
+	require.NoError(t, err)
+	db, err := cl.Databases().Create(ctx, &client.Database{Meta: client.Meta{Name: "orders"}, Spec: client.DatabaseSpec{InstanceID: inst.ID}})
+	require.NoError(t, err)
+	bucket, err := cl.Buckets().Create(ctx, &client.Bucket{Meta: client.Meta{Name: "media"}, Spec: client.BucketSpec{InstanceID: inst.ID}})
+	require.NoError(t, err)
+
+	start := time.Now()
+	inst, err = cl.WorkloadInstances().WaitReconciled(cptest.Wait(t, 90*time.Second), inst.ID)
+	require.NoError(t, err)
+	applied := time.Since(start)
+	require.Len(t, inst.Status.Placements, 1)
+	rt, err := cl.KubernetesRuntimes().Get(ctx, inst.Status.Placements[0].RuntimeID)
+	require.NoError(t, err)
+	require.Equal(t, client.ProviderEKS, rt.Spec.Provider)
+	require.Equal(t, "aws", rt.Labels[client.LabelProfile])
+	require.Equal(t, acct.ID, rt.Status.Cloud.AccountID)
+	require.Positive(t, rt.Status.NodesReady, "the kubesim behind the EKS endpoint answers with EKS tokens")
+	require.Equal(t, int32(1), inst.Status.ReadyReplicas)
+
+	db, err = cl.Databases().WaitReconciled(cptest.Wait(t, 30*time.Second), db.ID)
+	require.NoError(t, err)
+	require.Len(t, db.Status.Runtimes, 1)
+	require.NotEmpty(t, db.Status.Runtimes[0].CloudID, "served by RDS")
+	bucket, err = cl.Buckets().WaitReconciled(cptest.Wait(t, 30*time.Second), bucket.ID)
+	require.NoError(t, err)
+	require.Equal(t, sim.URL(), bucket.Status.Runtimes[0].Endpoint, "served by S3")
+	types := map[string]int{}
+	for _, r := range sim.Resources() {
+		types[r.Type]++
+		require.NotEmpty(t, r.Tags["qleet.io/owner-id"], "%s %s carries QleetOS's ownership", r.Type, r.ID)
+	}
+	require.Equal(t, map[string]int{"role": 2, "vpc": 1, "subnet": 2, "cluster": 1, "nodegroup": 1, "db-subnet-group": 1, "db-instance": 1, "bucket": 1}, types)
+	for _, r := range sim.Resources() {
+		if r.Type == "db-instance" {
+			require.Equal(t, db.Status.Runtimes[0].CloudID, r.ID)
+			require.Contains(t, db.Status.Runtimes[0].Host, ".rds.", "the instance gets the RDS address")
+		}
+	}
+	applyCalls := sim.Calls()
+	t.Logf("apply: instance Ready in %s; AWS calls per service: %s", applied.Round(100*time.Millisecond), formatCounts(callCounts(applyCalls)))
+
+	sim.ResetCalls()
+	start = time.Now()
+	require.NoError(t, cl.Databases().Delete(ctx, db.ID, client.DeleteOptions{Wait: true}))
+	require.NoError(t, cl.Buckets().Delete(ctx, bucket.ID, client.DeleteOptions{Wait: true}))
+	require.NoError(t, cl.WorkloadInstances().Delete(ctx, inst.ID, client.DeleteOptions{Wait: true}))
+	require.NoError(t, cl.KubernetesRuntimes().Delete(cptest.Wait(t, 2*time.Minute), rt.ID, client.DeleteOptions{Wait: true}))
+	require.Empty(t, sim.Resources(), "destroy leaves nothing behind")
+	t.Logf("destroy in %s; AWS calls per service: %s", time.Since(start).Round(100*time.Millisecond), formatCounts(callCounts(sim.Calls())))
+}

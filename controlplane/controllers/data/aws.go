@@ -1,0 +1,412 @@
+package data
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	sdkaws "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/rds"
+	rdstypes "github.com/aws/aws-sdk-go-v2/service/rds/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+	qaws "github.com/qleetos/terraform-provider-qleet/controlplane/compute/aws"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/cloud"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/workload"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
+)
+
+// AWS serves data services with AWS on eks runtimes, chosen by the runtime's provider and never by the
+// user's spec: a database is an RDS instance in the cluster's VPC (a DB subnet group over the cluster's
+// subnets), a bucket is an S3 bucket. Each is tagged with the data service's ownership, and the instance
+// gets the connection details the same way as in-cluster: from the credentials Secret in the data
+// service's namespace on the runtime. Nothing without QleetOS's tags is changed or deleted.
+type AWS struct {
+	// Accounts gives the runtimes' cloud accounts' clients. Required.
+	Accounts *cloud.Accounts
+	// DBInstanceClass is the RDS instance class (default db.t3.micro).
+	DBInstanceClass string
+}
+
+func awsOwner(id string, svc Service) qaws.Owner { return qaws.Owner{Kind: svc.Kind, ID: id} }
+
+// CloudName is the name of the RDS instance (and DB subnet group) or the S3 bucket serving a data
+// service on a runtime: its name, and a hash of its id and the runtime's, so that it is unique per
+// account (buckets: worldwide) and says whose it is.
+func CloudName(id, name, runtimeID string) string {
+	sum := sha256.Sum256([]byte(id + "/" + runtimeID))
+	name = strings.ReplaceAll(name, "--", "-")
+	if len(name) > 30 {
+		name = strings.TrimRight(name[:30], "-")
+	}
+	return "qleet-" + name + "-" + hex.EncodeToString(sum[:6])
+}
+
+// run serves the data service on an eks runtime and reports it in rs.
+func (a *AWS) run(ctx context.Context, cl *kube.Cluster, id, name string, svc Service, rt *client.KubernetesRuntime, rs *client.DataRuntimeStatus) error {
+	cls, ca, err := a.Accounts.Clients(ctx, rt.Spec.CloudAccountID, rt.Spec.Region)
+	if err != nil {
+		return err
+	}
+	ns := svc.Namespace
+	if err := ownNamespace(ctx, cl, ns, id, false); err != nil {
+		return reconcile.Terminal(fmt.Errorf("on kubernetes_runtime %q: %w", rt.Name, err))
+	}
+	creds, err := credentials(ctx, cl, svc)
+	if err != nil {
+		return err
+	}
+	objs := credentialObjects(ns, creds)
+	owner := kube.Owner{InstanceID: id, Namespace: ns, Previous: workload.RefsOf(rs.Objects)}
+	applied, err := kube.Apply(ctx, cl, owner, objs)
+	if err != nil {
+		if kube.IsInvalid(err) || kube.IsOwnershipConflict(err) {
+			return reconcile.Terminal(fmt.Errorf("on kubernetes_runtime %q: %w", rt.Name, err))
+		}
+		return fmt.Errorf("on kubernetes_runtime %q: %w", rt.Name, err)
+	}
+	rep := kube.HealthWith(ctx, cl, applied, kube.HealthOptions{})
+	rs.Objects, rs.Namespace, rs.Region = rep.Objects, ns, rt.Spec.Region
+	rs.CloudID = CloudName(id, name, rt.ID)
+	o := awsOwner(id, svc)
+	var ready bool
+	if svc.Kind == client.KindBucket {
+		ready, err = a.ensureBucket(ctx, cls.S3, rs, rt.Spec.Region, o)
+		rs.Endpoint = "https://s3." + rt.Spec.Region + ".amazonaws.com"
+		if ca.Spec.Endpoint != "" {
+			rs.Endpoint = ca.Spec.Endpoint
+		}
+	} else {
+		ready, err = a.ensureDB(ctx, cls.RDS, rs, svc, creds, rt, o)
+	}
+	if err != nil {
+		return err
+	}
+	if !ready {
+		rs.Phase = client.PhaseReconciling
+		return nil
+	}
+	rs.Phase, rs.Message = client.PhaseReady, ""
+	return nil
+}
+
+// credentials are the data service's credentials: those already in its Secret, else new ones. They are
+// written to the cluster before any cloud resource uses them, so that a crash never loses a password
+// an RDS instance was made with. A bucket has none: its workload reaches S3 with the credentials of its
+// node (or its service account's role).
+func credentials(ctx context.Context, cl *kube.Cluster, svc Service) (map[string]string, error) {
+	if svc.Kind == client.KindBucket {
+		return map[string]string{"access_key": "", "secret_key": ""}, nil
+	}
+	existing := map[string][]byte{}
+	sec, err := cl.Clientset.CoreV1().Secrets(svc.Namespace).Get(ctx, CredentialsSecret, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		existing = sec.Data
+	case !apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("read credentials: %w", err)
+	}
+	out := map[string]string{}
+	for k, fixed := range svc.Credentials {
+		v := string(existing[k])
+		if v == "" {
+			v = fixed
+		}
+		if v == "" {
+			b := make([]byte, 18)
+			if _, err := rand.Read(b); err != nil {
+				return nil, err
+			}
+			v = base64.RawURLEncoding.EncodeToString(b)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+func credentialObjects(ns string, creds map[string]string) []*unstructured.Unstructured {
+	data := map[string]any{}
+	for k, v := range creds {
+		data[k] = base64.StdEncoding.EncodeToString([]byte(v))
+	}
+	return []*unstructured.Unstructured{
+		{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}}},
+		{Object: map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": CredentialsSecret, "namespace": ns}, "type": "Opaque", "data": data}},
+	}
+}
+
+func rdsTags(o qaws.Owner) []rdstypes.Tag {
+	var tags []rdstypes.Tag
+	for _, k := range []string{qaws.TagOwnerKind, qaws.TagOwnerID, qaws.TagManagedBy} {
+		tags = append(tags, rdstypes.Tag{Key: sdkaws.String(k), Value: sdkaws.String(o.Tags()[k])})
+	}
+	return tags
+}
+
+func rdsTagMap(tags []rdstypes.Tag) map[string]string {
+	m := map[string]string{}
+	for _, t := range tags {
+		m[sdkaws.ToString(t.Key)] = sdkaws.ToString(t.Value)
+	}
+	return m
+}
+
+func notOurs(what string) error {
+	return reconcile.Terminal(fmt.Errorf("%s already exists and was not created by QleetOS for this object (no ownership tags); it was left unchanged", what))
+}
+
+// storageGiB is the RDS allocated storage for a size: whole GiB, at least RDS's minimum of 20.
+func storageGiB(size string) int32 {
+	q, err := resource.ParseQuantity(size)
+	if err != nil {
+		return 20
+	}
+	return int32(max(20, math.Ceil(float64(q.Value())/(1<<30))))
+}
+
+// ensureDB makes the DB subnet group and the RDS instance, and reports the instance's address once it
+// is available.
+func (a *AWS) ensureDB(ctx context.Context, api qaws.RDS, rs *client.DataRuntimeStatus, svc Service, creds map[string]string, rt *client.KubernetesRuntime, o qaws.Owner) (bool, error) {
+	name := rs.CloudID
+	db, err := describeDB(ctx, api, name)
+	if err != nil {
+		return false, err
+	}
+	if db == nil {
+		if rt.Status.Cloud == nil || len(rt.Status.Cloud.SubnetIDs) == 0 {
+			return false, reconcile.Wait(fmt.Sprintf("kubernetes_runtime %q", rt.Name), "no subnets recorded", "RuntimeNotReady", 5*time.Second)
+		}
+		if err := ensureSubnetGroup(ctx, api, name, rt.Status.Cloud.SubnetIDs, o); err != nil {
+			return false, err
+		}
+		class := a.DBInstanceClass
+		if class == "" {
+			class = "db.t3.micro"
+		}
+		out, err := api.CreateDBInstance(ctx, &rds.CreateDBInstanceInput{DBInstanceIdentifier: &name, DBInstanceClass: &class,
+			Engine: sdkaws.String(svc.Engine), EngineVersion: sdkaws.String(svc.Version), AllocatedStorage: sdkaws.Int32(storageGiB(svc.Size)),
+			MasterUsername: sdkaws.String(creds["username"]), MasterUserPassword: sdkaws.String(creds["password"]), DBName: sdkaws.String(creds["database"]),
+			DBSubnetGroupName: &name, PubliclyAccessible: sdkaws.Bool(false), Tags: rdsTags(o)})
+		if err != nil {
+			return false, cloud.Outcome(fmt.Errorf("create RDS instance %s: %w", name, qaws.Classify(err)))
+		}
+		reconcile.Eventf(ctx, client.EventNormal, "RDSCreating", "creating RDS instance %s (%s %s) on kubernetes_runtime %q", name, svc.Engine, svc.Version, rt.Name)
+		db = out.DBInstance
+	} else if !o.Owns(rdsTagMap(db.TagList)) {
+		return false, notOurs("RDS instance " + name)
+	}
+	st := sdkaws.ToString(db.DBInstanceStatus)
+	if st != "available" || db.Endpoint == nil {
+		if st == "failed" || st == "incompatible-parameters" || st == "storage-full" {
+			return false, reconcile.Terminal(fmt.Errorf("RDS instance %s is %s", name, st))
+		}
+		rs.Message = fmt.Sprintf("RDS instance %s is %s", name, st)
+		return false, nil
+	}
+	rs.Host, rs.Port = sdkaws.ToString(db.Endpoint.Address), sdkaws.ToInt32(db.Endpoint.Port)
+	return true, nil
+}
+
+func describeDB(ctx context.Context, api qaws.RDS, name string) (*rdstypes.DBInstance, error) {
+	out, err := api.DescribeDBInstances(ctx, &rds.DescribeDBInstancesInput{DBInstanceIdentifier: &name})
+	if qaws.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, cloud.Outcome(fmt.Errorf("describe RDS instance %s: %w", name, qaws.Classify(err)))
+	}
+	if len(out.DBInstances) == 0 {
+		return nil, nil
+	}
+	return &out.DBInstances[0], nil
+}
+
+// subnetGroup returns the DB subnet group's ARN, or "" when it does not exist.
+func subnetGroup(ctx context.Context, api qaws.RDS, name string) (string, error) {
+	out, err := api.DescribeDBSubnetGroups(ctx, &rds.DescribeDBSubnetGroupsInput{DBSubnetGroupName: &name})
+	if qaws.IsNotFound(err) || err == nil && len(out.DBSubnetGroups) == 0 {
+		return "", nil
+	}
+	if err != nil {
+		return "", cloud.Outcome(fmt.Errorf("describe DB subnet group %s: %w", name, qaws.Classify(err)))
+	}
+	return sdkaws.ToString(out.DBSubnetGroups[0].DBSubnetGroupArn), nil
+}
+
+// ownsSubnetGroup reports whether the DB subnet group carries o's tags.
+func ownsSubnetGroup(ctx context.Context, api qaws.RDS, arn string, o qaws.Owner) (bool, error) {
+	out, err := api.ListTagsForResource(ctx, &rds.ListTagsForResourceInput{ResourceName: &arn})
+	if err != nil {
+		return false, cloud.Outcome(fmt.Errorf("list the tags of %s: %w", arn, qaws.Classify(err)))
+	}
+	return o.Owns(rdsTagMap(out.TagList)), nil
+}
+
+func ensureSubnetGroup(ctx context.Context, api qaws.RDS, name string, subnets []string, o qaws.Owner) error {
+	arn, err := subnetGroup(ctx, api, name)
+	if err != nil {
+		return err
+	}
+	if arn != "" {
+		ours, err := ownsSubnetGroup(ctx, api, arn, o)
+		if err != nil || ours {
+			return err
+		}
+		return notOurs("DB subnet group " + name)
+	}
+	_, err = api.CreateDBSubnetGroup(ctx, &rds.CreateDBSubnetGroupInput{DBSubnetGroupName: &name, SubnetIds: subnets, Tags: rdsTags(o),
+		DBSubnetGroupDescription: sdkaws.String("QleetOS: " + o.Kind + " " + o.ID)})
+	if err != nil {
+		return cloud.Outcome(fmt.Errorf("create DB subnet group %s: %w", name, qaws.Classify(err)))
+	}
+	return nil
+}
+
+func s3Tags(o qaws.Owner) []s3types.Tag {
+	var tags []s3types.Tag
+	for _, k := range []string{qaws.TagOwnerKind, qaws.TagOwnerID, qaws.TagManagedBy} {
+		tags = append(tags, s3types.Tag{Key: sdkaws.String(k), Value: sdkaws.String(o.Tags()[k])})
+	}
+	return tags
+}
+
+// bucketTags returns a bucket's tags; exists is false when the bucket does not exist.
+func bucketTags(ctx context.Context, api qaws.S3, name string) (tags map[string]string, exists bool, err error) {
+	if _, err := api.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: &name}); err != nil {
+		if qaws.IsNotFound(err) {
+			return nil, false, nil
+		}
+		return nil, false, cloud.Outcome(fmt.Errorf("look for S3 bucket %s: %w", name, qaws.Classify(err)))
+	}
+	out, err := api.GetBucketTagging(ctx, &s3.GetBucketTaggingInput{Bucket: &name})
+	if qaws.IsCode(err, "NoSuchTagSet") {
+		return map[string]string{}, true, nil
+	}
+	if err != nil {
+		return nil, true, cloud.Outcome(fmt.Errorf("read the tags of S3 bucket %s: %w", name, qaws.Classify(err)))
+	}
+	tags = map[string]string{}
+	for _, t := range out.TagSet {
+		tags[sdkaws.ToString(t.Key)] = sdkaws.ToString(t.Value)
+	}
+	return tags, true, nil
+}
+
+// ensureBucket makes the S3 bucket and tags it. S3 cannot tag a bucket as it makes it, so a bucket of
+// this name without any tags is one whose tagging an earlier reconcile did not reach (the name holds a
+// hash of the object's id): it is tagged now. A bucket with other tags is not QleetOS's.
+func (a *AWS) ensureBucket(ctx context.Context, api qaws.S3, rs *client.DataRuntimeStatus, region string, o qaws.Owner) (bool, error) {
+	name := rs.CloudID
+	tags, exists, err := bucketTags(ctx, api, name)
+	if err != nil {
+		return false, err
+	}
+	switch {
+	case exists && o.Owns(tags):
+		return true, nil
+	case exists && len(tags) > 0:
+		return false, notOurs("S3 bucket " + name)
+	case !exists:
+		in := &s3.CreateBucketInput{Bucket: &name}
+		if region != "us-east-1" {
+			in.CreateBucketConfiguration = &s3types.CreateBucketConfiguration{LocationConstraint: s3types.BucketLocationConstraint(region)}
+		}
+		if _, err := api.CreateBucket(ctx, in); err != nil {
+			return false, cloud.Outcome(fmt.Errorf("create S3 bucket %s: %w", name, qaws.Classify(err)))
+		}
+	}
+	if _, err := api.PutBucketTagging(ctx, &s3.PutBucketTaggingInput{Bucket: &name, Tagging: &s3types.Tagging{TagSet: s3Tags(o)}}); err != nil {
+		return false, cloud.Outcome(fmt.Errorf("tag S3 bucket %s: %w", name, qaws.Classify(err)))
+	}
+	return true, nil
+}
+
+// remove deletes the data service's RDS instance and subnet group, or empties and deletes its bucket,
+// on an eks runtime. It returns a requeue delay while AWS is still deleting.
+func (a *AWS) remove(ctx context.Context, id, objName string, svc Service, rt *client.KubernetesRuntime, rs *client.DataRuntimeStatus) (time.Duration, error) {
+	cls, _, err := a.Accounts.Clients(ctx, rt.Spec.CloudAccountID, rt.Spec.Region)
+	if err != nil {
+		var we *reconcile.WaitError
+		if errors.As(err, &we) {
+			return 0, reconcile.Terminal(fmt.Errorf("cannot clean up on kubernetes_runtime %q: %w", rt.Name, err))
+		}
+		return 0, err
+	}
+	o := awsOwner(id, svc)
+	name := CloudName(id, objName, rt.ID)
+	if svc.Kind == client.KindBucket {
+		return 0, removeBucket(ctx, cls.S3, name, o)
+	}
+	db, err := describeDB(ctx, cls.RDS, name)
+	if err != nil {
+		return 0, err
+	}
+	if db != nil {
+		if !o.Owns(rdsTagMap(db.TagList)) {
+			reconcile.Eventf(ctx, client.EventWarning, "LeftAlone", "RDS instance %s has no QleetOS ownership tags for this database; it was left unchanged", name)
+			return 0, nil
+		}
+		if sdkaws.ToString(db.DBInstanceStatus) != "deleting" {
+			if _, err := cls.RDS.DeleteDBInstance(ctx, &rds.DeleteDBInstanceInput{DBInstanceIdentifier: &name, SkipFinalSnapshot: sdkaws.Bool(true),
+				DeleteAutomatedBackups: sdkaws.Bool(true)}); err != nil && !qaws.IsNotFound(err) {
+				return 0, cloud.Outcome(fmt.Errorf("delete RDS instance %s: %w", name, qaws.Classify(err)))
+			}
+		}
+		rs.Message = fmt.Sprintf("RDS instance %s is deleting on kubernetes_runtime %q", name, rt.Name)
+		return time.Second, nil
+	}
+	arn, err := subnetGroup(ctx, cls.RDS, name)
+	if err != nil || arn == "" {
+		return 0, err
+	}
+	if ours, err := ownsSubnetGroup(ctx, cls.RDS, arn, o); err != nil || !ours {
+		return 0, err
+	}
+	if _, err := cls.RDS.DeleteDBSubnetGroup(ctx, &rds.DeleteDBSubnetGroupInput{DBSubnetGroupName: &name}); err != nil && !qaws.IsNotFound(err) {
+		return 0, cloud.Outcome(fmt.Errorf("delete DB subnet group %s: %w", name, qaws.Classify(err)))
+	}
+	return 0, nil
+}
+
+func removeBucket(ctx context.Context, api qaws.S3, name string, o qaws.Owner) error {
+	tags, exists, err := bucketTags(ctx, api, name)
+	if err != nil || !exists {
+		return err
+	}
+	if !o.Owns(tags) {
+		reconcile.Eventf(ctx, client.EventWarning, "LeftAlone", "S3 bucket %s has no QleetOS ownership tags for this bucket; it was left unchanged", name)
+		return nil
+	}
+	for {
+		out, err := api.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &name})
+		if err != nil {
+			return cloud.Outcome(fmt.Errorf("list S3 bucket %s: %w", name, qaws.Classify(err)))
+		}
+		if len(out.Contents) == 0 {
+			break
+		}
+		for _, obj := range out.Contents {
+			if _, err := api.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &name, Key: obj.Key}); err != nil && !qaws.IsNotFound(err) {
+				return cloud.Outcome(fmt.Errorf("empty S3 bucket %s: %w", name, qaws.Classify(err)))
+			}
+		}
+	}
+	if _, err := api.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: &name}); err != nil && !qaws.IsNotFound(err) {
+		return cloud.Outcome(fmt.Errorf("delete S3 bucket %s: %w", name, qaws.Classify(err)))
+	}
+	return nil
+}
