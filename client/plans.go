@@ -54,7 +54,8 @@ type PlanChange struct {
 	// ID names the object of an update or delete (else Name does). For a create it is optional: a
 	// placeholder that other changes of the same plan may use as a reference (e.g. an instance's
 	// definition_id naming a definition created in the same plan); the plan's actions use it as the
-	// created object's id. Without one, a created object's id is "planned:<kind>/<name>".
+	// created object's id. Without one, a created object's id is "planned:<kind>/<name>", and other
+	// changes may reference it by that.
 	ID string `json:"id,omitempty"`
 	// Name is the object's name: required for a create; for an update or delete it may name the object
 	// instead of ID.

@@ -188,6 +188,19 @@ func TestPlan(t *testing.T) {
 		require.Equal(t, `update workload_instance "web": spec changes (generation 1 → 2)`, res.Actions[0].String())
 	})
 
+	t.Run("a create without a placeholder is referenced as planned:<kind>/<name>", func(t *testing.T) {
+		e := setup(t)
+		e.profile(t, "default", "eu-west")
+		res, err := e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{
+			change(t, client.PlanCreate, client.KindWorkloadInstance, &client.WorkloadInstance{Meta: client.Meta{Name: "web"},
+				Spec: client.WorkloadInstanceSpec{DefinitionID: "planned:workload_definition/web", Placement: &client.Placement{Regions: []string{"eu-west"}}}}),
+			change(t, client.PlanCreate, client.KindWorkloadDefinition, webDefinition("web")),
+		}})
+		require.NoError(t, err)
+		require.Equal(t, "planned:workload_definition/web", res.Actions[0].ID)
+		require.Len(t, actionsOf(res, client.ActionProvision), 1)
+	})
+
 	t.Run("a region nothing serves is a warning", func(t *testing.T) {
 		e := setup(t)
 		def, err := e.dev.WorkloadDefinitions().Create(ctx, webDefinition("web"))
