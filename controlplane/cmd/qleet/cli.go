@@ -377,12 +377,22 @@ func printEvents(w io.Writer, evs []client.Event, output string, header bool) er
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if header {
-		if output == outWide {
-			fmt.Fprintln(tw, "  AGE\tTYPE\tREASON\tGEN\tDURATION\tSOURCE\tTIME\tMESSAGE")
-		} else {
-			fmt.Fprintln(tw, "  AGE\tTYPE\tREASON\tGEN\tDURATION\tMESSAGE")
-		}
+		printEventHeader(tw, output)
 	}
+	printEventRows(tw, evs, output)
+	return tw.Flush()
+}
+
+func printEventHeader(w io.Writer, output string) {
+	if output == outWide {
+		fmt.Fprintln(w, "  AGE\tTYPE\tREASON\tGEN\tDURATION\tSOURCE\tTIME\tMESSAGE")
+		return
+	}
+	fmt.Fprintln(w, "  AGE\tTYPE\tREASON\tGEN\tDURATION\tMESSAGE")
+}
+
+// printEventRows writes one tab-separated line per event.
+func printEventRows(tw io.Writer, evs []client.Event, output string) {
 	for _, e := range evs {
 		if output == outWide {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%dms\t%s\t%s\t%s\n", age(e.CreatedAt), e.Type, e.Reason, e.Generation, e.DurationMS,
@@ -391,7 +401,6 @@ func printEvents(w io.Writer, evs []client.Event, output string, header bool) er
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%dms\t%s\n", age(e.CreatedAt), e.Type, e.Reason, e.Generation, e.DurationMS, truncate(e.Message, 100))
 	}
-	return tw.Flush()
 }
 
 func (q *cli) deleteCmd() *cobra.Command {

@@ -924,3 +924,15 @@ func TestServerCommandInProcess(t *testing.T) {
 		t.Fatal("the server did not stop")
 	}
 }
+
+func TestStreamTableKeepsLaterRowsAligned(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	st := &streamTable{w: &b}
+	require.NoError(t, st.write("NAME\tPHASE\tMESSAGE\nweb\tReady\t\n"))
+	require.NoError(t, st.write("a\tReconciling\twaiting…\n"))
+	require.Equal(t, "NAME  PHASE  MESSAGE\nweb   Ready  \na     Reconciling  waiting…\n", b.String(),
+		"a later row keeps the first batch's columns, and only a longer cell widens its own")
+	require.NoError(t, st.write("b\tReady\tok\n"))
+	require.True(t, strings.HasSuffix(b.String(), "b     Ready        ok\n"), b.String())
+}

@@ -21,7 +21,7 @@ type versionInfo struct {
 	Version string `json:"version"`
 	// Commit is the VCS revision the binary was built from, with "+dirty" for uncommitted changes.
 	Commit string `json:"commit,omitempty"`
-	// BuildTime is the commit's time, as Go stamped it.
+	// CommitTime is the commit's time, as Go stamped it.
 	CommitTime string `json:"commit_time,omitempty"`
 	// GoVersion is the Go toolchain that built the binary.
 	GoVersion string `json:"go_version"`

@@ -6,8 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"text/tabwriter"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 )
@@ -20,6 +21,7 @@ import (
 func watchObjects(ctx context.Context, w io.Writer, res *client.Resource[json.RawMessage, json.RawMessage], name, selector, output string, interval time.Duration) error {
 	seen := map[string]*client.RawObject{}
 	first := true
+	table := &streamTable{w: w}
 	for {
 		objs, err := listObjects(ctx, res, name, selector)
 		if name != "" && client.IsNotFound(err) {
@@ -48,7 +50,7 @@ func watchObjects(ctx context.Context, w io.Writer, res *client.Resource[json.Ra
 			}
 		}
 		seen = now
-		if err := printWatchBatch(w, changed, gone, output, first); err != nil {
+		if err := printWatchBatch(w, table, changed, gone, output, first); err != nil {
 			return err
 		}
 		first = false
@@ -60,7 +62,7 @@ func watchObjects(ctx context.Context, w io.Writer, res *client.Resource[json.Ra
 
 // printWatchBatch writes one poll's changes: table rows (a header the first time; "Deleted" for objects
 // gone), or one JSON or YAML document per object.
-func printWatchBatch(w io.Writer, changed, gone []*client.RawObject, output string, header bool) error {
+func printWatchBatch(w io.Writer, table *streamTable, changed, gone []*client.RawObject, output string, header bool) error {
 	if structured(output) {
 		for _, o := range changed {
 			if output == outYAML {
@@ -75,23 +77,24 @@ func printWatchBatch(w io.Writer, changed, gone []*client.RawObject, output stri
 	if len(changed)+len(gone) == 0 && !header {
 		return nil
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	var b strings.Builder
 	if header {
-		printObjectHeader(tw, output)
+		printObjectHeader(&b, output)
 	}
 	for _, o := range changed {
-		printObjectRow(tw, o, output, "")
+		printObjectRow(&b, o, output, "")
 	}
 	for _, o := range gone {
-		printObjectRow(tw, o, output, "Deleted")
+		printObjectRow(&b, o, output, "Deleted")
 	}
-	return tw.Flush()
+	return table.write(b.String())
 }
 
 // watchEvents lists an object's events, then prints new ones as they are recorded.
 func watchEvents(ctx context.Context, w io.Writer, res *client.Resource[json.RawMessage, json.RawMessage], id, output string, interval time.Duration) error {
 	var last int64
 	first := true
+	table := &streamTable{w: w}
 	for {
 		evs, err := res.Events(ctx, id)
 		if client.IsNotFound(err) && !first {
@@ -122,7 +125,12 @@ func watchEvents(ctx context.Context, w io.Writer, res *client.Resource[json.Raw
 				}
 			}
 		case first || len(fresh) > 0:
-			if err := printEvents(w, fresh, output, first); err != nil {
+			var b strings.Builder
+			if first {
+				printEventHeader(&b, output)
+			}
+			printEventRows(&b, fresh, output)
+			if err := table.write(b.String()); err != nil {
 				return err
 			}
 		}
@@ -131,6 +139,43 @@ func watchEvents(ctx context.Context, w io.Writer, res *client.Resource[json.Raw
 			return nil
 		}
 	}
+}
+
+// streamTable aligns tab-separated rows like a tabwriter, but across writes: a column only ever widens,
+// so that the rows a watch prints later line up with the header it printed first.
+type streamTable struct {
+	w      io.Writer
+	widths []int
+}
+
+// write prints lines of tab-separated cells, each cell but the last padded to its column's width.
+func (s *streamTable) write(text string) error {
+	if text == "" {
+		return nil
+	}
+	var rows [][]string
+	for _, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
+		cells := strings.Split(line, "\t")
+		rows = append(rows, cells)
+		for i, c := range cells[:len(cells)-1] {
+			if i == len(s.widths) {
+				s.widths = append(s.widths, 0)
+			}
+			s.widths[i] = max(s.widths[i], utf8.RuneCountInString(c))
+		}
+	}
+	var b strings.Builder
+	for _, cells := range rows {
+		for i, c := range cells {
+			b.WriteString(c)
+			if i < len(cells)-1 {
+				b.WriteString(strings.Repeat(" ", s.widths[i]-utf8.RuneCountInString(c)+2))
+			}
+		}
+		b.WriteString("\n")
+	}
+	_, err := io.WriteString(s.w, b.String())
+	return err
 }
 
 // sleepCtx waits d, or reports false when ctx ends first.
