@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6/tf6server"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
@@ -279,5 +280,35 @@ func TestPreviewUnreachable(t *testing.T) {
 	}
 	if _, off := previewUnavailable.Load(c); !off {
 		t.Fatal("want the client remembered as unavailable")
+	}
+}
+
+// TestKnownForPreview: unknown references become "unknown:", other unknown values null (the API's
+// default), and computed attributes stay unknown.
+func TestKnownForPreview(t *testing.T) {
+	list := tftypes.List{ElementType: tftypes.String}
+	status := tftypes.Object{AttributeTypes: map[string]tftypes.Type{"phase": tftypes.String}}
+	typ := tftypes.Object{AttributeTypes: map[string]tftypes.Type{
+		"definition_id": tftypes.String, "namespace": tftypes.String, "replicas": tftypes.Number,
+		"instance_ids": list, "databases": list, "status": status,
+	}}
+	unknown := func(t tftypes.Type) tftypes.Value { return tftypes.NewValue(t, tftypes.UnknownValue) }
+	in := tftypes.NewValue(typ, map[string]tftypes.Value{
+		"definition_id": unknown(tftypes.String), "namespace": unknown(tftypes.String), "replicas": unknown(tftypes.Number),
+		"instance_ids": tftypes.NewValue(list, []tftypes.Value{unknown(tftypes.String), tftypes.NewValue(tftypes.String, "i-1")}),
+		"databases":    unknown(list), "status": unknown(status),
+	})
+	got, err := knownForPreview(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := tftypes.NewValue(typ, map[string]tftypes.Value{
+		"definition_id": tftypes.NewValue(tftypes.String, client.PlanUnknownPrefix), "namespace": tftypes.NewValue(tftypes.String, nil),
+		"replicas":     tftypes.NewValue(tftypes.Number, nil),
+		"instance_ids": tftypes.NewValue(list, []tftypes.Value{tftypes.NewValue(tftypes.String, client.PlanUnknownPrefix), tftypes.NewValue(tftypes.String, "i-1")}),
+		"databases":    tftypes.NewValue(list, nil), "status": unknown(status),
+	})
+	if !got.Equal(want) {
+		t.Fatalf("got %s\nwant %s", got, want)
 	}
 }
