@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -30,10 +29,10 @@ func watchObjects(ctx context.Context, w io.Writer, res *client.Resource[json.Ra
 				return fmt.Errorf("%s %q not found", res.Kind(), name)
 			}
 		}
+		if ctx.Err() != nil {
+			return nil // interrupted: the end of a watch, not a failure
+		}
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
 			return err
 		}
 		var changed, gone []*client.RawObject
@@ -101,10 +100,10 @@ func watchEvents(ctx context.Context, w io.Writer, res *client.Resource[json.Raw
 			fmt.Fprintf(w, "  %s deleted\n", res.Kind())
 			return nil
 		}
+		if ctx.Err() != nil {
+			return nil // interrupted: the end of a watch, not a failure
+		}
 		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, context.Canceled) {
-				return nil
-			}
 			return err
 		}
 		var fresh []client.Event
