@@ -217,9 +217,11 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// committed tells the outbox relay that a write committed, and wakes the waiters on the object.
+// committed tells the outbox relay that a write committed, and wakes the waiters on the object (and the
+// watch poller, when a web view is open).
 func (s *Server) committed(id string) {
 	s.hub.notify(id)
+	s.watchers.touch()
 	if s.cfg.OnCommit != nil {
 		s.cfg.OnCommit()
 	}

@@ -50,6 +50,8 @@ type watchHub struct {
 	cancel context.CancelFunc
 	// primed is closed once the running poller has read the versions it compares the next read with.
 	primed chan struct{}
+	// kick, while a poller runs, brings its next read forward (touch).
+	kick chan struct{}
 }
 
 // watchSub is one open stream: the changes not yet sent, merged, and a channel that wakes its writer.
@@ -71,8 +73,8 @@ func (h *watchHub) subscribe(s *Server) (*watchSub, func()) {
 	}
 	if h.cancel == nil {
 		ctx, cancel := context.WithCancel(context.Background())
-		h.cancel, h.primed = cancel, make(chan struct{})
-		go h.poll(ctx, s, h.primed)
+		h.cancel, h.primed, h.kick = cancel, make(chan struct{}), make(chan struct{}, 1)
+		go h.poll(ctx, s, h.primed, h.kick)
 	}
 	sub := &watchSub{wake: make(chan struct{}, 1), closed: make(chan struct{}), changed: map[string]watchObject{}, deleted: map[string]bool{}, primed: h.primed}
 	h.subs[sub] = struct{}{}
@@ -82,7 +84,7 @@ func (h *watchHub) subscribe(s *Server) (*watchSub, func()) {
 		delete(h.subs, sub)
 		if len(h.subs) == 0 && h.cancel != nil {
 			h.cancel()
-			h.cancel = nil
+			h.cancel, h.kick = nil, nil
 		}
 	}
 }
@@ -100,7 +102,7 @@ func (s *Server) CloseWatches() {
 	}
 	if h.cancel != nil {
 		h.cancel()
-		h.cancel = nil
+		h.cancel, h.kick = nil, nil
 	}
 }
 
@@ -118,38 +120,63 @@ func (h *watchHub) take(sub *watchSub) watchChange {
 	return out
 }
 
-// poll reads every object's resource version each WaitPollInterval and hands the differences to the
-// subscribers, until ctx ends. It closes primed after the first read.
-func (h *watchHub) poll(ctx context.Context, s *Server, primed chan struct{}) {
+// poll reads every object's resource version and hands the differences to the subscribers, until ctx
+// ends. It closes primed after the first read. It reads again WaitPollInterval after a change, backing
+// off to 8 times that while nothing changes (writes through other API replicas are seen so); a write
+// through this server (touch) brings the next read forward, to no sooner than WaitPollInterval after the
+// last one.
+func (h *watchHub) poll(ctx context.Context, s *Server, primed chan struct{}, kick <-chan struct{}) {
+	base := s.cfg.WaitPollInterval
 	prev, err := s.versions(ctx)
 	close(primed)
 	if err != nil && ctx.Err() == nil {
 		s.log.WarnContext(ctx, "watch: read versions", slog.Any("error", err))
 	}
-	t := time.NewTicker(s.cfg.WaitPollInterval)
+	last, interval := time.Now(), base
+	t := time.NewTimer(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-kick:
+			t.Reset(max(0, time.Until(last.Add(base)))) // since Go 1.23, Reset drops a pending tick
+			continue
 		case <-t.C:
 		}
 		cur, err := s.versions(ctx)
-		if err != nil {
+		last = time.Now()
+		switch {
+		case err != nil:
 			if ctx.Err() == nil {
 				s.log.WarnContext(ctx, "watch: read versions", slog.Any("error", err))
 			}
-			continue
+		case prev == nil:
+			prev = cur
+		case h.publish(prev, cur):
+			prev, interval = cur, base
+		default:
+			interval = min(interval*2, 8*base)
 		}
-		if prev != nil {
-			h.publish(prev, cur)
-		}
-		prev = cur
+		t.Reset(interval)
 	}
 }
 
-// publish merges the differences between two snapshots into every subscriber and wakes them.
-func (h *watchHub) publish(prev, cur map[string]watchObject) {
+// touch tells the poller, if one runs, that this server wrote an object.
+func (h *watchHub) touch() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.kick != nil {
+		select {
+		case h.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// publish merges the differences between two snapshots into every subscriber and wakes them. It
+// reports whether there were any.
+func (h *watchHub) publish(prev, cur map[string]watchObject) bool {
 	var changed []watchObject
 	var deleted []string
 	for id, o := range cur {
@@ -163,7 +190,7 @@ func (h *watchHub) publish(prev, cur map[string]watchObject) {
 		}
 	}
 	if len(changed) == 0 && len(deleted) == 0 {
-		return
+		return false
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -181,6 +208,7 @@ func (h *watchHub) publish(prev, cur map[string]watchObject) {
 		default:
 		}
 	}
+	return true
 }
 
 // versions reads the resource version of every object.
