@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	rschema "github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/listplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
@@ -32,14 +33,19 @@ type kubernetesRuntimeModel struct {
 	Kubeconfig types.String `tfsdk:"kubeconfig"`
 	Context    types.String `tfsdk:"context"`
 	Version    types.String `tfsdk:"kubernetes_version"`
+	Account    types.String `tfsdk:"cloud_account_id"`
+	NodeType   types.String `tfsdk:"node_type"`
+	SubnetIDs  types.List   `tfsdk:"subnet_ids"`
 }
 
 var kubernetesRuntimeKind = &kind[client.KubernetesRuntimeSpec, client.KubernetesRuntimeStatus, kubernetesRuntimeModel]{
 	name:  client.KindKubernetesRuntime,
 	title: "Kubernetes runtime",
 	description: "A Kubernetes cluster in the compute space that workloads run on: a `local` cluster (kubesim, run by " +
-		"`qleet server`), a cluster you bring by `kubeconfig`, or an `eks` cluster. Create returns once the control " +
-		"plane has connected to the cluster and found Ready nodes.",
+		"`qleet server`), a cluster you bring by `kubeconfig`, or an `eks` cluster that QleetOS provisions with a " +
+		"`qleet_cloud_account` (IAM roles, a VPC with subnets unless `subnet_ids` are given, the cluster and a managed " +
+		"node group, all tagged with the runtime's ownership). Create returns once the control plane has connected to " +
+		"the cluster and found Ready nodes; destroy deletes what QleetOS made in AWS, in reverse.",
 	api: (*client.Client).KubernetesRuntimes,
 	attributes: map[string]rschema.Attribute{
 		"provider_type": rschema.StringAttribute{
@@ -60,14 +66,14 @@ var kubernetesRuntimeKind = &kind[client.KubernetesRuntimeSpec, client.Kubernete
 			Validators:  []validator.List{listvalidator.UniqueValues()},
 		},
 		"nodes": rschema.Int64Attribute{
-			Description:   "The node count of a local cluster, 0-100 (the API defaults it to 3). Only valid for local runtimes.",
+			Description:   "The node count of a local cluster, 0-100 (the API defaults it to 3), or the initial size of an eks cluster's node group (default 2, within min_nodes and max_nodes). Not valid for kubeconfig runtimes.",
 			Optional:      true,
 			Computed:      true,
 			Validators:    []validator.Int64{int64validator.Between(0, 100)},
 			PlanModifiers: []planmodifier.Int64{serverDefault{value: 3, when: path.Root("provider_type"), whenValue: client.ProviderLocal}},
 		},
 		"min_nodes": rschema.Int64Attribute{
-			Description: "The lower node bound for autoscaling, where the provider supports it.",
+			Description: "The lower node bound for autoscaling, where the provider supports it (an eks node group's minimum size).",
 			Optional:    true,
 			Validators:  []validator.Int64{int64validator.AtLeast(0)},
 		},
@@ -91,6 +97,23 @@ var kubernetesRuntimeKind = &kind[client.KubernetesRuntimeSpec, client.Kubernete
 			Description: "The Kubernetes version the cluster must run, e.g. `v1.31`; a cluster running another fails the runtime. Any when unset.",
 			Optional:    true,
 		},
+		"cloud_account_id": rschema.StringAttribute{
+			Description:   "The ID of the qleet_cloud_account an eks runtime is provisioned with. Required for eks. Changing it replaces the runtime.",
+			Optional:      true,
+			PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+		},
+		"node_type": rschema.StringAttribute{
+			Description: "The EC2 instance type of an eks runtime's node group (the API defaults it to `t3.medium`). Only valid for eks.",
+			Optional:    true,
+			Computed:    true,
+		},
+		"subnet_ids": rschema.ListAttribute{
+			Description:   "Existing subnets (in two zones at least) for an eks cluster; QleetOS makes a VPC with two subnets when unset. Only valid for eks. Changing them replaces the runtime.",
+			Optional:      true,
+			ElementType:   types.StringType,
+			Validators:    []validator.List{listvalidator.UniqueValues()},
+			PlanModifiers: []planmodifier.List{listplanmodifier.RequiresReplace()},
+		},
 	},
 	statusAttributes: map[string]rschema.Attribute{
 		"endpoint":    rschema.StringAttribute{Description: "The cluster's API server address.", Computed: true},
@@ -104,7 +127,10 @@ var kubernetesRuntimeKind = &kind[client.KubernetesRuntimeSpec, client.Kubernete
 	validators: []resource.ConfigValidator{kubernetesRuntimeRules},
 	toSpec: func(ctx context.Context, m *kubernetesRuntimeModel) (client.KubernetesRuntimeSpec, diag.Diagnostics) {
 		zones, diags := stringsOf(ctx, m.Zones)
+		subnets, d := stringsOf(ctx, m.SubnetIDs)
+		diags.Append(d...)
 		return client.KubernetesRuntimeSpec{
+			CloudAccountID: m.Account.ValueString(), NodeType: m.NodeType.ValueString(), SubnetIDs: subnets,
 			Provider:   m.Provider.ValueString(),
 			Region:     m.Region.ValueString(),
 			Zones:      zones,
@@ -131,6 +157,9 @@ var kubernetesRuntimeKind = &kind[client.KubernetesRuntimeSpec, client.Kubernete
 		}
 		m.Context = stringValue(m.Context, s.Context)
 		m.Version = stringValue(m.Version, s.KubernetesVersion)
+		m.Account = stringValue(m.Account, s.CloudAccountID)
+		m.NodeType = stringValue(m.NodeType, s.NodeType)
+		m.SubnetIDs = stringListValue(m.SubnetIDs, s.SubnetIDs)
 		return nil
 	},
 	statusValues: func(t *client.KubernetesRuntimeStatus) attrValues {
@@ -149,13 +178,14 @@ var kubernetesRuntimeKind = &kind[client.KubernetesRuntimeSpec, client.Kubernete
 
 // kubernetesRuntimeRules are the cross-attribute rules of a runtime the API enforces.
 var kubernetesRuntimeRules = configRule{
-	desc: "kubeconfig and context only (and kubeconfig always) with provider_type kubeconfig; nodes only with provider_type local; region with eks; min_nodes <= max_nodes",
+	desc: "kubeconfig and context only (and kubeconfig always) with provider_type kubeconfig; nodes not with kubeconfig; region and cloud_account_id with eks, node_type and subnet_ids only with eks; min_nodes <= max_nodes",
 	check: func(ctx context.Context, cfg tfsdk.Config) diag.Diagnostics {
 		var m kubernetesRuntimeModel
 		var diags diag.Diagnostics
 		for name, target := range map[string]any{
 			"provider_type": &m.Provider, "kubeconfig": &m.Kubeconfig, "context": &m.Context, "region": &m.Region,
 			"nodes": &m.Nodes, "min_nodes": &m.MinNodes, "max_nodes": &m.MaxNodes,
+			"cloud_account_id": &m.Account, "node_type": &m.NodeType, "subnet_ids": &m.SubnetIDs,
 		} {
 			diags.Append(cfg.GetAttribute(ctx, path.Root(name), target)...)
 		}
@@ -171,7 +201,15 @@ var kubernetesRuntimeRules = configRule{
 		}
 		onlyFor("kubeconfig", m.Kubeconfig, client.ProviderKubeconfig)
 		onlyFor("context", m.Context, client.ProviderKubeconfig)
-		onlyFor("nodes", m.Nodes, client.ProviderLocal)
+		if !m.Nodes.IsNull() && p == client.ProviderKubeconfig {
+			diags.AddAttributeError(path.Root("nodes"), "Invalid attribute for this provider", "nodes is only valid for local and eks runtimes, not kubeconfig")
+		}
+		onlyFor("cloud_account_id", m.Account, client.ProviderEKS)
+		onlyFor("node_type", m.NodeType, client.ProviderEKS)
+		onlyFor("subnet_ids", m.SubnetIDs, client.ProviderEKS)
+		if p == client.ProviderEKS && m.Account.IsNull() {
+			diags.AddAttributeError(path.Root("cloud_account_id"), "Missing cloud_account_id", "cloud_account_id is required for eks runtimes")
+		}
 		if p == client.ProviderKubeconfig && m.Kubeconfig.IsNull() {
 			diags.AddAttributeError(path.Root("kubeconfig"), "Missing kubeconfig", "kubeconfig is required for kubeconfig runtimes")
 		}

@@ -208,7 +208,9 @@ func TestAccKubernetesRuntime_planTimeValidation(t *testing.T) {
 	cases := map[string]struct{ body, want string }{
 		"provider_type is one of local, kubeconfig, eks": {`provider_type = "gke"`, `value must be one of`},
 		"a kubeconfig runtime needs a kubeconfig":        {`provider_type = "kubeconfig"`, `kubeconfig is required for kubeconfig runtimes`},
-		"nodes are only for local runtimes":              {`provider_type = "kubeconfig"` + "\n" + `kubeconfig = "x"` + "\n" + `nodes = 2`, `nodes is only valid for local runtimes`},
+		"nodes are only for local and eks runtimes":      {`provider_type = "kubeconfig"` + "\n" + `kubeconfig = "x"` + "\n" + `nodes = 2`, `nodes is only valid for local and eks runtimes`},
+		"an eks runtime needs a cloud account":           {`provider_type = "eks"` + "\n" + `region = "us-east-1"`, `cloud_account_id is required for eks runtimes`},
+		"node_type is only for eks runtimes":             {`provider_type = "local"` + "\n" + `node_type = "t3.small"`, `node_type is only valid for eks runtimes`},
 		"an eks runtime needs a region":                  {`provider_type = "eks"`, `region is required for eks runtimes`},
 		"min_nodes must not exceed max_nodes":            {`provider_type = "eks"` + "\n" + `region = "us-east-1"` + "\n" + `min_nodes = 5` + "\n" + `max_nodes = 2`, `min_nodes must not exceed max_nodes`},
 	}

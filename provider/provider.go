@@ -149,6 +149,7 @@ func (p *qleetProvider) Resources(context.Context) []func() resource.Resource {
 		secretKind.resource,
 		databaseKind.resource,
 		bucketKind.resource,
+		newCloudAccountResource,
 	}
 }
 
@@ -164,6 +165,7 @@ func (p *qleetProvider) DataSources(context.Context) []func() datasource.DataSou
 		secretKind.dataSource, secretKind.listDataSource,
 		databaseKind.dataSource, databaseKind.listDataSource,
 		bucketKind.dataSource, bucketKind.listDataSource,
+		cloudAccountKind.dataSource, cloudAccountKind.listDataSource,
 		newPlanDataSource,
 	}
 }

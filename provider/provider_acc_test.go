@@ -123,7 +123,7 @@ func startAccEnv() (*accEnv, error) {
 	a, err := app.Start(ctx, app.Config{
 		DataDir: filepath.Join(dir, "qleet"), Listen: "127.0.0.1:0", API: true, Controllers: true,
 		ResyncInterval: 2 * time.Second, KubesimBinary: bin, CleanupGrace: 3 * time.Second,
-		SupportChartDir: cptest.SupportCharts(), OwnerGrace: 5 * time.Second,
+		SupportChartDir: cptest.SupportCharts(), OwnerGrace: 5 * time.Second, AWSPoll: 500 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	if err != nil {

@@ -28,6 +28,8 @@ type runtimeProfileModel struct {
 	RuntimeLabels     types.Map    `tfsdk:"runtime_labels"`
 	Priority          types.Int64  `tfsdk:"priority"`
 	ReclaimAfter      types.String `tfsdk:"reclaim_after"`
+	CloudAccountID    types.String `tfsdk:"cloud_account_id"`
+	NodeType          types.String `tfsdk:"node_type"`
 }
 
 var runtimeProfileKind = &kind[client.RuntimeProfileSpec, client.RuntimeProfileStatus, runtimeProfileModel]{
@@ -41,12 +43,12 @@ var runtimeProfileKind = &kind[client.RuntimeProfileSpec, client.RuntimeProfileS
 	api: (*client.Client).RuntimeProfiles,
 	attributes: map[string]rschema.Attribute{
 		"provider_type": rschema.StringAttribute{
-			Description: "The provider of the clusters it provisions: `local` (kubesim clusters run by `qleet server`). `eks` comes with AWS support.",
+			Description: "The provider of the clusters it provisions: `local` (kubesim clusters run by `qleet server`) or `eks` (EKS clusters provisioned with `cloud_account_id`).",
 			Required:    true,
-			Validators:  []validator.String{stringvalidator.OneOf(client.ProviderLocal)},
+			Validators:  []validator.String{stringvalidator.OneOf(client.ProviderLocal, client.ProviderEKS)},
 		},
 		"regions": rschema.ListAttribute{
-			Description: "The regions it may provision clusters in, DNS-1123 labels such as `eu-west`.",
+			Description: "The regions it may provision clusters in, DNS-1123 labels such as `eu-west` (AWS regions such as `us-east-1` for eks).",
 			Required:    true,
 			ElementType: types.StringType,
 			Validators:  []validator.List{listvalidator.SizeAtLeast(1), listvalidator.UniqueValues()},
@@ -81,6 +83,14 @@ var runtimeProfileKind = &kind[client.RuntimeProfileSpec, client.RuntimeProfileS
 			Description: "Orders profiles that could serve the same placement: the highest wins. Equal priorities of overlapping profiles are refused.",
 			Optional:    true,
 		},
+		"cloud_account_id": rschema.StringAttribute{
+			Description: "The ID of the qleet_cloud_account that eks clusters are provisioned with. Required for eks, invalid for local.",
+			Optional:    true,
+		},
+		"node_type": rschema.StringAttribute{
+			Description: "The EC2 instance type of eks clusters' node groups (default `t3.medium`). Only valid for eks.",
+			Optional:    true,
+		},
 		"reclaim_after": rschema.StringAttribute{
 			Description: "A duration such as `30m`: a runtime provisioned from the profile is deleted once nothing has been placed on it for that long. Unset: never.",
 			Optional:    true,
@@ -99,6 +109,7 @@ var runtimeProfileKind = &kind[client.RuntimeProfileSpec, client.RuntimeProfileS
 			Nodes: int(m.Nodes.ValueInt64()), MinNodes: int(m.MinNodes.ValueInt64()), MaxNodes: int(m.MaxNodes.ValueInt64()),
 			KubernetesVersion: m.KubernetesVersion.ValueString(), RuntimeLabels: labels,
 			Priority: int(m.Priority.ValueInt64()), ReclaimAfter: m.ReclaimAfter.ValueString(),
+			CloudAccountID: m.CloudAccountID.ValueString(), NodeType: m.NodeType.ValueString(),
 		}, diags
 	},
 	fromSpec: func(_ context.Context, s *client.RuntimeProfileSpec, m *runtimeProfileModel) diag.Diagnostics {
@@ -111,6 +122,8 @@ var runtimeProfileKind = &kind[client.RuntimeProfileSpec, client.RuntimeProfileS
 		m.RuntimeLabels = stringMapValue(m.RuntimeLabels, s.RuntimeLabels)
 		m.Priority = int64Value(m.Priority, int64(s.Priority))
 		m.ReclaimAfter = stringValue(m.ReclaimAfter, s.ReclaimAfter)
+		m.CloudAccountID = stringValue(m.CloudAccountID, s.CloudAccountID)
+		m.NodeType = stringValue(m.NodeType, s.NodeType)
 		return nil
 	},
 	statusValues: func(t *client.RuntimeProfileStatus) attrValues {
