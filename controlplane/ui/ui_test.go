@@ -208,6 +208,11 @@ func TestWebView(t *testing.T) {
 		text := func(id string) string { return get(t, b, 10*time.Second, id, chromedp.Text(chromedp.ID(id))) }
 		require.Equal(t, "web", text("object-name"))
 		require.Contains(t, text("spec"), def.ID)
+		providers := text("providers")
+		require.Contains(t, providers, "workload definition web")
+		require.Contains(t, providers, "kubernetes runtime eu")
+		require.Contains(t, providers, "secret web-keys", "status.dependencies count as what it depends on")
+		require.Contains(t, text("consumers"), "gateway web")
 		require.Contains(t, text("conditions"), "Ready")
 		evs, err := cl.WorkloadInstances().Events(ctx, inst.ID)
 		require.NoError(t, err)

@@ -20,6 +20,7 @@ const state = {
   watch: null,        // AbortController of the watch stream
   refreshTimer: 0,
   updates: 0,         // live updates applied, for the curious (and the browser test)
+  seq: 0,             // the latest render
 };
 
 // ---------- DOM helpers (no innerHTML: every value is text) ----------
@@ -227,15 +228,18 @@ function route() {
   return { name: 'graph' };
 }
 
+// render draws the page the location names. Renders may overlap (a live update, then a click): only
+// the latest one touches the page.
 async function render(live) {
   if (!state.token) return;
+  const seq = ++state.seq;
   const r = route();
   for (const a of document.querySelectorAll('#nav a')) a.classList.toggle('active', a.dataset.route === r.name);
   try {
-    if (r.name === 'object') await renderObject(r.kind, r.id, live);
-    else await renderGraphPage(r.name === 'plan', live);
+    if (r.name === 'object') await renderObject(r.kind, r.id, live, seq);
+    else await renderGraphPage(r.name === 'plan', live, seq);
   } catch (e) {
-    if (e.status === 401) return;
+    if (e.status === 401 || seq !== state.seq) return;
     $('#main').replaceChildren(h('div', { class: 'card error', id: 'load-error' }, `Could not load: ${e.message}`));
   }
 }
@@ -419,8 +423,9 @@ function legend() {
     h('span', { class: 'edge-key' }, 'arrows: consumer → provider'));
 }
 
-async function renderGraphPage(withPlan, live) {
+async function renderGraphPage(withPlan, live, seq) {
   await loadGraph();
+  if (seq !== state.seq) return;
   const scroller = $('#graph-scroll');
   const keep = scroller ? { left: scroller.scrollLeft, top: scroller.scrollTop } : null;
   const g = withPlan ? planOverlay(state.graph, state.plan) : { nodes: state.graph.nodes, edges: state.graph.edges };
@@ -522,7 +527,7 @@ function nodeLink(id) {
   return h('a', { href: `#/object/${n.kind}/${encodeURIComponent(n.id)}` }, `${humanKind(n.kind)} ${n.name}`, ' ', badge(n.phase));
 }
 
-async function renderObject(kind, id, live) {
+async function renderObject(kind, id, live, seq) {
   const plural = state.kinds[kind];
   if (!plural) throw new Error(`unknown kind ${kind}`);
   const [obj, evs] = await Promise.all([
@@ -531,6 +536,7 @@ async function renderObject(kind, id, live) {
     state.graph ? null : loadGraph(),
   ]);
   if (live) await loadGraph();
+  if (seq !== state.seq) return;
   const st = obj.status || {};
   const node = state.graph && state.graph.nodes.find((n) => n.id === id);
   const reconciled = st.phase === 'Ready' && st.observed_generation === obj.generation;
@@ -559,7 +565,9 @@ async function renderObject(kind, id, live) {
     h('div', { class: 'grid' },
       h('section', { class: 'card' }, h('h2', {}, 'Depends on'),
         h('ul', { id: 'providers', class: 'links' }, (state.graph ? state.graph.edges.filter((e) => e.from === id) : [])
-          .map((e) => h('li', {}, nodeLink(e.to), h('span', { class: 'muted' }, ' · ' + e.why))))),
+          .map((e) => h('li', {}, nodeLink(e.to), h('span', { class: 'muted' }, ' · ' + e.why))),
+        (st.dependencies || []).filter((d) => !(state.graph && state.graph.edges.some((e) => e.from === id && e.to === d.id)))
+          .map((d) => h('li', {}, nodeLink(d.id), h('span', { class: 'muted' }, ' · status.dependencies'))))),
       h('section', { class: 'card' }, h('h2', {}, 'Used by'),
         h('ul', { id: 'consumers', class: 'links' }, (state.graph ? state.graph.edges.filter((e) => e.to === id) : [])
           .map((e) => h('li', {}, nodeLink(e.from), h('span', { class: 'muted' }, ' · ' + e.why)))))),
