@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -153,6 +154,11 @@ func (q *cli) explain(err error) error {
 	var ue *url.Error
 	if !errors.As(err, &ue) {
 		return err
+	}
+	var unknownCA x509.UnknownAuthorityError
+	if errors.As(err, &unknownCA) {
+		return fmt.Errorf("%w: trust the API's CA certificate with --ca-cert, QLEET_CA_CERT or qleet login --ca-cert "+
+			"(qleet server writes it to <data-dir>/tls.crt)", err)
 	}
 	var reason string
 	var dnsErr *net.DNSError

@@ -373,7 +373,7 @@ func TestCLIHonoursQLEETCACert(t *testing.T) {
 	}
 	out, err := run()
 	require.Error(t, err, "without the CA the self-signed certificate is refused: %s", out)
-	require.Contains(t, out, "certificate")
+	require.Contains(t, out, "certificate signed by unknown authority: trust the API's CA certificate with --ca-cert")
 	out, err = run("QLEET_CA_CERT=" + filepath.Join(dir, "tls.crt"))
 	require.NoError(t, err, out)
 	require.Contains(t, out, "NAME")
