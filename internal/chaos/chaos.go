@@ -197,8 +197,11 @@ func (t *topology) up(ctx context.Context) error {
 		return d, os.MkdirAll(d, 0o755)
 	}
 
+	if err := os.MkdirAll(cfg.WorkDir, 0o755); err != nil {
+		return err
+	}
 	var err error
-	if t.pg, err = newPostgres(ctx); err != nil {
+	if t.pg, err = newPostgres(ctx, filepath.Join(cfg.WorkDir, "postgres.log")); err != nil {
 		return err
 	}
 

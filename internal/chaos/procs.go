@@ -177,19 +177,19 @@ type postgres struct {
 
 // newPostgres initialises and starts a server in a new directory under the system temp dir (the postgres
 // user must be able to reach it, which a test's temp dir does not allow); close removes it.
-func newPostgres(ctx context.Context) (*postgres, error) {
+func newPostgres(ctx context.Context, logPath string) (*postgres, error) {
 	dir, err := os.MkdirTemp("", "qleet-chaos-pg-")
 	if err != nil {
 		return nil, err
 	}
-	p, err := initPostgres(ctx, dir)
+	p, err := initPostgres(ctx, dir, logPath)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 	}
 	return p, err
 }
 
-func initPostgres(ctx context.Context, dir string) (*postgres, error) {
+func initPostgres(ctx context.Context, dir, logPath string) (*postgres, error) {
 	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
 	sort.Slice(bins, func(i, j int) bool { return version(bins[i]) > version(bins[j]) })
 	initdb, server := "initdb", "postgres"
@@ -221,7 +221,7 @@ func initPostgres(ctx context.Context, dir string) (*postgres, error) {
 		return nil, err
 	}
 	p := &postgres{port: port, proc: &proc{
-		part: "postgres", name: "postgres", dir: dir, log: filepath.Join(dir, "postgres.log"), cred: cred,
+		part: "postgres", name: "postgres", dir: dir, log: logPath, cred: cred,
 		env: []string{"HOME=" + dir, "LC_ALL=C"},
 		argv: []string{server, "-D", data, "-p", strconv.Itoa(port), "-k", dir,
 			"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "max_connections=300", "-c", "shared_buffers=64MB"},
@@ -245,7 +245,22 @@ func version(binDir string) int {
 }
 
 // startReady starts the server and waits until it answers queries (after crash recovery, on a restart).
+// Right after a kill the old backends may still hold the shared memory, and the new server exits at
+// once; it is started again then, up to 20 times.
 func (p *postgres) startReady(ctx context.Context) error {
+	var err error
+	for range 20 {
+		if err = p.startOnce(ctx); err == nil || !errors.Is(err, errExited) {
+			return err
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return err
+}
+
+var errExited = errors.New("postgres exited")
+
+func (p *postgres) startOnce(ctx context.Context) error {
 	if err := p.start(); err != nil {
 		return err
 	}
@@ -254,13 +269,16 @@ func (p *postgres) startReady(ctx context.Context) error {
 	defer db.Close()
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	return poll(wctx, "postgres ready", func(ctx context.Context) error {
+	err := poll(wctx, "postgres ready", func(ctx context.Context) error {
 		if !p.running() {
-			b, _ := os.ReadFile(p.log)
-			return errors.Join(errors.New("postgres exited"), errors.New(tail(string(b), 2000)))
+			return fmt.Errorf("%w: %s", errExited, tail(logTail(p.log), 2000))
 		}
 		return db.PingContext(ctx)
 	})
+	if errors.Is(err, errExited) || !p.running() {
+		return fmt.Errorf("%w: %v", errExited, err)
+	}
+	return err
 }
 
 func tail(s string, n int) string {

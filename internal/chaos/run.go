@@ -62,6 +62,8 @@ func (t *topology) run(ctx context.Context) (*Report, error) {
 		schedule = append(schedule, Parts...)
 	}
 	rng.Shuffle(len(schedule), func(i, j int) { schedule[i], schedule[j] = schedule[j], schedule[i] })
+	gctx, stopWriters := context.WithCancel(ctx)
+	defer stopWriters()
 	var (
 		lastRestart time.Time
 		killErr     error
@@ -97,6 +99,7 @@ func (t *topology) run(ctx context.Context) (*Report, error) {
 			}
 			if err != nil {
 				killErr = fmt.Errorf("restart %s: %w", p.name, err)
+				stopWriters()
 				return
 			}
 			lastRestart = time.Now()
@@ -109,7 +112,6 @@ func (t *topology) run(ctx context.Context) (*Report, error) {
 	for _, w := range writers {
 		w.pace = pace.C
 	}
-	gctx, stopWriters := context.WithCancel(ctx)
 	var (
 		writersWG sync.WaitGroup
 		werrOnce  sync.Once
@@ -134,11 +136,11 @@ func (t *topology) run(ctx context.Context) (*Report, error) {
 	close(writesDone)
 	killWG.Wait()
 	rep.DurationSeconds = time.Since(start).Seconds()
-	if werr != nil {
-		return rep, fmt.Errorf("writes: %w", werr)
-	}
 	if killErr != nil {
 		return rep, killErr
+	}
+	if werr != nil {
+		return rep, fmt.Errorf("writes: %w", werr)
 	}
 	rep.Writes = int(acked.Load())
 	rep.Retries = int(retries.Load())
