@@ -355,6 +355,12 @@ func TestChartValuesFlowThrough(t *testing.T) {
 		require.Equal(t, "internal-ca", issuer)
 	})
 
+	t.Run("NetworkPolicies can be left to the cluster's own", func(t *testing.T) {
+		r := mustRender(t, set(values(), "networkPolicy.enabled", false))
+		require.Empty(t, r.ofKind("NetworkPolicy"))
+		require.Len(t, r.ofKind("Deployment"), 3)
+	})
+
 	t.Run("a single replica gets no PodDisruptionBudget, which would block every drain", func(t *testing.T) {
 		vals := set(values(), "api.replicas", 1)
 		set(vals, "nats.replicas", 1)
