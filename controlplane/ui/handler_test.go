@@ -2,7 +2,6 @@ package ui_test
 
 import (
 	"encoding/json"
-	"io"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -17,11 +16,18 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/controlplane/ui"
 )
 
-func serve(t *testing.T, path string) *http.Response {
+// served is a response of the handler.
+type served struct {
+	code   int
+	header http.Header
+	body   []byte
+}
+
+func serve(t *testing.T, path string) served {
 	t.Helper()
 	rec := httptest.NewRecorder()
 	ui.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
-	return rec.Result()
+	return served{code: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
 }
 
 func TestHandlerServesTheEmbeddedPage(t *testing.T) {
@@ -29,34 +35,32 @@ func TestHandlerServesTheEmbeddedPage(t *testing.T) {
 
 	t.Run("/ui redirects to /ui/", func(t *testing.T) {
 		resp := serve(t, "/ui")
-		require.Equal(t, http.StatusMovedPermanently, resp.StatusCode)
-		require.Equal(t, "/ui/", resp.Header.Get("Location"))
+		require.Equal(t, http.StatusMovedPermanently, resp.code)
+		require.Equal(t, "/ui/", resp.header.Get("Location"))
 	})
 
 	t.Run("/ui/ is the page, with a policy that loads nothing from elsewhere", func(t *testing.T) {
 		resp := serve(t, "/ui/")
-		require.Equal(t, http.StatusOK, resp.StatusCode)
-		require.Contains(t, resp.Header.Get("Content-Type"), "text/html")
-		require.Contains(t, resp.Header.Get("Content-Security-Policy"), "default-src 'self'")
-		require.Contains(t, resp.Header.Get("Content-Security-Policy"), "script-src 'self'")
-		body, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		require.Contains(t, string(body), `<script src="app.js"></script>`)
+		require.Equal(t, http.StatusOK, resp.code)
+		require.Contains(t, resp.header.Get("Content-Type"), "text/html")
+		require.Contains(t, resp.header.Get("Content-Security-Policy"), "default-src 'self'")
+		require.Contains(t, resp.header.Get("Content-Security-Policy"), "script-src 'self'")
+		require.Contains(t, string(resp.body), `<script src="app.js"></script>`)
 	})
 
 	t.Run("the script and the style sheet are served", func(t *testing.T) {
 		for path, typ := range map[string]string{"/ui/app.js": "javascript", "/ui/style.css": "text/css"} {
 			resp := serve(t, path)
-			require.Equal(t, http.StatusOK, resp.StatusCode, path)
-			require.Contains(t, resp.Header.Get("Content-Type"), typ, path)
+			require.Equal(t, http.StatusOK, resp.code, path)
+			require.Contains(t, resp.header.Get("Content-Type"), typ, path)
 		}
 	})
 
 	t.Run("kinds.json maps every kind to its collection", func(t *testing.T) {
 		resp := serve(t, "/ui/kinds.json")
-		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Equal(t, http.StatusOK, resp.code)
 		var got []struct{ Kind, Plural string }
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&got))
+		require.NoError(t, json.Unmarshal(resp.body, &got))
 		want := map[string]string{}
 		for _, ki := range client.Kinds() {
 			want[ki.Kind] = ki.Plural
@@ -69,7 +73,7 @@ func TestHandlerServesTheEmbeddedPage(t *testing.T) {
 	})
 
 	t.Run("an unknown asset is 404", func(t *testing.T) {
-		require.Equal(t, http.StatusNotFound, serve(t, "/ui/nothing.js").StatusCode)
+		require.Equal(t, http.StatusNotFound, serve(t, "/ui/nothing.js").code)
 	})
 }
 
