@@ -83,9 +83,11 @@ func TestSignatures(t *testing.T) {
 		require.Equal(t, http.StatusOK, first.Status)
 		require.Contains(t, actions(calls), "eks:ListClusters:InvalidSignatureException")
 
-		status, body := httpDo(t, http.MethodGet, f.sim.URL()+awssim.AdminPrefix+"calls", nil)
+		status, body := httpDo(t, http.MethodGet, f.sim.URL()+awssim.AdminPrefix+"calls?service=s3", nil)
 		require.Equal(t, http.StatusOK, status)
 		require.Contains(t, body, `"action": "ListBuckets"`)
+		require.NotContains(t, body, `"service": "sts"`)
+		require.Equal(t, awssim.CountByService(calls)["eks"], len(awssim.Filter(calls, "eks", "ListClusters")))
 	})
 }
 

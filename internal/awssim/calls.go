@@ -47,6 +47,27 @@ func (s *Sim) Calls() []Call {
 	return out
 }
 
+// CountByService counts calls per service, e.g. {"eks": 12, "iam": 9}.
+func CountByService(calls []Call) map[string]int {
+	out := map[string]int{}
+	for _, c := range calls {
+		out[c.Service]++
+	}
+	return out
+}
+
+// Filter returns the calls of one service ("" for all) and action ("" for
+// all), oldest first.
+func Filter(calls []Call, service, action string) []Call {
+	var out []Call
+	for _, c := range calls {
+		if (service == "" || c.Service == service) && (action == "" || c.Action == action) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // ResetCalls empties the call log.
 func (s *Sim) ResetCalls() {
 	s.mu.Lock()

@@ -50,12 +50,14 @@
 // sim.Calls() returns every request answered, oldest first: service, action,
 // region, account, principal, access key, key params (names and IDs, never
 // secrets or policies), HTTP status and error code. sim.ResetCalls() empties
-// it. sim.Resources() lists what exists now (roles, OIDC providers, VPCs,
-// subnets, clusters, node groups, DB instances and subnet groups, buckets,
+// it; awssim.Filter(calls, service, action) and awssim.CountByService(calls)
+// slice and count it. sim.Resources() lists what exists now (roles, OIDC
+// providers, VPCs, subnets, security groups, clusters, node groups, DB instances and subnet groups, buckets,
 // hosted zones), to assert that a teardown left nothing behind.
 //
-// Admin routes on the same URL need no signature: GET /_awssim/calls, GET
-// /_awssim/resources, POST /_awssim/accounts {"id": ""} (answers the account
+// Admin routes on the same URL need no signature: GET /_awssim/calls
+// (?service=eks&action=CreateCluster filter it), GET /_awssim/calls/count,
+// GET /_awssim/resources, POST /_awssim/accounts {"id": ""} (answers the account
 // with its keys), POST /_awssim/faults (a Fault as JSON), DELETE
 // /_awssim/faults.
 //
@@ -100,7 +102,8 @@
 // in certificateAuthority.data) is served by the stand-in: it accepts an EKS
 // token as `aws eks get-token` makes it ("k8s-aws-v1." + base64url of a
 // presigned STS GetCallerIdentity URL for this stand-in that signs the
-// x-k8s-aws-id header with the cluster name), verifies it as STS would (the
+// x-k8s-aws-id header with the cluster name; the URL's host must be the
+// stand-in's port on a loopback name or address), verifies it as STS would (the
 // check is logged as sts GetCallerIdentity with params via=eks-token), and
 // accepts it for Config.EKSTokenLifetime after its X-Amz-Date (default
 // 15m, whatever X-Amz-Expires says). Any principal of the cluster's account
@@ -117,9 +120,12 @@
 // ListRolePolicies, CreateOpenIDConnectProvider, GetOpenIDConnectProvider,
 // TagOpenIDConnectProvider, DeleteOpenIDConnectProvider,
 // ListOpenIDConnectProviders. EC2 CreateVpc, DescribeVpcs, DeleteVpc,
-// CreateSubnet, DescribeSubnets, DeleteSubnet, CreateTags, DeleteTags,
+// CreateSubnet, DescribeSubnets, DeleteSubnet, CreateSecurityGroup,
+// DescribeSecurityGroups, AuthorizeSecurityGroupIngress,
+// RevokeSecurityGroupIngress, DeleteSecurityGroup, CreateTags, DeleteTags,
 // DescribeAvailabilityZones (TagSpecifications and Filters vpc-id,
-// subnet-id, tag:<key>, tag-key, cidr-block, availability-zone, state). EKS
+// subnet-id, group-id, group-name, tag:<key>, tag-key, cidr-block,
+// availability-zone, state). EKS
 // CreateCluster, DescribeCluster, ListClusters, DeleteCluster,
 // CreateNodegroup, DescribeNodegroup, ListNodegroups, UpdateNodegroupConfig,
 // DescribeUpdate, DeleteNodegroup, TagResource, UntagResource,

@@ -81,15 +81,20 @@ func (n *subnet) xml() subnetXML {
 
 func (s *Sim) ec2Actions() map[string]handler {
 	return map[string]handler{
-		"CreateVpc":                 s.createVpc,
-		"DescribeVpcs":              s.describeVpcs,
-		"DeleteVpc":                 s.deleteVpc,
-		"CreateSubnet":              s.createSubnet,
-		"DescribeSubnets":           s.describeSubnets,
-		"DeleteSubnet":              s.deleteSubnet,
-		"CreateTags":                s.createTags,
-		"DeleteTags":                s.deleteTags,
-		"DescribeAvailabilityZones": s.describeAZs,
+		"CreateVpc":                     s.createVpc,
+		"DescribeVpcs":                  s.describeVpcs,
+		"DeleteVpc":                     s.deleteVpc,
+		"CreateSubnet":                  s.createSubnet,
+		"DescribeSubnets":               s.describeSubnets,
+		"DeleteSubnet":                  s.deleteSubnet,
+		"CreateTags":                    s.createTags,
+		"DeleteTags":                    s.deleteTags,
+		"DescribeAvailabilityZones":     s.describeAZs,
+		"CreateSecurityGroup":           s.createSecurityGroup,
+		"DescribeSecurityGroups":        s.describeSecurityGroups,
+		"AuthorizeSecurityGroupIngress": s.authorizeIngress,
+		"RevokeSecurityGroupIngress":    s.revokeIngress,
+		"DeleteSecurityGroup":           s.deleteSecurityGroup,
 	}
 }
 
@@ -230,6 +235,11 @@ func (s *Sim) deleteVpc(q *request) (*reply, *apiError) {
 			return nil, errorf(http.StatusBadRequest, "DependencyViolation", "The vpc '%s' has dependencies and cannot be deleted.", id)
 		}
 	}
+	for _, g := range s.state.groups {
+		if g.VpcID == id {
+			return nil, errorf(http.StatusBadRequest, "DependencyViolation", "The vpc '%s' has dependencies and cannot be deleted.", id)
+		}
+	}
 	delete(s.state.vpcs, id)
 	return &reply{}, nil
 }
@@ -344,6 +354,11 @@ func (s *Sim) taggedLocked(q *request, id string) (*tagMap, *apiError) {
 			return &v.Tags, nil
 		}
 		return nil, errorf(http.StatusBadRequest, "InvalidVpcID.NotFound", "The vpc ID '%s' does not exist", id)
+	case strings.HasPrefix(id, "sg-"):
+		if g := s.state.groups[id]; g != nil && g.account == q.account() {
+			return &g.Tags, nil
+		}
+		return nil, noSuchGroup(id)
 	case strings.HasPrefix(id, "subnet-"):
 		if n := s.state.subnets[id]; n != nil && n.account == q.account() {
 			return &n.Tags, nil

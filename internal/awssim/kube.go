@@ -272,8 +272,8 @@ func (s *Sim) checkEKSToken(token, cluster string, call *Call) (*credential, err
 	if err != nil {
 		return nil, fmt.Errorf("token is not a URL: %v", err)
 	}
-	if host := strings.TrimPrefix(s.url, "http://"); u.Host != host {
-		return nil, fmt.Errorf("token is presigned for host %q, not this stand-in's STS (%s)", u.Host, host)
+	if !s.isOwnHost(u.Host) {
+		return nil, fmt.Errorf("token is presigned for host %q, not this stand-in's STS (%s)", u.Host, s.url)
 	}
 	qv := u.Query()
 	if qv.Get("Action") != "GetCallerIdentity" || qv.Get("Version") != "2011-06-15" || (u.Path != "/" && u.Path != "") {
@@ -378,4 +378,22 @@ func scaleNodes(ctx context.Context, cs kubernetes.Interface, group, itype strin
 		}
 	}
 	return nil
+}
+
+// isOwnHost reports whether host:port names the stand-in's listener: its
+// port on a loopback name or address.
+func (s *Sim) isOwnHost(hostport string) bool {
+	_, port, err := net.SplitHostPort(strings.TrimPrefix(s.url, "http://"))
+	if err != nil {
+		return false
+	}
+	h, p, err := net.SplitHostPort(hostport)
+	if err != nil || p != port {
+		return false
+	}
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }

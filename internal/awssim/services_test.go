@@ -125,10 +125,25 @@ func TestEC2(t *testing.T) {
 	_, err = f.ec2.DeleteVpc(ctx, &ec2.DeleteVpcInput{VpcId: aws.String(vpcID)})
 	require.Equal(t, "DependencyViolation", errorCode(t, err), "a VPC with subnets cannot be deleted")
 
+	sg, err := f.ec2.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: aws.String("db"), Description: aws.String("database access"), VpcId: aws.String(vpcID)})
+	require.NoError(t, err)
+	_, err = f.ec2.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: sg.GroupId, IpPermissions: []ec2types.IpPermission{
+		{IpProtocol: aws.String("tcp"), FromPort: aws.Int32(5432), ToPort: aws.Int32(5432), IpRanges: []ec2types.IpRange{{CidrIp: aws.String("10.0.0.0/16")}}}}})
+	require.NoError(t, err)
+	groups, err := f.ec2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2types.Filter{{Name: aws.String("group-name"), Values: []string{"db"}}}})
+	require.NoError(t, err)
+	require.Len(t, groups.SecurityGroups, 1)
+	require.Equal(t, int32(5432), aws.ToInt32(groups.SecurityGroups[0].IpPermissions[0].FromPort))
+	require.Equal(t, "10.0.0.0/16", aws.ToString(groups.SecurityGroups[0].IpPermissions[0].IpRanges[0].CidrIp))
+
 	for _, id := range subnets {
 		_, err = f.ec2.DeleteSubnet(ctx, &ec2.DeleteSubnetInput{SubnetId: aws.String(id)})
 		require.NoError(t, err)
 	}
+	_, err = f.ec2.DeleteVpc(ctx, &ec2.DeleteVpcInput{VpcId: aws.String(vpcID)})
+	require.Equal(t, "DependencyViolation", errorCode(t, err), "a VPC with a security group cannot be deleted")
+	_, err = f.ec2.DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: sg.GroupId})
+	require.NoError(t, err)
 	_, err = f.ec2.DeleteVpc(ctx, &ec2.DeleteVpcInput{VpcId: aws.String(vpcID)})
 	require.NoError(t, err)
 	require.Empty(t, f.sim.Resources())

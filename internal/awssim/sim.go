@@ -192,7 +192,8 @@ func (s *Sim) Stop(ctx context.Context) error {
 }
 
 // AdminPrefix is the path prefix of the stand-in's own routes, which need no
-// signature: GET /_awssim/calls (the call log as JSON), GET
+// signature: GET /_awssim/calls (the call log as JSON; ?service= and
+// ?action= filter it), GET /_awssim/calls/count (calls per service), GET
 // /_awssim/resources (what exists now), POST /_awssim/accounts (add an
 // account; answers its keys) and POST /_awssim/faults (inject a Fault given as
 // JSON; DELETE clears them).
@@ -223,7 +224,13 @@ func (s *Sim) serveAdmin(w http.ResponseWriter, r *http.Request) {
 	}
 	switch strings.TrimPrefix(r.URL.Path, AdminPrefix) {
 	case "calls":
-		writeJSON(http.StatusOK, s.Calls())
+		calls := Filter(s.Calls(), r.URL.Query().Get("service"), r.URL.Query().Get("action"))
+		if calls == nil {
+			calls = []Call{}
+		}
+		writeJSON(http.StatusOK, calls)
+	case "calls/count":
+		writeJSON(http.StatusOK, CountByService(s.Calls()))
 	case "resources":
 		writeJSON(http.StatusOK, s.Resources())
 	case "accounts":

@@ -13,6 +13,7 @@ type state struct {
 	oidc         map[string]*oidcProvider  // arn
 	vpcs         map[string]*vpc           // id
 	subnets      map[string]*subnet        // id
+	groups       map[string]*securityGroup // id
 	clusters     map[string]*eksCluster    // account/region/name
 	dbs          map[string]*dbInstance    // account/region/identifier
 	subnetGroups map[string]*dbSubnetGroup // account/region/name
@@ -23,6 +24,7 @@ type state struct {
 func newState() *state {
 	return &state{
 		roles: map[string]*iamRole{}, oidc: map[string]*oidcProvider{}, vpcs: map[string]*vpc{}, subnets: map[string]*subnet{},
+		groups:   map[string]*securityGroup{},
 		clusters: map[string]*eksCluster{}, dbs: map[string]*dbInstance{}, subnetGroups: map[string]*dbSubnetGroup{},
 		buckets: map[string]*bucket{}, zones: map[string]*hostedZone{},
 	}
@@ -32,7 +34,7 @@ func newState() *state {
 type Resource struct {
 	// Service is the SigV4 service name that owns it.
 	Service string `json:"service"`
-	// Type is its kind: role, oidc-provider, vpc, subnet, cluster, nodegroup,
+	// Type is its kind: role, oidc-provider, vpc, subnet, security-group, cluster, nodegroup,
 	// db-instance, db-subnet-group, bucket, hosted-zone.
 	Type string `json:"type"`
 	// ID is its name, ID or ARN.
@@ -66,6 +68,9 @@ func (s *Sim) Resources() []Resource {
 	}
 	for _, n := range st.subnets {
 		out = append(out, Resource{"ec2", "subnet", n.ID, n.account, n.region, "available", n.Tags.m})
+	}
+	for _, g := range st.groups {
+		out = append(out, Resource{"ec2", "security-group", g.ID, g.account, g.region, "", g.Tags.m})
 	}
 	for _, c := range st.clusters {
 		out = append(out, Resource{"eks", "cluster", c.Name, c.account, c.region, c.Status, c.Tags})
