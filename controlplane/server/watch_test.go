@@ -157,3 +157,21 @@ func TestWatchStreamsChanges(t *testing.T) {
 		}
 	})
 }
+
+// TestWebViewIsMounted: the server serves the web view at /ui without a token (the page holds no data;
+// it reads the API with the token the user gives it).
+func TestWebViewIsMounted(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noRedirect.Get(e.hs.URL + "/ui")
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusMovedPermanently, resp.StatusCode)
+	require.Equal(t, "/ui/", resp.Header.Get("Location"))
+	code, body := e.raw(t, "none", http.MethodGet, "/ui/", "", nil)
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, string(body), "<title>QleetOS</title>")
+	code, _ = e.raw(t, "none", http.MethodGet, "/ui/app.js", "", nil)
+	require.Equal(t, http.StatusOK, code)
+}
