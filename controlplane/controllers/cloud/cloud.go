@@ -5,6 +5,7 @@ package cloud
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/service/sts"
@@ -113,16 +114,12 @@ func (a *Accounts) connect(ctx context.Context, ca *client.CloudAccount, region 
 	if a.cache == nil {
 		a.cache = map[string]*qaws.Clients{}
 	}
+	current := fmt.Sprintf("%s/%d/", ca.ID, ca.Generation)
 	for k := range a.cache { // an older generation of the account is not used again
-		if len(k) > len(ca.ID) && k[:len(ca.ID)+1] == ca.ID+"/" && k != key && !sameGeneration(k, ca) {
+		if strings.HasPrefix(k, ca.ID+"/") && !strings.HasPrefix(k, current) {
 			delete(a.cache, k)
 		}
 	}
 	a.cache[key] = cls
 	return cls, nil
-}
-
-func sameGeneration(key string, ca *client.CloudAccount) bool {
-	prefix := fmt.Sprintf("%s/%d/", ca.ID, ca.Generation)
-	return len(key) >= len(prefix) && key[:len(prefix)] == prefix
 }
