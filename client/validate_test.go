@@ -11,7 +11,7 @@ import (
 func TestKindRegistry(t *testing.T) {
 	t.Parallel()
 	kinds := client.Kinds()
-	require.Len(t, kinds, 10)
+	require.Len(t, kinds, 11)
 	for _, ki := range kinds {
 		byPlural, ok := client.LookupPlural(ki.Plural)
 		require.True(t, ok)
