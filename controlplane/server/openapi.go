@@ -46,6 +46,8 @@ func ref(name string) obj { return obj{"$ref": "#/components/schemas/" + name} }
 // enums lists the allowed values of string fields, by "Type.json_name".
 var enums = map[string][]string{
 	"KubernetesRuntimeSpec.provider": {client.ProviderLocal, client.ProviderKubeconfig, client.ProviderEKS},
+	"RuntimeProfileSpec.provider":    {client.ProviderLocal, client.ProviderEKS},
+	"CloudAccountSpec.provider":      {client.CloudAWS},
 	"ContainerPort.protocol":         {"TCP", "UDP", "SCTP"},
 	"Event.type":                     {client.EventNormal, client.EventWarning},
 }

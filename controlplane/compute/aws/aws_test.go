@@ -48,6 +48,8 @@ func TestClassify(t *testing.T) {
 		require.Contains(t, err.Error(), "access denied to eks:CreateCluster")
 		err = qaws.Classify(op("Route 53", "ChangeResourceRecordSets", api("AccessDenied", smithy.FaultClient)))
 		require.Contains(t, err.Error(), "route53:ChangeResourceRecordSets")
+		err = qaws.Classify(op("STS", "GetCallerIdentity", fmt.Errorf("get credentials: %w", op("STS", "AssumeRole", api("AccessDenied", smithy.FaultClient)))))
+		require.Contains(t, err.Error(), "access denied to sts:AssumeRole", "the innermost operation is named")
 		err = qaws.Classify(op("EC2", "CreateVpc", api("UnauthorizedOperation", smithy.FaultClient)))
 		require.True(t, qaws.IsAccessDenied(err))
 	})

@@ -83,9 +83,12 @@ func Classify(err error) error {
 		return err
 	}
 	e := &Error{err: err, Action: "aws"}
-	var oe *smithy.OperationError
-	if errors.As(err, &oe) {
-		e.Action = iamPrefix(oe.ServiceID) + ":" + oe.OperationName
+	// The innermost operation is the one that failed: a call whose credentials come from STS
+	// AssumeRole fails as that AssumeRole.
+	for x := err; x != nil; x = errors.Unwrap(x) {
+		if oe, ok := x.(*smithy.OperationError); ok {
+			e.Action = iamPrefix(oe.ServiceID) + ":" + oe.OperationName
+		}
 	}
 	var ae smithy.APIError
 	status := 0
