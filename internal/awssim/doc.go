@@ -17,7 +17,9 @@
 //	stsc := sts.NewFromConfig(cfg, func(o *sts.Options) { o.BaseEndpoint = aws.String(sim.URL()) })
 //	s3c := s3.NewFromConfig(cfg, func(o *s3.Options) { o.BaseEndpoint = aws.String(sim.URL()); o.UsePathStyle = true })
 //
-// S3 is path-style only (UsePathStyle = true). Requests are routed by the
+// S3 is path-style only (UsePathStyle = true), and as in AWS a CreateBucket
+// signed for a region other than us-east-1 needs that region as its
+// LocationConstraint. Requests are routed by the
 // service in the SigV4 credential scope (Authorization header, or
 // X-Amz-Credential of a presigned URL), so one URL serves every service.
 // Route53 is global and signs for us-east-1; the others are regional by the
@@ -80,7 +82,8 @@
 //
 // EKS clusters are CREATING for Config.ClusterDelay (and, with kubesim,
 // until their control plane serves), then ACTIVE with endpoint and
-// certificateAuthority.data; DeleteCluster makes them DELETING for
+// certificateAuthority.data (FAILED, with health.issues saying why, if its
+// kubesim does not start); DeleteCluster makes them DELETING for
 // Config.DeleteDelay, then they are gone (DescribeCluster answers
 // ResourceNotFoundException). Node groups: CREATING/UPDATING for
 // Config.NodegroupDelay, then ACTIVE; DELETING then gone. A cluster with node

@@ -56,6 +56,7 @@ type eksCluster struct {
 	PlatformVersion      string            `json:"platformVersion"`
 	Tags                 map[string]string `json:"tags"`
 	Identity             eksIdentity       `json:"identity"`
+	Health               *eksHealth        `json:"health,omitempty"`
 
 	account    string
 	region     string
@@ -63,6 +64,16 @@ type eksCluster struct {
 	goneAt     time.Time // DELETING until then (and until kube has stopped)
 	nodegroups map[string]*nodegroup
 	kube       *kubeBackend // nil when Config.Kubesim is off and no endpoint is served
+}
+
+// eksHealth says why a cluster FAILED (its kubesim did not start).
+type eksHealth struct {
+	Issues []eksIssue `json:"issues"`
+}
+
+type eksIssue struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
 }
 
 type scalingConfig struct {
@@ -564,6 +575,7 @@ func (s *Sim) advanceEKSLocked(now time.Time) {
 			switch ready, err := c.kube.readiness(); {
 			case err != nil:
 				c.Status = eksFailed
+				c.Health = &eksHealth{Issues: []eksIssue{{Code: "InternalFailure", Message: err.Error()}}}
 			case ready:
 				c.Status = eksActive
 				c.Endpoint = c.kube.endpoint()

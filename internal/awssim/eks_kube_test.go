@@ -205,3 +205,16 @@ func TestEKSRunsWorkloads(t *testing.T) {
 		require.Error(t, err, "the endpoint is gone with the cluster")
 	})
 }
+
+func TestEKSClusterFailsWhenKubesimCannotStart(t *testing.T) {
+	t.Parallel()
+	f := startSim(t, awssim.Config{Kubesim: true, KubesimBinary: "/nonexistent/kubesim", DataDir: t.TempDir()})
+	_, subnets := network(t, f)
+	_, err := f.eks.CreateCluster(context.Background(), &eks.CreateClusterInput{Name: aws.String("broken"), RoleArn: aws.String(role(t, f, "broken-cluster")),
+		ResourcesVpcConfig: &ekstypes.VpcConfigRequest{SubnetIds: subnets}})
+	require.NoError(t, err)
+	c := waitCluster(t, f, "broken", ekstypes.ClusterStatusFailed)
+	require.NotNil(t, c.Health)
+	require.Len(t, c.Health.Issues, 1)
+	require.Contains(t, aws.ToString(c.Health.Issues[0].Message), "/nonexistent/kubesim")
+}
