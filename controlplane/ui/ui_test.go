@@ -152,6 +152,9 @@ func TestWebView(t *testing.T) {
 			chromedp.SetValue(chromedp.ID("token"), strings.TrimSpace(string(token))),
 			chromedp.Click(chromedp.ID("signin")),
 			chromedp.WaitVisible(node("workload_instance", "web")))
+		kept := get(t, b, 10*time.Second, "token kept", chromedp.Evaluate[string](`sessionStorage.getItem('qleet.token')`))
+		require.Equal(t, strings.TrimSpace(string(token)), kept, "the token is kept for this tab only")
+		require.NotContains(t, get(t, b, 10*time.Second, "url", chromedp.Evaluate[string](`location.href`)), kept, "and never put in a URL")
 	})
 
 	t.Run("the graph shows every object coloured by phase, in its region", func(t *testing.T) {
