@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/cloud"
@@ -245,4 +246,52 @@ func TestEKSRuntimeProvisioning(t *testing.T) {
 		require.Len(t, res, 1)
 		require.Equal(t, name, res[0].ID, "the role is still there")
 	})
+}
+
+// The system we follow failed on token refresh: here the stand-in's clusters accept a token for 2 s only,
+// and requests keep succeeding past that, each refused token replaced at once.
+func TestEKSTokenIsRenewed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := 100 * time.Millisecond
+	sim := awssim.New(awssim.Config{Kubesim: true, ClusterDelay: d, NodegroupDelay: d, DeleteDelay: d, EKSTokenLifetime: 2 * time.Second})
+	require.NoError(t, sim.Start(ctx))
+	t.Cleanup(func() { _ = sim.Stop(context.Background()) })
+	acct, err := sim.AddAccount("")
+	require.NoError(t, err)
+	api := apitest.Start(t)
+	s := &eksSetup{sim: sim, acct: acct, admin: api.Client(t, server.RoleAdmin), ctrl: api.Client(t, server.RoleController)}
+	ca, err := s.admin.CloudAccounts().Create(ctx, &client.CloudAccount{Meta: client.Meta{Name: "aws"}, Spec: client.CloudAccountSpec{
+		Provider: client.CloudAWS, Region: "us-east-1", AccessKeyID: acct.AccessKeyID, SecretAccessKey: acct.SecretAccessKey, Endpoint: sim.URL()}})
+	require.NoError(t, err)
+	s.account = s.reconcileAccount(t, ca.ID)
+	s.eks = &runtime.EKS{Accounts: &cloud.Accounts{Client: s.ctrl}, Poll: 50 * time.Millisecond}
+	rt := s.runtime(t, "tokens")
+	converge(t, s.eks.Ensure, rt)
+	t.Cleanup(func() { converge(t, s.eks.Remove, rt) })
+
+	rc, err := s.eks.RESTConfig(ctx, rt)
+	require.NoError(t, err)
+	cs, err := kubernetes.NewForConfig(rc)
+	require.NoError(t, err)
+	_, err = cs.Discovery().ServerVersion()
+	require.NoError(t, err, "the cluster accepts the EKS token")
+	refused := func() (n int) {
+		for _, c := range sim.Calls() {
+			if c.Params["via"] == "eks-token" && c.Error != "" {
+				n++
+			}
+		}
+		return n
+	}
+	require.Zero(t, refused())
+	require.Eventually(t, func() bool {
+		_, err := cs.Discovery().ServerVersion()
+		require.NoError(t, err, "no request fails when its token has expired")
+		return refused() > 0
+	}, 15*time.Second, 200*time.Millisecond, "the first token expires")
+	calls := sim.Calls()
+	last := calls[len(calls)-1]
+	require.Equal(t, "eks-token", last.Params["via"])
+	require.Empty(t, last.Error, "a new token was accepted after the refused one")
 }
