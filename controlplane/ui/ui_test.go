@@ -216,6 +216,21 @@ func TestWebView(t *testing.T) {
 		require.Contains(t, providers, "kubernetes runtime eu")
 		require.Contains(t, providers, "secret web-keys", "status.dependencies count as what it depends on")
 		require.Contains(t, text("consumers"), "gateway web")
+
+		do(t, b, 30*time.Second, "its part of the graph",
+			chromedp.Click(chromedp.ID("focus-link")),
+			chromedp.WaitVisible(chromedp.ID("focus")),
+			chromedp.WaitVisible(chromedp.CSS(string(node("workload_instance", "web"))+".root")))
+		focused := get(t, b, 10*time.Second, "focused nodes", chromedp.Evaluate[[]shownNode](shownNodesJS))
+		names := map[string]bool{}
+		for _, n := range focused {
+			names[n.Kind+"/"+n.Name] = true
+		}
+		require.True(t, names["kubernetes_runtime/eu"] && names["gateway/web"] && names["workload_definition/web"], "its providers and consumers: %v", names)
+		require.False(t, names["kubernetes_runtime/unreachable"], "and nothing it is not connected to: %v", names)
+		do(t, b, 30*time.Second, "back to its page",
+			chromedp.Click(node("workload_instance", "web")),
+			chromedp.WaitVisible(chromedp.ID("object-page")))
 		require.Contains(t, text("conditions"), "Ready")
 		evs, err := cl.WorkloadInstances().Events(ctx, inst.ID)
 		require.NoError(t, err)

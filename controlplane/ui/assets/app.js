@@ -110,9 +110,11 @@ async function loadKinds() {
   for (const k of await res.json()) state.kinds[k.kind] = k.plural;
 }
 
-async function loadGraph() {
+// loadGraph reads the graph (only what root, "<kind>/<id>", is connected to, when given) and the
+// runtimes' regions.
+async function loadGraph(root) {
   const [g, rts] = await Promise.all([
-    api('GET', '/v1/graph'),
+    api('GET', '/v1/graph' + (root ? '?root=' + encodeURIComponent(root) : '')),
     api('GET', '/v1/kubernetes_runtimes?limit=1000'),
   ]);
   state.regions = {};
@@ -225,6 +227,7 @@ function route() {
   const parts = location.hash.replace(/^#\/?/, '').split('/').filter(Boolean).map(decodeURIComponent);
   if (parts[0] === 'object' && parts.length === 3) return { name: 'object', kind: parts[1], id: parts[2] };
   if (parts[0] === 'plan') return { name: 'plan' };
+  if (parts[0] === 'focus' && parts.length === 3) return { name: 'graph', root: `${parts[1]}/${parts[2]}`, rootId: parts[2] };
   return { name: 'graph' };
 }
 
@@ -237,7 +240,7 @@ async function render(live) {
   for (const a of document.querySelectorAll('#nav a')) a.classList.toggle('active', a.dataset.route === r.name);
   try {
     if (r.name === 'object') await renderObject(r.kind, r.id, live, seq);
-    else await renderGraphPage(r.name === 'plan', live, seq);
+    else await renderGraphPage(r.name === 'plan', live, seq, r);
   } catch (e) {
     if (e.status === 401 || seq !== state.seq) return;
     $('#main').replaceChildren(h('div', { class: 'card error', id: 'load-error' }, `Could not load: ${e.message}`));
@@ -423,8 +426,8 @@ function legend() {
     h('span', { class: 'edge-key' }, 'arrows: consumer → provider'));
 }
 
-async function renderGraphPage(withPlan, live, seq) {
-  await loadGraph();
+async function renderGraphPage(withPlan, live, seq, r) {
+  await loadGraph(r.root);
   if (seq !== state.seq) return;
   const scroller = $('#graph-scroll');
   const keep = scroller ? { left: scroller.scrollLeft, top: scroller.scrollTop } : null;
@@ -437,7 +440,14 @@ async function renderGraphPage(withPlan, live, seq) {
   const body = g.nodes.length
     ? h('div', { id: 'graph-scroll', class: 'graph-scroll' }, drawGraph(g.nodes, g.edges))
     : h('div', { class: 'card empty' }, 'No objects yet. Create a kubernetes_runtime, a workload_definition and a workload_instance, and they appear here.');
-  const view = [h('div', { class: 'toolbar' }, summary, legend()), body];
+  const rootNode = r.rootId && state.graph.nodes.find((n) => n.id === r.rootId);
+  const focus = rootNode ? h('div', { class: 'focus', id: 'focus' }, 'Showing what ', h('strong', {}, `${humanKind(rootNode.kind)} ${rootNode.name}`),
+    ' depends on and what depends on it · ', h('a', { href: '#/' }, 'show everything')) : null;
+  if (rootNode) {
+    const el = body.querySelector(`g.node[data-id="${CSS.escape(rootNode.id)}"]`);
+    if (el) el.classList.add('root');
+  }
+  const view = [focus, h('div', { class: 'toolbar' }, summary, legend()), body];
   // A live update redraws the graph only: the plan panel keeps its text, cursor and focus.
   const slot = $('#graph-slot');
   if (live && slot && withPlan === Boolean($('#plan-panel'))) {
@@ -533,9 +543,9 @@ async function renderObject(kind, id, live, seq) {
   const [obj, evs] = await Promise.all([
     api('GET', `/v1/${plural}/${encodeURIComponent(id)}`),
     api('GET', `/v1/${plural}/${encodeURIComponent(id)}/events`),
-    state.graph ? null : loadGraph(),
+    // The whole graph, for what the object depends on and what depends on it.
+    live || !state.graph || state.graph.root ? loadGraph() : null,
   ]);
-  if (live) await loadGraph();
   if (seq !== state.seq) return;
   const st = obj.status || {};
   const node = state.graph && state.graph.nodes.find((n) => n.id === id);
@@ -546,7 +556,8 @@ async function renderObject(kind, id, live, seq) {
   const hasReplicas = placements.length || st.replicas !== undefined;
 
   const page = h('article', { id: 'object-page', class: 'object', 'data-id': obj.id, 'data-phase': st.phase || '' },
-    h('nav', { class: 'crumbs' }, h('a', { href: '#/', id: 'back' }, '← graph'), ` / ${humanKind(kind)}`),
+    h('nav', { class: 'crumbs' }, h('a', { href: '#/', id: 'back' }, '← graph'), ` / ${humanKind(kind)} · `,
+      h('a', { href: `#/focus/${kind}/${encodeURIComponent(obj.id)}`, id: 'focus-link' }, 'show its part of the graph')),
     h('header', { class: 'object-head' },
       h('div', {}, h('div', { class: 'kind' }, humanKind(kind)), h('h1', { id: 'object-name' }, obj.name)),
       h('div', { class: 'head-right' }, badge(st.phase),
