@@ -149,6 +149,77 @@ func (s *Sim) createVpc(q *request) (*reply, *apiError) {
 	}{v.xml()}}, nil
 }
 
+// ec2Meta is what Describe calls read of an EC2 resource.
+type ec2Meta struct {
+	id, account, region string
+	tags                tagMap
+	fields              map[string]string // filter name -> value
+}
+
+// ec2Resource is a VPC, subnet or security group.
+type ec2Resource interface{ meta() ec2Meta }
+
+func (v *vpc) meta() ec2Meta {
+	return ec2Meta{v.ID, v.account, v.region, v.Tags,
+		map[string]string{"vpc-id": v.ID, "cidr-block": v.CIDR, "cidr": v.CIDR, "state": "available", "owner-id": v.account}}
+}
+
+func (n *subnet) meta() ec2Meta {
+	return ec2Meta{n.ID, n.account, n.region, n.Tags, map[string]string{"subnet-id": n.ID, "vpc-id": n.VpcID, "cidr-block": n.CIDR,
+		"availability-zone": n.AZ, "state": "available", "owner-id": n.account}}
+}
+
+func noSuchVpc(id string) *apiError {
+	return errorf(http.StatusBadRequest, "InvalidVpcID.NotFound", "The vpc ID '%s' does not exist", id)
+}
+
+func noSuchSubnet(id string) *apiError {
+	return errorf(http.StatusBadRequest, "InvalidSubnetID.NotFound", "The subnet ID '%s' does not exist", id)
+}
+
+// ownEC2 returns the caller's resource by ID, or the not-found error.
+func ownEC2[R ec2Resource](q *request, all map[string]R, id string, notFound func(string) *apiError) (R, *apiError) {
+	r, ok := all[id]
+	if !ok || r.meta().account != q.account() {
+		var zero R
+		return zero, notFound(id)
+	}
+	return r, nil
+}
+
+// describeEC2 answers a Describe call: the caller's resources in the
+// request's region, limited to the IDs listed in idParam.N (each must
+// exist) and to the filters, sorted by ID.
+func describeEC2[R ec2Resource, X any](q *request, all map[string]R, idParam string, notFound func(string) *apiError, toXML func(R) X) ([]X, *apiError) {
+	ids := formList(q.form, idParam)
+	for _, id := range ids {
+		if _, e := ownEC2(q, all, id, notFound); e != nil {
+			return nil, e
+		}
+	}
+	filters := filtersOf(q)
+	var keys []string
+	for id, r := range all {
+		m := r.meta()
+		if m.account != q.account() || m.region != q.region || (len(ids) > 0 && !slices.Contains(ids, id)) {
+			continue
+		}
+		ok, e := matchFilters(filters, m.tags, m.fields)
+		if e != nil {
+			return nil, e
+		}
+		if ok {
+			keys = append(keys, id)
+		}
+	}
+	slices.Sort(keys)
+	var out []X
+	for _, k := range keys {
+		out = append(out, toXML(all[k]))
+	}
+	return out, nil
+}
+
 // ec2Filter is one Filter.N of a Describe call.
 type ec2Filter struct {
 	name   string
@@ -198,27 +269,10 @@ func matchFilters(filters []ec2Filter, tags tagMap, fields map[string]string) (b
 }
 
 func (s *Sim) describeVpcs(q *request) (*reply, *apiError) {
-	ids := formList(q.form, "VpcId")
-	for _, id := range ids {
-		if v := s.state.vpcs[id]; v == nil || v.account != q.account() {
-			return nil, errorf(http.StatusBadRequest, "InvalidVpcID.NotFound", "The vpc ID '%s' does not exist", id)
-		}
+	out, e := describeEC2(q, s.state.vpcs, "VpcId", noSuchVpc, (*vpc).xml)
+	if e != nil {
+		return nil, e
 	}
-	filters := filtersOf(q)
-	var out []vpcXML
-	for _, v := range s.state.vpcs {
-		if v.account != q.account() || v.region != q.region || (len(ids) > 0 && !slices.Contains(ids, v.ID)) {
-			continue
-		}
-		ok, e := matchFilters(filters, v.Tags, map[string]string{"vpc-id": v.ID, "cidr-block": v.CIDR, "cidr": v.CIDR, "state": "available", "owner-id": v.account})
-		if e != nil {
-			return nil, e
-		}
-		if ok {
-			out = append(out, v.xml())
-		}
-	}
-	slices.SortFunc(out, func(a, b vpcXML) int { return strings.Compare(a.VpcID, b.VpcID) })
 	return &reply{body: struct {
 		VpcSet []vpcXML `xml:"vpcSet>item"`
 	}{out}}, nil
@@ -226,9 +280,8 @@ func (s *Sim) describeVpcs(q *request) (*reply, *apiError) {
 
 func (s *Sim) deleteVpc(q *request) (*reply, *apiError) {
 	id := q.form.Get("VpcId")
-	v := s.state.vpcs[id]
-	if v == nil || v.account != q.account() {
-		return nil, errorf(http.StatusBadRequest, "InvalidVpcID.NotFound", "The vpc ID '%s' does not exist", id)
+	if _, e := ownEC2(q, s.state.vpcs, id, noSuchVpc); e != nil {
+		return nil, e
 	}
 	for _, n := range s.state.subnets {
 		if n.VpcID == id {
@@ -246,9 +299,9 @@ func (s *Sim) deleteVpc(q *request) (*reply, *apiError) {
 
 func (s *Sim) createSubnet(q *request) (*reply, *apiError) {
 	vpcID := q.form.Get("VpcId")
-	v := s.state.vpcs[vpcID]
-	if v == nil || v.account != q.account() {
-		return nil, errorf(http.StatusBadRequest, "InvalidVpcID.NotFound", "The vpc ID '%s' does not exist", vpcID)
+	v, e := ownEC2(q, s.state.vpcs, vpcID, noSuchVpc)
+	if e != nil {
+		return nil, e
 	}
 	cidr := q.form.Get("CidrBlock")
 	n, e := parseCIDR("cidrBlock", cidr)
@@ -285,28 +338,10 @@ func (s *Sim) createSubnet(q *request) (*reply, *apiError) {
 }
 
 func (s *Sim) describeSubnets(q *request) (*reply, *apiError) {
-	ids := formList(q.form, "SubnetId")
-	for _, id := range ids {
-		if n := s.state.subnets[id]; n == nil || n.account != q.account() {
-			return nil, errorf(http.StatusBadRequest, "InvalidSubnetID.NotFound", "The subnet ID '%s' does not exist", id)
-		}
+	out, e := describeEC2(q, s.state.subnets, "SubnetId", noSuchSubnet, (*subnet).xml)
+	if e != nil {
+		return nil, e
 	}
-	filters := filtersOf(q)
-	var out []subnetXML
-	for _, n := range s.state.subnets {
-		if n.account != q.account() || n.region != q.region || (len(ids) > 0 && !slices.Contains(ids, n.ID)) {
-			continue
-		}
-		ok, e := matchFilters(filters, n.Tags, map[string]string{"subnet-id": n.ID, "vpc-id": n.VpcID, "cidr-block": n.CIDR,
-			"availability-zone": n.AZ, "state": "available", "owner-id": n.account})
-		if e != nil {
-			return nil, e
-		}
-		if ok {
-			out = append(out, n.xml())
-		}
-	}
-	slices.SortFunc(out, func(a, b subnetXML) int { return strings.Compare(a.SubnetID, b.SubnetID) })
 	return &reply{body: struct {
 		SubnetSet []subnetXML `xml:"subnetSet>item"`
 	}{out}}, nil
@@ -314,9 +349,8 @@ func (s *Sim) describeSubnets(q *request) (*reply, *apiError) {
 
 func (s *Sim) deleteSubnet(q *request) (*reply, *apiError) {
 	id := q.form.Get("SubnetId")
-	n := s.state.subnets[id]
-	if n == nil || n.account != q.account() {
-		return nil, errorf(http.StatusBadRequest, "InvalidSubnetID.NotFound", "The subnet ID '%s' does not exist", id)
+	if _, e := ownEC2(q, s.state.subnets, id, noSuchSubnet); e != nil {
+		return nil, e
 	}
 	if s.subnetInUseLocked(id) {
 		return nil, errorf(http.StatusBadRequest, "DependencyViolation", "The subnet '%s' has dependencies and cannot be deleted.", id)
@@ -350,20 +384,23 @@ func (s *Sim) subnetInUseLocked(id string) bool {
 func (s *Sim) taggedLocked(q *request, id string) (*tagMap, *apiError) {
 	switch {
 	case strings.HasPrefix(id, "vpc-"):
-		if v := s.state.vpcs[id]; v != nil && v.account == q.account() {
-			return &v.Tags, nil
+		v, e := ownEC2(q, s.state.vpcs, id, noSuchVpc)
+		if e != nil {
+			return nil, e
 		}
-		return nil, errorf(http.StatusBadRequest, "InvalidVpcID.NotFound", "The vpc ID '%s' does not exist", id)
+		return &v.Tags, nil
 	case strings.HasPrefix(id, "sg-"):
-		if g := s.state.groups[id]; g != nil && g.account == q.account() {
-			return &g.Tags, nil
+		g, e := ownEC2(q, s.state.groups, id, noSuchGroup)
+		if e != nil {
+			return nil, e
 		}
-		return nil, noSuchGroup(id)
+		return &g.Tags, nil
 	case strings.HasPrefix(id, "subnet-"):
-		if n := s.state.subnets[id]; n != nil && n.account == q.account() {
-			return &n.Tags, nil
+		n, e := ownEC2(q, s.state.subnets, id, noSuchSubnet)
+		if e != nil {
+			return nil, e
 		}
-		return nil, errorf(http.StatusBadRequest, "InvalidSubnetID.NotFound", "The subnet ID '%s' does not exist", id)
+		return &n.Tags, nil
 	}
 	return nil, errorf(http.StatusBadRequest, "InvalidID", "The ID '%s' is not valid", id)
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 )
 
 type securityGroup struct {
@@ -59,8 +58,8 @@ func (s *Sim) createSecurityGroup(q *request) (*reply, *apiError) {
 	if name == "" || desc == "" {
 		return nil, errorf(http.StatusBadRequest, "MissingParameter", "The request must contain the parameters GroupName and GroupDescription")
 	}
-	if v := s.state.vpcs[vpcID]; v == nil || v.account != q.account() {
-		return nil, errorf(http.StatusBadRequest, "InvalidVpcID.NotFound", "The vpc ID '%s' does not exist", vpcID)
+	if _, e := ownEC2(q, s.state.vpcs, vpcID, noSuchVpc); e != nil {
+		return nil, e
 	}
 	for _, g := range s.state.groups {
 		if g.VpcID == vpcID && g.Name == name {
@@ -81,28 +80,15 @@ func (s *Sim) createSecurityGroup(q *request) (*reply, *apiError) {
 	}{true, g.ID, g.Tags.ec2()}}, nil
 }
 
+func (g *securityGroup) meta() ec2Meta {
+	return ec2Meta{g.ID, g.account, g.region, g.Tags, map[string]string{"group-id": g.ID, "group-name": g.Name, "vpc-id": g.VpcID, "owner-id": g.account}}
+}
+
 func (s *Sim) describeSecurityGroups(q *request) (*reply, *apiError) {
-	ids := formList(q.form, "GroupId")
-	for _, id := range ids {
-		if g := s.state.groups[id]; g == nil || g.account != q.account() {
-			return nil, noSuchGroup(id)
-		}
+	out, e := describeEC2(q, s.state.groups, "GroupId", noSuchGroup, (*securityGroup).xml)
+	if e != nil {
+		return nil, e
 	}
-	filters := filtersOf(q)
-	var out []securityGroupXML
-	for _, g := range s.state.groups {
-		if g.account != q.account() || g.region != q.region || (len(ids) > 0 && !slices.Contains(ids, g.ID)) {
-			continue
-		}
-		ok, e := matchFilters(filters, g.Tags, map[string]string{"group-id": g.ID, "group-name": g.Name, "vpc-id": g.VpcID, "owner-id": g.account})
-		if e != nil {
-			return nil, e
-		}
-		if ok {
-			out = append(out, g.xml())
-		}
-	}
-	slices.SortFunc(out, func(a, b securityGroupXML) int { return strings.Compare(a.GroupID, b.GroupID) })
 	return &reply{body: struct {
 		Groups []securityGroupXML `xml:"securityGroupInfo>item"`
 	}{out}}, nil
@@ -129,10 +115,9 @@ func permissionsOf(q *request) []ipPermission {
 }
 
 func (s *Sim) authorizeIngress(q *request) (*reply, *apiError) {
-	id := q.form.Get("GroupId")
-	g := s.state.groups[id]
-	if g == nil || g.account != q.account() {
-		return nil, noSuchGroup(id)
+	g, e := ownEC2(q, s.state.groups, q.form.Get("GroupId"), noSuchGroup)
+	if e != nil {
+		return nil, e
 	}
 	perms := permissionsOf(q)
 	if len(perms) == 0 {
@@ -150,10 +135,9 @@ func (s *Sim) authorizeIngress(q *request) (*reply, *apiError) {
 }
 
 func (s *Sim) revokeIngress(q *request) (*reply, *apiError) {
-	id := q.form.Get("GroupId")
-	g := s.state.groups[id]
-	if g == nil || g.account != q.account() {
-		return nil, noSuchGroup(id)
+	g, e := ownEC2(q, s.state.groups, q.form.Get("GroupId"), noSuchGroup)
+	if e != nil {
+		return nil, e
 	}
 	for _, p := range permissionsOf(q) {
 		g.ingress = slices.DeleteFunc(g.ingress, func(old ipPermission) bool { return fmt.Sprint(old) == fmt.Sprint(p) })
@@ -162,11 +146,11 @@ func (s *Sim) revokeIngress(q *request) (*reply, *apiError) {
 }
 
 func (s *Sim) deleteSecurityGroup(q *request) (*reply, *apiError) {
-	id := q.form.Get("GroupId")
-	g := s.state.groups[id]
-	if g == nil || g.account != q.account() {
-		return nil, noSuchGroup(id)
+	g, e := ownEC2(q, s.state.groups, q.form.Get("GroupId"), noSuchGroup)
+	if e != nil {
+		return nil, e
 	}
+	id := g.ID
 	for _, d := range s.state.dbs {
 		if slices.Contains(d.SecurityGroups, id) {
 			return nil, errorf(http.StatusBadRequest, "DependencyViolation", "resource %s has a dependent object", id)

@@ -3,6 +3,7 @@ package awssim
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -40,10 +41,13 @@ type xmlTag struct {
 	Value string `xml:"Value"`
 }
 
-func (t *tagMap) xml() []xmlTag {
+func (t *tagMap) xml() []xmlTag { return tagsXML(t.m) }
+
+// tagsXML lists tags sorted by key, as the XML protocols carry them.
+func tagsXML(m map[string]string) []xmlTag {
 	var out []xmlTag
-	for _, k := range t.sorted() {
-		out = append(out, xmlTag{k, t.m[k]})
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, xmlTag{k, m[k]})
 	}
 	return out
 }

@@ -54,6 +54,8 @@ type kubeBackend struct {
 	proxy     *httputil.ReverseProxy
 	clientset kubernetes.Interface
 	scaleMu   sync.Mutex // one node scaling at a time
+	stopOnce  sync.Once
+	stopErr   error
 }
 
 // startKubeLocked serves the cluster's endpoint and, with Config.Kubesim,
@@ -99,7 +101,9 @@ func (b *kubeBackend) start(ctx context.Context, region string) {
 		if err != nil {
 			return fmt.Errorf("kubeconfig: %w", err)
 		}
-		rt, err := rest.TransportFor(cfg)
+		pcfg := rest.CopyConfig(cfg)
+		pcfg.NextProtos = []string{"http/1.1"} // upgrades (exec, port-forward) need HTTP/1.1 to kubesim
+		rt, err := rest.TransportFor(pcfg)
 		if err != nil {
 			return fmt.Errorf("transport: %w", err)
 		}
@@ -158,23 +162,26 @@ func (s *Sim) stopKubeLocked(c *eksCluster) {
 	}()
 }
 
-// shutdown stops the endpoint and kubesim and removes the cluster's data.
+// shutdown stops the endpoint and kubesim and removes the cluster's data,
+// once; later calls return the first one's error.
 func (c *eksCluster) shutdown(ctx context.Context) error {
 	b := c.kube
 	if b == nil {
 		return nil
 	}
+	b.stopOnce.Do(func() { b.stopErr = b.stop(ctx) })
+	return b.stopErr
+}
+
+func (b *kubeBackend) stop(ctx context.Context) error {
 	if b.cancel != nil {
 		b.cancel()
 	}
 	<-b.done
 	var errs []error
 	b.mu.Lock()
-	kc, done := b.kc, b.isStopped
+	kc := b.kc
 	b.mu.Unlock()
-	if done {
-		return nil
-	}
 	if kc != nil {
 		errs = append(errs, kc.Stop(ctx))
 	}

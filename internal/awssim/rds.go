@@ -39,19 +39,6 @@ type dbInstance struct {
 	readyAt, goneAt  time.Time
 }
 
-type rdsTag struct {
-	Key   string `xml:"Key"`
-	Value string `xml:"Value"`
-}
-
-func (t *tagMap) rds() []rdsTag {
-	var out []rdsTag
-	for _, k := range t.sorted() {
-		out = append(out, rdsTag{k, t.m[k]})
-	}
-	return out
-}
-
 type rdsSubnetXML struct {
 	SubnetIdentifier string `xml:"SubnetIdentifier"`
 	AZ               string `xml:"SubnetAvailabilityZone>Name"`
@@ -106,7 +93,7 @@ type dbInstanceXML struct {
 	PubliclyAccessible   bool              `xml:"PubliclyAccessible"`
 	DBInstanceArn        string            `xml:"DBInstanceArn"`
 	DbiResourceID        string            `xml:"DbiResourceId"`
-	TagList              []rdsTag          `xml:"TagList>Tag,omitempty"`
+	TagList              []xmlTag          `xml:"TagList>Tag,omitempty"`
 }
 
 func (d *dbInstance) arn() string {
@@ -122,7 +109,7 @@ func (s *Sim) dbXML(d *dbInstance) dbInstanceXML {
 	x := dbInstanceXML{DBInstanceIdentifier: d.Identifier, DBInstanceClass: d.Class, Engine: d.Engine, EngineVersion: d.EngineVersion,
 		DBInstanceStatus: d.Status, MasterUsername: d.MasterUsername, DBName: d.DBName, AllocatedStorage: d.AllocatedStorage,
 		PubliclyAccessible: d.Public, DBInstanceArn: d.arn(), DbiResourceID: "db-" + strings.ToUpper(hexSHA256([]byte(d.arn()))[:26]),
-		TagList: d.Tags.rds()}
+		TagList: d.Tags.xml()}
 	if d.Status != "creating" {
 		x.Endpoint = &dbEndpointXML{d.address(), d.Port, "Z2R2ITUGPM61AM"}
 		x.InstanceCreateTime = d.Created.Format(isoTime)
@@ -326,8 +313,8 @@ func (s *Sim) deleteDBInstance(q *request) (*reply, *apiError) {
 	}{s.dbXML(d)}}, nil
 }
 
-// rdsTagged finds the tag set of an RDS resource by ARN.
-func (s *Sim) rdsTagged(q *request) (*tagMap, *apiError) {
+// xmlTagged finds the tag set of an RDS resource by ARN.
+func (s *Sim) xmlTagged(q *request) (*tagMap, *apiError) {
 	arn := q.form.Get("ResourceName")
 	for _, d := range s.state.dbs {
 		if d.arn() == arn && d.account == q.account() {
@@ -343,7 +330,7 @@ func (s *Sim) rdsTagged(q *request) (*tagMap, *apiError) {
 }
 
 func (s *Sim) rdsAddTags(q *request) (*reply, *apiError) {
-	t, e := s.rdsTagged(q)
+	t, e := s.xmlTagged(q)
 	if e != nil {
 		return nil, e
 	}
@@ -354,13 +341,13 @@ func (s *Sim) rdsAddTags(q *request) (*reply, *apiError) {
 }
 
 func (s *Sim) rdsListTags(q *request) (*reply, *apiError) {
-	t, e := s.rdsTagged(q)
+	t, e := s.xmlTagged(q)
 	if e != nil {
 		return nil, e
 	}
 	return &reply{body: struct {
-		Tags []rdsTag `xml:"TagList>Tag"`
-	}{t.rds()}}, nil
+		Tags []xmlTag `xml:"TagList>Tag"`
+	}{t.xml()}}, nil
 }
 
 func (s *Sim) advanceRDSLocked(now time.Time) {

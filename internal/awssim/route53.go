@@ -403,7 +403,7 @@ func (s *Sim) listRecordSets(q *request, z *hostedZone) (*reply, *apiError) {
 
 func (s *Sim) changeZoneTags(q *request, z *hostedZone) (*reply, *apiError) {
 	var in struct {
-		AddTags       []rdsTag `xml:"AddTags>Tag"`
+		AddTags       []xmlTag `xml:"AddTags>Tag"`
 		RemoveTagKeys []string `xml:"RemoveTagKeys>Key"`
 	}
 	if err := xml.Unmarshal(q.body, &in); err != nil {
@@ -425,15 +425,12 @@ func (s *Sim) changeZoneTags(q *request, z *hostedZone) (*reply, *apiError) {
 }
 
 func (s *Sim) listZoneTags(_ *request, z *hostedZone) (*reply, *apiError) {
-	var tags []rdsTag
-	for _, k := range slices.Sorted(maps.Keys(z.tags)) {
-		tags = append(tags, rdsTag{k, z.tags[k]})
-	}
+	tags := tagsXML(z.tags)
 	return &reply{body: struct {
 		XMLName      xml.Name `xml:"ListTagsForResourceResponse"`
 		Xmlns        string   `xml:"xmlns,attr"`
 		ResourceType string   `xml:"ResourceTagSet>ResourceType"`
 		ResourceID   string   `xml:"ResourceTagSet>ResourceId"`
-		Tags         []rdsTag `xml:"ResourceTagSet>Tags>Tag"`
+		Tags         []xmlTag `xml:"ResourceTagSet>Tags>Tag"`
 	}{Xmlns: nsRoute53, ResourceType: "hostedzone", ResourceID: z.ID, Tags: tags}}, nil
 }

@@ -151,7 +151,7 @@ func (s *Sim) deleteBucket(_ *request, b *bucket) (*reply, *apiError) {
 type s3Tagging struct {
 	XMLName xml.Name `xml:"Tagging"`
 	Xmlns   string   `xml:"xmlns,attr,omitempty"`
-	TagSet  []rdsTag `xml:"TagSet>Tag"`
+	TagSet  []xmlTag `xml:"TagSet>Tag"`
 }
 
 func (s *Sim) putBucketTagging(q *request, b *bucket) (*reply, *apiError) {
@@ -177,11 +177,7 @@ func (s *Sim) getBucketTagging(_ *request, b *bucket) (*reply, *apiError) {
 	if len(b.tags) == 0 {
 		return nil, errorf(http.StatusNotFound, "NoSuchTagSet", "The TagSet does not exist")
 	}
-	t := s3Tagging{Xmlns: nsS3}
-	for _, k := range slices.Sorted(maps.Keys(b.tags)) {
-		t.TagSet = append(t.TagSet, rdsTag{k, b.tags[k]})
-	}
-	return &reply{body: t}, nil
+	return &reply{body: s3Tagging{Xmlns: nsS3, TagSet: tagsXML(b.tags)}}, nil
 }
 
 func (s *Sim) listBuckets(q *request) (*reply, *apiError) {
