@@ -56,15 +56,17 @@ func described(t *testing.T, cs []prometheus.Collector, known map[string]string)
 	t.Helper()
 	for _, c := range cs {
 		typ := "UNTYPED"
+		// A Gauge has every method of a Counter, and a Summary those of a Histogram: the vectors are
+		// matched by their types, and a Gauge is tried before a Counter (no plain Summary is exported).
 		switch c.(type) {
 		case *prometheus.HistogramVec, prometheus.Histogram:
 			typ = "HISTOGRAM"
-		case *prometheus.SummaryVec, prometheus.Summary:
+		case *prometheus.SummaryVec:
 			typ = "SUMMARY"
-		case *prometheus.CounterVec, prometheus.Counter:
-			typ = "COUNTER"
 		case *prometheus.GaugeVec, prometheus.Gauge:
 			typ = "GAUGE"
+		case *prometheus.CounterVec, prometheus.Counter:
+			typ = "COUNTER"
 		}
 		ch := make(chan *prometheus.Desc, 16)
 		go func() { c.Describe(ch); close(ch) }()

@@ -30,7 +30,7 @@ func watchObjects(ctx context.Context, w io.Writer, res *client.Resource[json.Ra
 			}
 		}
 		if ctx.Err() != nil {
-			return nil // interrupted: the end of a watch, not a failure
+			return nil //nolint:nilerr // interrupted: the end of a watch, not a failure
 		}
 		if err != nil {
 			return err
@@ -101,7 +101,7 @@ func watchEvents(ctx context.Context, w io.Writer, res *client.Resource[json.Raw
 			return nil
 		}
 		if ctx.Err() != nil {
-			return nil // interrupted: the end of a watch, not a failure
+			return nil //nolint:nilerr // interrupted: the end of a watch, not a failure
 		}
 		if err != nil {
 			return err
