@@ -143,6 +143,17 @@ func (e *EmbeddedServer) Running() bool {
 	return e.srv != nil
 }
 
+// Routes reports, for a cluster node, how many other nodes it has routes to and over how many
+// connections (route pooling opens several per node); 0, 0 when stopped.
+func (e *EmbeddedServer) Routes() (remotes, conns int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.srv == nil {
+		return 0, 0
+	}
+	return e.srv.NumRemotes(), e.srv.NumRoutes()
+}
+
 // ClientURL is the nats:// URL clients connect to. It is stable across Stop and Start once the server
 // has started once.
 func (e *EmbeddedServer) ClientURL() string {
