@@ -225,6 +225,8 @@ func (g *openapiGen) document() obj {
 		"requestBody": obj{"required": true, "content": jsonContent(g.schema(reflect.TypeOf(client.PlanRequest{})))},
 		"responses":   obj{"200": response("What would happen", g.schema(reflect.TypeOf(client.PlanResult{}))), "default": errResp}}}
 	tags = append(tags, obj{"name": "plans", "description": "Plan previews: what a change would make the controllers do."})
+	paths["/v1/watch"] = obj{"get": obj{"operationId": "watch", "summary": "A Server-Sent Events stream of changes: a \"ready\" event once the stream sees every later write, then \"change\" events whose data is JSON {\"changed\": [{kind, id, name, resource_version}], \"deleted\": [ids]}. Send the token in the Authorization header (the web view reads the stream with fetch)", "tags": []string{"graph"},
+		"responses": obj{"200": obj{"description": "The event stream", "content": obj{"text/event-stream": obj{"schema": obj{"type": "string"}}}}, "default": errResp}}}
 	tags = append(tags, obj{"name": "health", "description": "Probes, metrics and this document; no token needed."})
 	return obj{
 		"openapi": OpenAPIVersion,
