@@ -22,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -135,7 +136,7 @@ func TestEKSRunsWorkloads(t *testing.T) {
 	cs, err := kubernetes.NewForConfig(kcfg)
 	require.NoError(t, err)
 
-	t.Run("a Deployment created through the EKS endpoint runs its pods", func(t *testing.T) {
+	t.Run("a Deployment created through the EKS endpoint is watched and runs its pods", func(t *testing.T) {
 		dep := &appsv1.Deployment{
 			ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
 			Spec: appsv1.DeploymentSpec{
@@ -147,8 +148,17 @@ func TestEKSRunsWorkloads(t *testing.T) {
 				},
 			},
 		}
-		_, err := cs.AppsV1().Deployments("default").Create(ctx, dep, metav1.CreateOptions{})
+		w, err := cs.AppsV1().Deployments("default").Watch(ctx, metav1.ListOptions{})
 		require.NoError(t, err)
+		defer w.Stop()
+		_, err = cs.AppsV1().Deployments("default").Create(ctx, dep, metav1.CreateOptions{})
+		require.NoError(t, err)
+		select {
+		case ev := <-w.ResultChan():
+			require.Equal(t, watch.Added, ev.Type, "a watch streams through the endpoint")
+		case <-time.After(30 * time.Second):
+			t.Fatal("no watch event through the EKS endpoint")
+		}
 		require.Eventually(t, func() bool {
 			d, err := cs.AppsV1().Deployments("default").Get(ctx, "web", metav1.GetOptions{})
 			require.NoError(t, err)

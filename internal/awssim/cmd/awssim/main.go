@@ -18,6 +18,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -27,13 +28,17 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "awssim:", err)
 		os.Exit(1)
 	}
 }
 
-func run(args []string) error {
+// run serves until ctx ends, printing the ready line to stdout.
+func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("awssim", flag.ContinueOnError)
 	var cfg awssim.Config
 	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:4566", "listen address")
@@ -57,8 +62,6 @@ func run(args []string) error {
 		}
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	sim := awssim.New(cfg)
 	if err := sim.Start(ctx); err != nil {
 		return err
@@ -73,7 +76,7 @@ func run(args []string) error {
 	if err != nil {
 		return errors.Join(err, sim.Stop(context.Background()))
 	}
-	if err := json.NewEncoder(os.Stdout).Encode(map[string]any{"ready": true, "url": sim.URL(), "region": cfg.Region, "account": acct}); err != nil {
+	if err := json.NewEncoder(stdout).Encode(map[string]any{"ready": true, "url": sim.URL(), "region": cfg.Region, "account": acct}); err != nil {
 		return errors.Join(err, sim.Stop(context.Background()))
 	}
 	<-ctx.Done()
