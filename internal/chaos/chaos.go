@@ -1,6 +1,6 @@
 // Package chaos runs the scale-out topology on one machine (PostgreSQL, a three-node NATS cluster, two
 // `qleet api` and three `qleet controller` processes behind a TCP load balancer, and a kubesim cluster
-// registered as a kubeconfig runtime), drives writes through the Go client while killing parts with
+// registered as a kubeconfig runtime with a `qleet agent` watching it), drives writes through the Go client while killing parts with
 // SIGKILL and restarting them, and then checks that nothing acknowledged was lost, that no object was
 // reconciled by two workers at once, that the cluster holds nothing the API does not know, and how
 // long the system took to converge. `make chaos` runs it in full; TestChaos runs a short version.
@@ -140,6 +140,8 @@ type topology struct {
 	cl          *client.Client
 	natsURLs    string
 	spanLogs    []string
+	ctrlToken   string
+	agent       *proc
 }
 
 func (t *topology) parts(part string) []*proc {
@@ -156,6 +158,9 @@ func (t *topology) parts(part string) []*proc {
 }
 
 func (t *topology) close() {
+	if t.agent != nil {
+		t.agent.stop()
+	}
 	for _, group := range [][]*proc{t.controllers, t.apis, t.nats} {
 		for _, p := range group {
 			p.stop()
@@ -295,6 +300,7 @@ func (t *topology) up(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	t.ctrlToken = strings.TrimSpace(string(ctrlToken))
 	if t.cl, err = client.New(t.lb.URL(), client.WithToken(strings.TrimSpace(string(admin)))); err != nil {
 		return err
 	}

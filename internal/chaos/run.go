@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +33,17 @@ func (t *topology) run(ctx context.Context) (*Report, error) {
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("register the kubesim runtime: %w", err)
+	}
+	// The agent reports rollouts as they finish, as in a deployment; without it, controllers only poll.
+	agentDir := filepath.Join(cfg.WorkDir, "agent")
+	if err := os.MkdirAll(agentDir, 0o755); err != nil {
+		return nil, err
+	}
+	t.agent = &proc{part: "agent", name: "agent", dir: agentDir, log: filepath.Join(agentDir, "agent.log"),
+		env:  []string{"QLEET_TOKEN=" + t.ctrlToken},
+		argv: []string{cfg.QleetBinary, "agent", "--runtime", rt.Name, "--endpoint", t.lb.URL(), "--kubeconfig", t.cluster.Kubeconfig}}
+	if err := t.agent.start(); err != nil {
+		return nil, err
 	}
 
 	m := &model{defs: map[string]*defModel{}, instances: map[string]*instModel{}}
