@@ -43,8 +43,12 @@ func (s *Sim) routeQuery(actions map[string]handler) func(q *request) (string, h
 	}
 }
 
-// secretParams are query parameters never written to the call log.
-var secretParams = []string{"Password", "PolicyDocument", "Policy", "SecretAccessKey", "SessionToken", "X-Amz-"}
+// secretParam reports whether a query parameter stays out of the call log:
+// passwords, secrets, tokens, policy documents and the signature itself.
+func secretParam(k string) bool {
+	return strings.HasPrefix(k, "X-Amz-") || k == "Policy" || strings.HasSuffix(k, "PolicyDocument") ||
+		strings.Contains(k, "Password") || strings.Contains(k, "Secret") || strings.Contains(k, "Token")
+}
 
 func (s *Sim) serveAWS(w http.ResponseWriter, r *http.Request, body []byte) {
 	q := &request{r: r, body: body, params: map[string]string{}, reqID: newRequestID(), proto: protoQuery}
@@ -90,7 +94,7 @@ func (s *Sim) serveAWS(w http.ResponseWriter, r *http.Request, body []byte) {
 			q.form = form
 		}
 		for k, v := range q.form {
-			if k != "Action" && k != "Version" && len(v) > 0 && !hasAnyPrefix(k, secretParams) && !containsAny(k, secretParams) {
+			if k != "Action" && k != "Version" && len(v) > 0 && !secretParam(k) {
 				q.param(k, v[0])
 			}
 		}
@@ -132,24 +136,6 @@ func (s *Sim) handle(h handler, q *request) (*reply, *apiError) {
 	defer s.mu.Unlock()
 	s.advanceLocked()
 	return h(q)
-}
-
-func hasAnyPrefix(s string, prefixes []string) bool {
-	for _, p := range prefixes {
-		if strings.HasPrefix(s, p) {
-			return true
-		}
-	}
-	return false
-}
-
-func containsAny(s string, subs []string) bool {
-	for _, p := range subs {
-		if strings.Contains(s, p) {
-			return true
-		}
-	}
-	return false
 }
 
 func newRequestID() string {

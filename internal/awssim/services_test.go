@@ -76,6 +76,12 @@ func TestIAM(t *testing.T) {
 	_, err = f.iam.DeleteOpenIDConnectProvider(ctx, &iam.DeleteOpenIDConnectProviderInput{OpenIDConnectProviderArn: oidc.OpenIDConnectProviderArn})
 	require.NoError(t, err)
 	require.Empty(t, f.sim.Resources())
+
+	create := awssim.Filter(f.sim.Calls(), "iam", "CreateRole")[0]
+	require.Equal(t, "cluster", create.Params["RoleName"])
+	require.NotContains(t, create.Params, "AssumeRolePolicyDocument", "policy documents stay out of the log")
+	attach := awssim.Filter(f.sim.Calls(), "iam", "AttachRolePolicy")[0]
+	require.Equal(t, policy, attach.Params["PolicyArn"])
 }
 
 // network makes a VPC with two subnets in two zones.
@@ -270,6 +276,10 @@ func TestRDS(t *testing.T) {
 		DBName: aws.String("app"), DBSubnetGroupName: aws.String("app-db")})
 	require.NoError(t, err)
 	require.Equal(t, "creating", aws.ToString(out.DBInstance.DBInstanceStatus))
+	for _, c := range awssim.Filter(f.sim.Calls(), "rds", "CreateDBInstance") {
+		require.NotContains(t, c.Params, "MasterUserPassword", "passwords stay out of the log")
+		require.Equal(t, "app-db", c.Params["DBInstanceIdentifier"])
+	}
 	require.Nil(t, out.DBInstance.Endpoint)
 
 	require.Eventually(t, func() bool {
