@@ -85,10 +85,13 @@ func Classify(err error) error {
 	e := &Error{err: err, Action: "aws"}
 	// The innermost operation is the one that failed: a call whose credentials come from STS
 	// AssumeRole fails as that AssumeRole.
-	for x := err; x != nil; x = errors.Unwrap(x) {
-		if oe, ok := x.(*smithy.OperationError); ok {
-			e.Action = iamPrefix(oe.ServiceID) + ":" + oe.OperationName
+	for x := err; x != nil; {
+		var oe *smithy.OperationError
+		if !errors.As(x, &oe) {
+			break
 		}
+		e.Action = iamPrefix(oe.ServiceID) + ":" + oe.OperationName
+		x = oe.Err
 	}
 	var ae smithy.APIError
 	status := 0
