@@ -28,7 +28,7 @@
 // # Identities
 //
 // AddAccount gives the account's user "admin" (arn:aws:iam::<id>:user/admin)
-// a long-term key. AddUser adds another user with its own key. AddRole
+// a long-term key (AddAccountWithKey chooses it, for reproducible demos). AddUser adds another user with its own key. AddRole
 // creates a role outside QleetOS (e.g. the role a cloud account assumes);
 // TrustPolicy(principal, externalID) builds its trust policy. STS AssumeRole
 // checks that the role exists, that its trust policy names the caller (its
