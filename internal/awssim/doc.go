@@ -106,9 +106,10 @@
 // token as `aws eks get-token` makes it ("k8s-aws-v1." + base64url of a
 // presigned STS GetCallerIdentity URL for this stand-in that signs the
 // x-k8s-aws-id header with the cluster name; the URL's host must be the
-// stand-in's port on a loopback name or address), verifies it as STS would (the
-// check is logged as sts GetCallerIdentity with params via=eks-token), and
-// accepts it for Config.EKSTokenLifetime after its X-Amz-Date (default
+// stand-in's port on a loopback name or address), verifies it as STS would
+// (the first check of each token is logged as sts GetCallerIdentity with
+// params via=eks-token; its identity is then cached until the token
+// expires), and accepts it for Config.EKSTokenLifetime after its X-Amz-Date (default
 // 15m, whatever X-Amz-Expires says). Any principal of the cluster's account
 // is admitted; the request is forwarded to kubesim impersonating the
 // principal's ARN (the role ARN for a session) in group system:masters. A

@@ -89,6 +89,9 @@ func TestEKSTokens(t *testing.T) {
 		require.Equal(t, "sts:GetCallerIdentity", last.Service+":"+last.Action)
 		require.Equal(t, "eks-token", last.Params["via"])
 		require.Equal(t, f.acct.ARN, last.Principal)
+
+		require.Equal(t, http.StatusServiceUnavailable, endpointGet(t, c, good))
+		require.Len(t, f.sim.Calls(), len(calls), "a token already verified is not checked with STS again")
 	})
 
 	t.Run("missing, malformed, tampered and other-cluster tokens get 401", func(t *testing.T) {

@@ -252,59 +252,89 @@ const EKSTokenPrefix = "k8s-aws-v1."
 // verifyEKSToken checks an EKS token for cluster as aws-iam-authenticator
 // does: a presigned STS GetCallerIdentity URL for the stand-in, signing the
 // x-k8s-aws-id header with the cluster name, no older than
-// Config.EKSTokenLifetime. It records the check as an sts GetCallerIdentity
-// call with param via=eks-token.
+// Config.EKSTokenLifetime. The first check of each token is recorded as an
+// sts GetCallerIdentity call with param via=eks-token; the identity is then
+// cached until the token expires, so that Kubernetes traffic does not flood
+// the call log.
 func (s *Sim) verifyEKSToken(token, cluster string) (*credential, error) {
+	key := cluster + "\x00" + token
+	s.mu.Lock()
+	if e, ok := s.tokens[key]; ok && s.now().Before(e.until) {
+		s.mu.Unlock()
+		return e.cred, nil
+	}
+	s.mu.Unlock()
 	call := Call{Time: s.now(), Service: "sts", Action: "GetCallerIdentity", Params: map[string]string{"via": "eks-token", "cluster": cluster}}
-	cred, err := s.checkEKSToken(token, cluster, &call)
+	cred, until, err := s.checkEKSToken(token, cluster, &call)
 	if err != nil {
 		call.Status, call.Error = http.StatusForbidden, "InvalidToken"
 	} else {
 		call.Status, call.Account, call.Principal = http.StatusOK, cred.account, cred.ARN
+		s.mu.Lock()
+		now := s.now()
+		for k, e := range s.tokens {
+			if !now.Before(e.until) {
+				delete(s.tokens, k)
+			}
+		}
+		s.tokens[key] = verifiedToken{cred, until}
+		s.mu.Unlock()
 	}
 	s.record(call)
 	return cred, err
 }
 
-func (s *Sim) checkEKSToken(token, cluster string, call *Call) (*credential, error) {
+// verifiedToken is a checked EKS token's identity, good until its expiry.
+type verifiedToken struct {
+	cred  *credential
+	until time.Time
+}
+
+// checkEKSToken verifies a token and returns its identity and until when
+// the token (and the session behind it) is good.
+func (s *Sim) checkEKSToken(token, cluster string, call *Call) (*credential, time.Time, error) {
 	enc, ok := strings.CutPrefix(token, EKSTokenPrefix)
 	if !ok {
-		return nil, fmt.Errorf("token does not start with %s", EKSTokenPrefix)
+		return nil, time.Time{}, fmt.Errorf("token does not start with %s", EKSTokenPrefix)
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(enc, "="))
 	if err != nil {
-		return nil, fmt.Errorf("token is not base64url: %v", err)
+		return nil, time.Time{}, fmt.Errorf("token is not base64url: %v", err)
 	}
 	u, err := url.Parse(string(raw))
 	if err != nil {
-		return nil, fmt.Errorf("token is not a URL: %v", err)
+		return nil, time.Time{}, fmt.Errorf("token is not a URL: %v", err)
 	}
 	if !s.isOwnHost(u.Host) {
-		return nil, fmt.Errorf("token is presigned for host %q, not this stand-in's STS (%s)", u.Host, s.url)
+		return nil, time.Time{}, fmt.Errorf("token is presigned for host %q, not this stand-in's STS (%s)", u.Host, s.url)
 	}
 	qv := u.Query()
 	if qv.Get("Action") != "GetCallerIdentity" || qv.Get("Version") != "2011-06-15" || (u.Path != "/" && u.Path != "") {
-		return nil, errors.New("token is not a presigned STS GetCallerIdentity request")
+		return nil, time.Time{}, errors.New("token is not a presigned STS GetCallerIdentity request")
 	}
 	si, f := parsePresigned(qv)
 	if f != nil {
-		return nil, errors.New(f.msg)
+		return nil, time.Time{}, errors.New(f.msg)
 	}
 	call.AccessKeyID, call.Region = si.accessKey, si.region
 	if si.service != "sts" {
-		return nil, fmt.Errorf("token is signed for service %q, not sts", si.service)
+		return nil, time.Time{}, fmt.Errorf("token is signed for service %q, not sts", si.service)
 	}
 	signed := strings.Join(si.signedHeaders, ";")
 	if !strings.Contains(";"+signed+";", ";x-k8s-aws-id;") {
-		return nil, errors.New("token does not sign the x-k8s-aws-id header")
+		return nil, time.Time{}, errors.New("token does not sign the x-k8s-aws-id header")
 	}
 	si.expires = s.cfg.EKSTokenLifetime // as aws-iam-authenticator: the date counts, not X-Amz-Expires
 	r := &http.Request{Method: http.MethodGet, URL: u, Host: u.Host, Header: http.Header{"X-K8s-Aws-Id": {cluster}}}
 	cred, f := s.verify(r, nil, si, false)
 	if f != nil {
-		return nil, errors.New(f.msg)
+		return nil, time.Time{}, errors.New(f.msg)
 	}
-	return cred, nil
+	until := si.amzDate.Add(si.expires)
+	if !cred.expires.IsZero() && cred.expires.Before(until) {
+		until = cred.expires
+	}
+	return cred, until, nil
 }
 
 // scaleNodesLocked makes the kubesim nodes of a node group match its

@@ -99,6 +99,8 @@ type Sim struct {
 	seq      int
 	// eksUpdates are the node group updates by ID, for DescribeUpdate.
 	eksUpdates map[string]*eksUpdate
+	// tokens are the EKS tokens verified, by cluster and token.
+	tokens map[string]verifiedToken
 
 	ln      net.Listener
 	srv     *http.Server
@@ -120,6 +122,7 @@ func New(cfg Config) *Sim {
 		keys:       map[string]*credential{},
 		state:      newState(),
 		eksUpdates: map[string]*eksUpdate{},
+		tokens:     map[string]verifiedToken{},
 		stop:       make(chan struct{}),
 	}
 }
