@@ -68,7 +68,9 @@ up() {
     say "qleet server already running (pid $(cat "$demo/server.pid")), reusing it"
   else
     say "starting qleet server on $endpoint (log: $demo/server.log)"
-    nohup "$bin/qleet" server --data-dir "$demo/data" --listen "$listen" > "$demo/server.log" 2>&1 &
+    # A short owner grace: the runtime provisioned from the profile is removed (with its EKS cluster) soon
+    # after destroy deletes the profile, and the cloud account, which it needs to clean up, goes after it.
+    nohup "$bin/qleet" server --data-dir "$demo/data" --listen "$listen" --owner-grace 15s > "$demo/server.log" 2>&1 &
     echo $! > "$demo/server.pid"
     for _ in $(seq 1 150); do [ -f "$demo/data/admin.token" ] && get "$listen" /readyz >/dev/null && break; sleep 0.1; done
     [ -f "$demo/data/admin.token" ] || { tail -20 "$demo/server.log" >&2; die "qleet server did not start"; }
