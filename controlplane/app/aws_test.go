@@ -109,7 +109,7 @@ func TestAppOnEKS(t *testing.T) {
 		types[r.Type]++
 		require.NotEmpty(t, r.Tags["qleet.io/owner-id"], "%s %s carries QleetOS's ownership", r.Type, r.ID)
 	}
-	require.Equal(t, map[string]int{"role": 2, "vpc": 1, "subnet": 2, "cluster": 1, "nodegroup": 1, "db-subnet-group": 1, "db-instance": 1, "bucket": 1}, types)
+	require.Equal(t, map[string]int{"role": 2, "vpc": 1, "subnet": 2, "cluster": 1, "nodegroup": 1, "db-subnet-group": 1, "security-group": 1, "db-instance": 1, "bucket": 1}, types)
 	for _, r := range sim.Resources() {
 		if r.Type == "db-instance" {
 			require.Equal(t, db.Status.Runtimes[0].CloudID, r.ID)

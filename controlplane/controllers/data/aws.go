@@ -13,6 +13,8 @@ import (
 	"time"
 
 	sdkaws "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/rds"
 	rdstypes "github.com/aws/aws-sdk-go-v2/service/rds/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -91,7 +93,7 @@ func (a *AWS) run(ctx context.Context, cl *kube.Cluster, id, name string, svc Se
 			rs.Endpoint = ca.Spec.Endpoint
 		}
 	} else {
-		ready, err = a.ensureDB(ctx, cls.RDS, rs, svc, creds, rt, o)
+		ready, err = a.ensureDB(ctx, cls.RDS, cls.EC2, rs, svc, creds, rt, o)
 	}
 	if err != nil {
 		return err
@@ -180,7 +182,7 @@ func storageGiB(size string) int32 {
 
 // ensureDB makes the DB subnet group and the RDS instance, and reports the instance's address once it
 // is available.
-func (a *AWS) ensureDB(ctx context.Context, api qaws.RDS, rs *client.DataRuntimeStatus, svc Service, creds map[string]string, rt *client.KubernetesRuntime, o qaws.Owner) (bool, error) {
+func (a *AWS) ensureDB(ctx context.Context, api qaws.RDS, ec2api qaws.EC2, rs *client.DataRuntimeStatus, svc Service, creds map[string]string, rt *client.KubernetesRuntime, o qaws.Owner) (bool, error) {
 	name := rs.CloudID
 	db, err := describeDB(ctx, api, name)
 	if err != nil {
@@ -193,6 +195,10 @@ func (a *AWS) ensureDB(ctx context.Context, api qaws.RDS, rs *client.DataRuntime
 		if err := ensureSubnetGroup(ctx, api, name, rt.Status.Cloud.SubnetIDs, o); err != nil {
 			return false, err
 		}
+		sg, err := ensureSecurityGroup(ctx, ec2api, name, svc.Port, rt, o)
+		if err != nil {
+			return false, err
+		}
 		class := a.DBInstanceClass
 		if class == "" {
 			class = "db.t3.micro"
@@ -200,7 +206,7 @@ func (a *AWS) ensureDB(ctx context.Context, api qaws.RDS, rs *client.DataRuntime
 		out, err := api.CreateDBInstance(ctx, &rds.CreateDBInstanceInput{DBInstanceIdentifier: &name, DBInstanceClass: &class,
 			Engine: sdkaws.String(svc.Engine), EngineVersion: sdkaws.String(svc.Version), AllocatedStorage: sdkaws.Int32(storageGiB(svc.Size)),
 			MasterUsername: sdkaws.String(creds["username"]), MasterUserPassword: sdkaws.String(creds["password"]), DBName: sdkaws.String(creds["database"]),
-			DBSubnetGroupName: &name, PubliclyAccessible: sdkaws.Bool(false), Tags: rdsTags(o)})
+			DBSubnetGroupName: &name, VpcSecurityGroupIds: []string{sg}, PubliclyAccessible: sdkaws.Bool(false), Tags: rdsTags(o)})
 		if err != nil {
 			return false, cloud.Outcome(fmt.Errorf("create RDS instance %s: %w", name, qaws.Classify(err)))
 		}
@@ -370,14 +376,26 @@ func (a *AWS) remove(ctx context.Context, id, objName string, svc Service, rt *c
 		return time.Second, nil
 	}
 	arn, err := subnetGroup(ctx, cls.RDS, name)
-	if err != nil || arn == "" {
+	if err != nil {
 		return 0, err
 	}
-	if ours, err := ownsSubnetGroup(ctx, cls.RDS, arn, o); err != nil || !ours {
+	if arn != "" {
+		ours, err := ownsSubnetGroup(ctx, cls.RDS, arn, o)
+		if err != nil {
+			return 0, err
+		}
+		if ours {
+			if _, err := cls.RDS.DeleteDBSubnetGroup(ctx, &rds.DeleteDBSubnetGroupInput{DBSubnetGroupName: &name}); err != nil && !qaws.IsNotFound(err) {
+				return 0, cloud.Outcome(fmt.Errorf("delete DB subnet group %s: %w", name, qaws.Classify(err)))
+			}
+		}
+	}
+	sg, err := findSecurityGroup(ctx, cls.EC2, name, o)
+	if err != nil || sg == nil {
 		return 0, err
 	}
-	if _, err := cls.RDS.DeleteDBSubnetGroup(ctx, &rds.DeleteDBSubnetGroupInput{DBSubnetGroupName: &name}); err != nil && !qaws.IsNotFound(err) {
-		return 0, cloud.Outcome(fmt.Errorf("delete DB subnet group %s: %w", name, qaws.Classify(err)))
+	if _, err := cls.EC2.DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: sg.GroupId}); err != nil && !qaws.IsNotFound(err) {
+		return 0, cloud.Outcome(fmt.Errorf("delete security group %s: %w", name, qaws.Classify(err)))
 	}
 	return 0, nil
 }
@@ -409,4 +427,67 @@ func removeBucket(ctx context.Context, api qaws.S3, name string, o qaws.Owner) e
 		return cloud.Outcome(fmt.Errorf("delete S3 bucket %s: %w", name, qaws.Classify(err)))
 	}
 	return nil
+}
+
+func ec2OwnerTags(o qaws.Owner, name string) []ec2types.TagSpecification {
+	tags := []ec2types.Tag{{Key: sdkaws.String("Name"), Value: sdkaws.String(name)}}
+	for _, k := range []string{qaws.TagOwnerKind, qaws.TagOwnerID, qaws.TagManagedBy} {
+		tags = append(tags, ec2types.Tag{Key: sdkaws.String(k), Value: sdkaws.String(o.Tags()[k])})
+	}
+	return []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeSecurityGroup, Tags: tags}}
+}
+
+// findSecurityGroup returns the security group named name that carries o's tags, if any.
+func findSecurityGroup(ctx context.Context, api qaws.EC2, name string, o qaws.Owner) (*ec2types.SecurityGroup, error) {
+	out, err := api.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2types.Filter{
+		{Name: sdkaws.String("tag:" + qaws.TagOwnerKind), Values: []string{o.Kind}},
+		{Name: sdkaws.String("tag:" + qaws.TagOwnerID), Values: []string{o.ID}},
+	}})
+	if err != nil {
+		return nil, cloud.Outcome(fmt.Errorf("find security group %s: %w", name, qaws.Classify(err)))
+	}
+	for i := range out.SecurityGroups {
+		if sdkaws.ToString(out.SecurityGroups[i].GroupName) == name {
+			return &out.SecurityGroups[i], nil
+		}
+	}
+	return nil, nil
+}
+
+// ensureSecurityGroup makes the database's security group in the cluster's VPC: the database's port,
+// open to the VPC's addresses (where the cluster's nodes are).
+func ensureSecurityGroup(ctx context.Context, api qaws.EC2, name string, port int32, rt *client.KubernetesRuntime, o qaws.Owner) (string, error) {
+	sg, err := findSecurityGroup(ctx, api, name, o)
+	if err != nil {
+		return "", err
+	}
+	if sg == nil {
+		vpc := rt.Status.Cloud.VPCID
+		if vpc == "" {
+			out, err := api.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{SubnetIds: rt.Status.Cloud.SubnetIDs[:1]})
+			if err != nil || len(out.Subnets) == 0 {
+				return "", cloud.Outcome(fmt.Errorf("find the VPC of subnet %s: %w", rt.Status.Cloud.SubnetIDs[0], qaws.Classify(err)))
+			}
+			vpc = sdkaws.ToString(out.Subnets[0].VpcId)
+		}
+		out, err := api.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: &name, VpcId: &vpc,
+			Description: sdkaws.String("QleetOS: " + o.Kind + " " + o.ID), TagSpecifications: ec2OwnerTags(o, name)})
+		if err != nil {
+			return "", cloud.Outcome(fmt.Errorf("create security group %s: %w", name, qaws.Classify(err)))
+		}
+		sg = &ec2types.SecurityGroup{GroupId: out.GroupId, VpcId: &vpc}
+	}
+	if len(sg.IpPermissions) > 0 {
+		return sdkaws.ToString(sg.GroupId), nil
+	}
+	vpcs, err := api.DescribeVpcs(ctx, &ec2.DescribeVpcsInput{VpcIds: []string{sdkaws.ToString(sg.VpcId)}})
+	if err != nil || len(vpcs.Vpcs) == 0 {
+		return "", cloud.Outcome(fmt.Errorf("read VPC %s: %w", sdkaws.ToString(sg.VpcId), qaws.Classify(err)))
+	}
+	if _, err := api.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: sg.GroupId,
+		IpPermissions: []ec2types.IpPermission{{IpProtocol: sdkaws.String("tcp"), FromPort: &port, ToPort: &port,
+			IpRanges: []ec2types.IpRange{{CidrIp: vpcs.Vpcs[0].CidrBlock, Description: sdkaws.String("the cluster's VPC")}}}}}); err != nil {
+		return "", cloud.Outcome(fmt.Errorf("open port %d in security group %s: %w", port, name, qaws.Classify(err)))
+	}
+	return sdkaws.ToString(sg.GroupId), nil
 }
