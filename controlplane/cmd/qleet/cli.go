@@ -28,6 +28,7 @@ var kindAliases = map[string]string{
 	"secret": client.KindSecret, "secrets": client.KindSecret,
 	"database": client.KindDatabase, "databases": client.KindDatabase,
 	"bucket": client.KindBucket, "buckets": client.KindBucket,
+	"account": client.KindCloudAccount, "accounts": client.KindCloudAccount,
 }
 
 // kindNames are the singular names of the registered kinds.

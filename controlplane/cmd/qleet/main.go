@@ -96,7 +96,7 @@ file (written by 'qleet login'; $QLEET_CONFIG, else $XDG_CONFIG_HOME/qleet/confi
 (--data-dir, QLEET_DATA_DIR, default .qleet).
 
 Kinds: ` + strings.Join(kindNames(), ", ") + `
-(short: runtime, profile, definition, instance, gateway, domain, support, secret, database, bucket).`,
+(short: runtime, profile, definition, instance, gateway, domain, support, secret, database, bucket, account).`,
 		Example: `  qleet server                                   # everything in one process, in ./.qleet
   qleet login https://qleet.example.com --token qlt_... --ca-cert ca.crt
   qleet get instances -o wide --watch
