@@ -162,6 +162,13 @@ func (e *EKS) Ensure(ctx context.Context, rt *client.KubernetesRuntime) (time.Du
 		return e.poll(), nil
 	}
 
+	if issuer := Issuer(cluster); issuer != "" {
+		step(rt, "iam: oidc provider")
+		if err := ensureOIDCProvider(ctx, cls.IAM, cr.AccountID, issuer, o); err != nil {
+			return 0, err
+		}
+	}
+
 	step(rt, "eks: node group %s", NodeGroupName)
 	cr.NodeGroup = NodeGroupName
 	ng, err := describeNodegroup(ctx, cls.EKS, name)
@@ -410,7 +417,7 @@ func ensureSubnets(ctx context.Context, api qaws.EC2, vpc string, zones []string
 	return ids, nil
 }
 
-// Remove deletes what Ensure made, in reverse: the node group, the cluster, the subnets, the VPC and
+// Remove deletes what Ensure made, in reverse: the node group, the OpenID Connect provider, the cluster, the subnets, the VPC and
 // the roles. Each is looked up first, so that a deletion interrupted at any point resumes; what lacks
 // the runtime's tags is left alone. It returns a requeue delay while AWS is still deleting.
 func (e *EKS) Remove(ctx context.Context, rt *client.KubernetesRuntime) (time.Duration, error) {
@@ -441,6 +448,10 @@ func (e *EKS) Remove(ctx context.Context, rt *client.KubernetesRuntime) (time.Du
 			step(rt, "eks: node group %s: deleting", NodeGroupName)
 			return e.poll(), nil
 		}
+		step(rt, "iam: oidc provider: deleting")
+		if err := removeOIDCProviders(ctx, cls.IAM, o); err != nil {
+			return 0, err
+		}
 		if cluster.Status != ekstypes.ClusterStatusDeleting {
 			if _, err := cls.EKS.DeleteCluster(ctx, &eks.DeleteClusterInput{Name: &name}); err != nil && !qaws.IsNotFound(err) {
 				return 0, cloud.Outcome(fmt.Errorf("delete EKS cluster %s: %w", name, qaws.Classify(err)))
@@ -452,6 +463,10 @@ func (e *EKS) Remove(ctx context.Context, rt *client.KubernetesRuntime) (time.Du
 		reconcile.Eventf(ctx, client.EventWarning, "LeftAlone", "EKS cluster %s has no QleetOS ownership tags for this runtime; it was left unchanged", name)
 	}
 
+	// A deletion that resumes after the cluster is gone may still find its provider.
+	if err := removeOIDCProviders(ctx, cls.IAM, o); err != nil {
+		return 0, err
+	}
 	if len(rt.Spec.SubnetIDs) == 0 {
 		step(rt, "ec2: subnets: deleting")
 		have, err := findSubnets(ctx, cls.EC2, o)

@@ -121,7 +121,7 @@ func TestEKSRuntimeProvisioning(t *testing.T) {
 			"iam:CreateRole", "iam:AttachRolePolicy",
 			"iam:CreateRole", "iam:AttachRolePolicy", "iam:AttachRolePolicy", "iam:AttachRolePolicy",
 			"ec2:CreateVpc", "ec2:CreateSubnet", "ec2:CreateSubnet",
-			"eks:CreateCluster", "eks:CreateNodegroup",
+			"eks:CreateCluster", "iam:CreateOpenIDConnectProvider", "eks:CreateNodegroup",
 		}, mutations(s.sim.Calls()))
 		cr := rt.Status.Cloud
 		require.Empty(t, cr.Step, "nothing left in progress")
@@ -137,8 +137,11 @@ func TestEKSRuntimeProvisioning(t *testing.T) {
 		var types []string
 		for _, r := range res {
 			types = append(types, r.Type)
+			if r.Type == "oidc-provider" {
+				require.Equal(t, "arn:aws:iam::"+s.acct.ID+":oidc-provider/oidc.eks.us-east-1.amazonaws.com/id/", r.ID[:len(r.ID)-32], "the cluster's issuer is registered")
+			}
 		}
-		require.ElementsMatch(t, []string{"role", "role", "vpc", "subnet", "subnet", "cluster", "nodegroup"}, types)
+		require.ElementsMatch(t, []string{"role", "role", "oidc-provider", "vpc", "subnet", "subnet", "cluster", "nodegroup"}, types)
 
 		t.Run("node group bounds follow min and max nodes", func(t *testing.T) {
 			s.sim.ResetCalls()
@@ -156,7 +159,7 @@ func TestEKSRuntimeProvisioning(t *testing.T) {
 			s.sim.ResetCalls()
 			converge(t, s.eks.Remove, rt)
 			require.Equal(t, []string{
-				"eks:DeleteNodegroup", "eks:DeleteCluster",
+				"eks:DeleteNodegroup", "iam:DeleteOpenIDConnectProvider", "eks:DeleteCluster",
 				"ec2:DeleteSubnet", "ec2:DeleteSubnet", "ec2:DeleteVpc",
 				"iam:DetachRolePolicy", "iam:DetachRolePolicy", "iam:DetachRolePolicy", "iam:DeleteRole",
 				"iam:DetachRolePolicy", "iam:DeleteRole",

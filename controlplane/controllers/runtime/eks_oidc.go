@@ -1,0 +1,77 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	sdkaws "github.com/aws/aws-sdk-go-v2/aws"
+	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+	qaws "github.com/qleetos/terraform-provider-qleet/controlplane/compute/aws"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/cloud"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
+)
+
+// Issuer is the service account issuer of an EKS cluster ("" before EKS reports it).
+func Issuer(c *ekstypes.Cluster) string {
+	if c == nil || c.Identity == nil || c.Identity.Oidc == nil {
+		return ""
+	}
+	return sdkaws.ToString(c.Identity.Oidc.Issuer)
+}
+
+// ensureOIDCProvider registers the cluster's issuer as an IAM OpenID Connect provider for STS, tagged
+// with the runtime's ownership, so that roles can trust its service accounts (IRSA). A provider of
+// that issuer without the tags is not QleetOS's: it is refused.
+func ensureOIDCProvider(ctx context.Context, api qaws.IAM, accountID, issuer string, o qaws.Owner) error {
+	arn := qaws.OIDCProviderARN(accountID, issuer)
+	got, err := api.GetOpenIDConnectProvider(ctx, &iam.GetOpenIDConnectProviderInput{OpenIDConnectProviderArn: &arn})
+	switch {
+	case err == nil:
+		if !o.Owns(iamTagMap(got.Tags)) {
+			return notOurs("IAM OpenID Connect provider " + arn)
+		}
+		return nil
+	case !qaws.IsNotFound(err):
+		return cloud.Outcome(fmt.Errorf("get IAM OpenID Connect provider %s: %w", arn, qaws.Classify(err)))
+	}
+	if _, err := api.CreateOpenIDConnectProvider(ctx, &iam.CreateOpenIDConnectProviderInput{Url: sdkaws.String(issuer),
+		ClientIDList: []string{qaws.STSAudience}, Tags: iamTags(o)}); err != nil {
+		return cloud.Outcome(fmt.Errorf("create IAM OpenID Connect provider for %s: %w", issuer, qaws.Classify(err)))
+	}
+	reconcile.Eventf(ctx, client.EventNormal, "OIDCProviderCreated", "registered the cluster's service account issuer %s with IAM", issuer)
+	return nil
+}
+
+// removeOIDCProviders deletes the OpenID Connect providers of EKS issuers tagged with the runtime's
+// ownership. They are listed rather than derived from the cluster, so that a deletion that resumes
+// after the cluster is gone still finds them.
+func removeOIDCProviders(ctx context.Context, api qaws.IAM, o qaws.Owner) error {
+	out, err := api.ListOpenIDConnectProviders(ctx, &iam.ListOpenIDConnectProvidersInput{})
+	if err != nil {
+		return cloud.Outcome(fmt.Errorf("list IAM OpenID Connect providers: %w", qaws.Classify(err)))
+	}
+	for _, p := range out.OpenIDConnectProviderList {
+		arn := sdkaws.ToString(p.Arn)
+		if !strings.Contains(arn, ":oidc-provider/oidc.eks.") {
+			continue
+		}
+		got, err := api.GetOpenIDConnectProvider(ctx, &iam.GetOpenIDConnectProviderInput{OpenIDConnectProviderArn: &arn})
+		if qaws.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return cloud.Outcome(fmt.Errorf("get IAM OpenID Connect provider %s: %w", arn, qaws.Classify(err)))
+		}
+		if !o.Owns(iamTagMap(got.Tags)) {
+			continue
+		}
+		if _, err := api.DeleteOpenIDConnectProvider(ctx, &iam.DeleteOpenIDConnectProviderInput{OpenIDConnectProviderArn: &arn}); err != nil && !qaws.IsNotFound(err) {
+			return cloud.Outcome(fmt.Errorf("delete IAM OpenID Connect provider %s: %w", arn, qaws.Classify(err)))
+		}
+	}
+	return nil
+}
