@@ -2,12 +2,15 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -207,8 +210,12 @@ func checkShape(v any, t reflect.Type, path string) *client.FieldError {
 			}
 		}
 	case reflect.String:
-		if _, ok := v.(string); !ok {
+		str, ok := v.(string)
+		if !ok {
 			return bad("a string")
+		}
+		if isRef(path) && strings.ContainsRune(str, 0) {
+			return &client.FieldError{Field: orBody(path), Message: "must not contain a NUL character"}
 		}
 	case reflect.Bool:
 		if _, ok := v.(bool); !ok {
@@ -341,4 +348,33 @@ func mergePatch(target, patch any) any {
 		t[k] = mergePatch(t[k], v)
 	}
 	return t
+}
+
+// isRef reports whether path names a reference to another object (id, runtime_id, instance_ids[0]): the
+// strings the store looks up, which may not hold a NUL byte (bun cannot put one in a query).
+func isRef(path string) bool {
+	name := path[strings.LastIndex(path, ".")+1:]
+	if i := strings.IndexByte(name, '['); i >= 0 {
+		name = name[:i]
+	}
+	return name == "id" || strings.HasSuffix(name, "_id") || strings.HasSuffix(name, "_ids")
+}
+
+// rejectNUL answers 400 to a request whose path or query holds a NUL byte, naming where: ids, names and
+// query values reach the store, which cannot put a NUL in a query (it answered 500).
+func (s *Server) rejectNUL(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.ContainsRune(r.URL.Path, 0) {
+			s.fail(w, r, invalid("path", "must not contain a NUL character"))
+			return
+		}
+		q := r.URL.Query()
+		for _, k := range slices.Sorted(maps.Keys(q)) {
+			if strings.ContainsRune(k, 0) || slices.ContainsFunc(q[k], func(v string) bool { return strings.ContainsRune(v, 0) }) {
+				s.fail(w, r, invalid(cmp.Or(strings.ReplaceAll(k, "\x00", ""), "query"), "must not contain a NUL character"))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }

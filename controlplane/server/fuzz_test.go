@@ -357,6 +357,22 @@ func TestFuzzTargetsAcceptGoodInput(t *testing.T) {
 	require.Equal(t, http.StatusOK, e.serve(http.MethodPost, "/v1/plans", "application/json", []byte(plan)))
 	require.Equal(t, http.StatusBadRequest, e.serve(http.MethodPost, "/v1/plans", "application/json", []byte(`{"changes":[{"op":"x"}]}`)))
 
+	// Found by FuzzGraphQuery and FuzzListQuery: a NUL byte in an id, a name or a reference reached the
+	// store, which cannot put one in a query, and the API answered 500.
+	rt, _, _ := e.world(t, "nul")
+	for _, c := range []struct{ method, path, body, field string }{
+		{http.MethodGet, "/v1/graph?root=bucket/%00", "", "root"},
+		{http.MethodGet, "/v1/buckets?references=a%00", "", "references"},
+		{http.MethodGet, "/v1/buckets/%00", "", "path"},
+		{http.MethodGet, "/v1/buckets/by-name/x%00", "", "path"},
+		{http.MethodPost, "/v1/workload_instances", `{"name":"n","spec":{"definition_id":"\u0000","runtime_id":"` + rt.ID + `"}}`, "spec.definition_id"},
+		{http.MethodPost, "/v1/kubernetes_runtimes", `{"name":"n","owners":[{"kind":"runtime_profile","id":"\u0000"}],"spec":{"provider":"local"}}`, "owners[0].id"},
+	} {
+		code, data := e.raw(t, server.RoleAdmin, c.method, c.path, c.body, nil)
+		require.Equal(t, http.StatusBadRequest, code, "%s %s: %s", c.method, c.path, data)
+		require.Equal(t, c.field, apiErr(t, data).Field, c.path)
+	}
+
 	// Found by FuzzBodyDecoders: an empty key was refused with an empty field name.
 	for body, field := range map[string]string{`{"":{}}`: `[""]`, `{"name":"x","spec":{"":1}}`: `spec[""]`, `{"":1,"":2}`: `[""]`} {
 		code, data := e.raw(t, server.RoleAdmin, http.MethodPost, "/v1/kubernetes_runtimes", body, nil)

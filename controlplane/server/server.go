@@ -132,7 +132,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.Se
 
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(withRequestID, traceRequests, s.observe, s.recoverPanics)
+	r.Use(withRequestID, traceRequests, s.observe, s.recoverPanics, s.rejectNUL)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, client.Errorf(client.CodeNotFound, "no route for %s", r.URL.Path))
 	})
