@@ -364,6 +364,7 @@ func TestFuzzTargetsAcceptGoodInput(t *testing.T) {
 		{http.MethodGet, "/v1/graph?root=bucket/%00", "", "root"},
 		{http.MethodGet, "/v1/buckets?references=a%00", "", "references"},
 		{http.MethodGet, "/v1/buckets/%00", "", "path"},
+		{http.MethodGet, "/v1/buckets?continue=AA", "", "continue"}, // base64 of a NUL
 		{http.MethodGet, "/v1/buckets/by-name/x%00", "", "path"},
 		{http.MethodPost, "/v1/workload_instances", `{"name":"n","spec":{"definition_id":"\u0000","runtime_id":"` + rt.ID + `"}}`, "spec.definition_id"},
 		{http.MethodPost, "/v1/kubernetes_runtimes", `{"name":"n","owners":[{"kind":"runtime_profile","id":"\u0000"}],"spec":{"provider":"local"}}`, "owners[0].id"},

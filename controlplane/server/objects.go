@@ -335,7 +335,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	}
 	if v := q.Get("continue"); v != "" {
 		after, err := base64.RawURLEncoding.DecodeString(v)
-		if err != nil || len(after) == 0 {
+		if err != nil || len(after) == 0 || strings.IndexByte(string(after), 0) >= 0 {
 			s.fail(w, r, invalid("continue", "is not a continue token from a previous page"))
 			return
 		}
