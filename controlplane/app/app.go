@@ -105,7 +105,7 @@ type Config struct {
 	// cluster (broker.Config.Replicas; default: keep what exists, 1 for new ones).
 	NATSReplicas int
 	// LockSpans, when set, receives the controllers' lock-span lines (reconcile.Config.LockSpans), for
-	// make chaos. Default nil: none; $QLEET_LOCK_SPAN_LOG names a file to append them to.
+	// make chaos (qleet's --lock-span-log). Default nil: none.
 	LockSpans io.Writer
 	// Traces is this process's recent-span buffer, served at GET /v1/<kind>/{id}/trace (see package
 	// telemetry/tracing). Nil: that route answers that tracing is off.
@@ -139,14 +139,6 @@ func (c *Config) applyDefaults() error {
 	}
 	if !c.API && !c.Controllers {
 		return errors.New("nothing to run: enable the API, the controllers, or both")
-	}
-	// TODO(cmd): move to a --lock-span-log flag of `qleet controller` once the cobra rewrite lands.
-	if path := os.Getenv("QLEET_LOCK_SPAN_LOG"); path != "" && c.LockSpans == nil && c.Controllers {
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-		if err != nil {
-			return fmt.Errorf("lock span log: %w", err)
-		}
-		c.LockSpans = f // written until the process exits
 	}
 	if c.Controllers && !c.API && (c.APIEndpoint == "" || c.ControllerToken == "") {
 		return errors.New("controller-only mode needs --api-endpoint and --token (a controller token)")

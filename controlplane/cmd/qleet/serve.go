@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -29,8 +30,8 @@ const (
 func (q *cli) serverCmd(use string, m mode, short string) *cobra.Command {
 	var (
 		dataDir, listen, dbURL, natsURL, apiEndpoint, token, tlsCert, tlsKey, metricsAuth, apiCA string
-		secretKey, supportCharts, chartDir, logLevel                                             string
-		workers, traceBuffer                                                                     int
+		secretKey, supportCharts, chartDir, logLevel, lockSpanLog                                string
+		workers, traceBuffer, natsReplicas                                                       int
 		resync, drift, failedRecheck, cleanupGrace, scaleDownDelay, ownerGrace, progress         time.Duration
 		tlsSANs                                                                                  []string
 	)
@@ -50,8 +51,20 @@ a flag on the command line wins.`,
 			if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
 				return usagef("--log-level: %v", err)
 			}
+			if natsReplicas < 0 || natsReplicas > 5 {
+				return usagef("--nats-replicas: must be between 0 and 5, not %d", natsReplicas)
+			}
+			var lockSpans io.Writer
+			if lockSpanLog != "" && m != modeAPI {
+				f, err := os.OpenFile(lockSpanLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+				if err != nil {
+					return fmt.Errorf("--lock-span-log: %w", err)
+				}
+				defer func() { _ = f.Close() }()
+				lockSpans = f
+			}
 			return serve(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), m, lvl, traceBuffer, app.Config{
-				DataDir: dataDir, Listen: listen, DatabaseURL: dbURL, NATSURL: natsURL,
+				DataDir: dataDir, Listen: listen, DatabaseURL: dbURL, NATSURL: natsURL, NATSReplicas: natsReplicas, LockSpans: lockSpans,
 				APIEndpoint: apiEndpoint, ControllerToken: token, APICACertFile: apiCA,
 				TLSCertFile: tlsCert, TLSKeyFile: tlsKey, TLSSANs: tlsSANs, MetricsAuth: metricsAuth, SecretKeyFile: secretKey,
 				Workers: workers, ResyncInterval: resync, DriftInterval: drift,
@@ -74,7 +87,8 @@ a flag on the command line wins.`,
 	fs.StringVar(&dataDir, "data-dir", ".qleet", "data directory (database, NATS store, tokens, local clusters)")
 	fs.StringVar(&listen, "listen", "127.0.0.1:8080", "API listen address")
 	fs.StringVar(&dbURL, "database-url", "", "PostgreSQL URL (default: SQLite in the data dir)")
-	fs.StringVar(&natsURL, "nats-url", "", "external NATS URL (default: embedded)")
+	fs.StringVar(&natsURL, "nats-url", "", "external NATS URL (default: embedded); a comma-separated list reaches every server of a cluster")
+	fs.IntVar(&natsReplicas, "nats-replicas", 0, "replicas of the reconcile stream and the lock bucket on an external NATS cluster, e.g. 3 (0: an existing stream keeps its count, a new one gets 1)")
 	fs.StringVar(&apiEndpoint, "api-endpoint", "", "API endpoint (controller mode)")
 	fs.StringVar(&token, "token", "", "controller token (controller mode)")
 	fs.IntVar(&workers, "workers", app.DefaultWorkers, "reconcile workers per kind (reconciles mostly wait on the network)")
@@ -94,6 +108,7 @@ a flag on the command line wins.`,
 	fs.StringVar(&supportCharts, "support-chart-dir", "", "local charts for support services by type (<dir>/ingress, <dir>/cert-manager, ...), used instead of the upstream chart repositories; the repository's charts/support works offline")
 	fs.StringVar(&chartDir, "chart-dir", "", "the only directory local Helm charts are read from (default: <data-dir>/charts)")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&lockSpanLog, "lock-span-log", "", "append a JSON line per reconcile lock held (holder, object, start, end) to this file, for checking that no object is reconciled twice at once (make chaos)")
 	fs.IntVar(&traceBuffer, "trace-buffer", tracing.DefaultRecentSpans, "how many recent trace spans to keep in memory for 'qleet describe --trace' (0: none; with no OTEL_* exporter either, tracing is off)")
 	_ = cmd.RegisterFlagCompletionFunc("log-level", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{"debug", "info", "warn", "error"}, cobra.ShellCompDirectiveNoFileComp
