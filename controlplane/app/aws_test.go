@@ -4,15 +4,22 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	sdkaws "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
+	qaws "github.com/qleetos/terraform-provider-qleet/controlplane/compute/aws"
 	"github.com/qleetos/terraform-provider-qleet/internal/awssim"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
 )
@@ -109,7 +116,7 @@ func TestAppOnEKS(t *testing.T) {
 		types[r.Type]++
 		require.NotEmpty(t, r.Tags["qleet.io/owner-id"], "%s %s carries QleetOS's ownership", r.Type, r.ID)
 	}
-	require.Equal(t, map[string]int{"role": 2, "vpc": 1, "subnet": 2, "cluster": 1, "nodegroup": 1, "db-subnet-group": 1, "security-group": 1, "db-instance": 1, "bucket": 1}, types)
+	require.Equal(t, map[string]int{"role": 3, "oidc-provider": 1, "vpc": 1, "subnet": 2, "cluster": 1, "nodegroup": 1, "db-subnet-group": 1, "security-group": 1, "db-instance": 1, "bucket": 1}, types)
 	for _, r := range sim.Resources() {
 		if r.Type == "db-instance" {
 			require.Equal(t, db.Status.Runtimes[0].CloudID, r.ID)
@@ -117,12 +124,53 @@ func TestAppOnEKS(t *testing.T) {
 		}
 	}
 	applyCalls := sim.Calls()
+
+	// IRSA: the runtime registers its cluster's issuer, and the bucket gets a role that the instance's
+	// service account (and no other) may assume with a web identity, allowed S3 on that bucket only.
+	var iamMutations []string
+	for _, c := range awssim.Filter(applyCalls, "iam", "") {
+		if c.Error == "" && !strings.HasPrefix(c.Action, "Get") && !strings.HasPrefix(c.Action, "List") {
+			iamMutations = append(iamMutations, c.Action)
+		}
+	}
+	require.Equal(t, []string{"CreateRole", "AttachRolePolicy", "CreateRole", "AttachRolePolicy", "AttachRolePolicy", "AttachRolePolicy",
+		"CreateOpenIDConnectProvider", "CreateRole", "PutRolePolicy"}, iamMutations)
+	clients, err := qaws.Account{Region: "us-east-1", AccessKeyID: acct.AccessKeyID, SecretAccessKey: acct.SecretAccessKey, Endpoint: sim.URL()}.Connect(ctx, "")
+	require.NoError(t, err)
+	bucketName := bucket.Status.Runtimes[0].CloudID
+	role, err := clients.IAM.GetRole(ctx, &iam.GetRoleInput{RoleName: &bucketName})
+	require.NoError(t, err)
+	trust, err := url.QueryUnescape(sdkaws.ToString(role.Role.AssumeRolePolicyDocument))
+	require.NoError(t, err)
+	cluster, err := clients.EKS.DescribeCluster(ctx, &eks.DescribeClusterInput{Name: &rt.Status.Cloud.ClusterName})
+	require.NoError(t, err)
+	issuer := sdkaws.ToString(cluster.Cluster.Identity.Oidc.Issuer)
+	require.JSONEq(t, qaws.WebIdentityTrust(qaws.OIDCProviderARN(acct.ID, issuer), issuer, []string{"system:serviceaccount:shop:default"}), trust)
+	require.Contains(t, trust, `"sts:AssumeRoleWithWebIdentity"`)
+	rc, err := qaws.RESTConfig(sdkaws.ToString(cluster.Cluster.Endpoint), sdkaws.ToString(cluster.Cluster.CertificateAuthority.Data), qaws.NewTokenSource(clients.Config, rt.Status.Cloud.ClusterName))
+	require.NoError(t, err)
+	kc, err := kubernetes.NewForConfig(rc)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		sa, err := kc.CoreV1().ServiceAccounts("shop").Get(ctx, "default", metav1.GetOptions{})
+		return err == nil && sa.Annotations["eks.amazonaws.com/role-arn"] == sdkaws.ToString(role.Role.Arn)
+	}, 30*time.Second, 100*time.Millisecond, "the instance's service account names the bucket's role")
 	t.Logf("apply: instance Ready in %s; AWS calls per service: %s", applied.Round(100*time.Millisecond), formatCounts(callCounts(applyCalls)))
 
 	sim.ResetCalls()
 	start = time.Now()
 	require.NoError(t, cl.Databases().Delete(ctx, db.ID, client.DeleteOptions{Wait: true}))
 	require.NoError(t, cl.Buckets().Delete(ctx, bucket.ID, client.DeleteOptions{Wait: true}))
+	sa, err := kc.CoreV1().ServiceAccounts("shop").Get(ctx, "default", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NotContains(t, sa.Annotations, "eks.amazonaws.com/role-arn", "the deleted bucket's role is taken off the service account")
+	var order []string
+	for _, c := range sim.Calls() {
+		if c.Error == "" && slices.Contains([]string{"DeleteRolePolicy", "DeleteRole", "DeleteBucket"}, c.Action) {
+			order = append(order, c.Service+":"+c.Action)
+		}
+	}
+	require.Equal(t, []string{"iam:DeleteRolePolicy", "iam:DeleteRole", "s3:DeleteBucket"}, order, "the bucket's role goes before the bucket")
 	require.NoError(t, cl.WorkloadInstances().Delete(ctx, inst.ID, client.DeleteOptions{Wait: true}))
 	require.NoError(t, cl.KubernetesRuntimes().Delete(cptest.Wait(t, 2*time.Minute), rt.ID, client.DeleteOptions{Wait: true}))
 	require.Empty(t, sim.Resources(), "destroy leaves nothing behind")

@@ -59,7 +59,7 @@ func CloudName(id, name, runtimeID string) string {
 }
 
 // run serves the data service on an eks runtime and reports it in rs.
-func (a *AWS) run(ctx context.Context, cl *kube.Cluster, id, name string, svc Service, rt *client.KubernetesRuntime, rs *client.DataRuntimeStatus) error {
+func (a *AWS) run(ctx context.Context, cl *kube.Cluster, id, name string, svc Service, rt *client.KubernetesRuntime, consumers []string, rs *client.DataRuntimeStatus) error {
 	cls, ca, err := a.Accounts.Clients(ctx, rt.Spec.CloudAccountID, rt.Spec.Region)
 	if err != nil {
 		return err
@@ -92,6 +92,17 @@ func (a *AWS) run(ctx context.Context, cl *kube.Cluster, id, name string, svc Se
 		if ca.Spec.Endpoint != "" {
 			rs.Endpoint = ca.Spec.Endpoint
 		}
+		if err == nil && ready {
+			// IRSA: the instances' pods reach the bucket with its role, not their node's.
+			subjects := make([]string, 0, len(consumers))
+			for _, ns := range consumers {
+				subjects = append(subjects, qaws.ServiceAccountSubject(ns, WorkloadServiceAccount))
+			}
+			var arn string
+			if arn, err = ensureBucketRole(ctx, cls, rs.CloudID, rt, subjects, o); err == nil {
+				err = annotateServiceAccounts(ctx, cl, consumers, arn)
+			}
+		}
 	} else {
 		ready, err = a.ensureDB(ctx, cls.RDS, cls.EC2, rs, svc, creds, rt, o)
 	}
@@ -108,8 +119,8 @@ func (a *AWS) run(ctx context.Context, cl *kube.Cluster, id, name string, svc Se
 
 // credentials are the data service's credentials: those already in its Secret, else new ones. They are
 // written to the cluster before any cloud resource uses them, so that a crash never loses a password
-// an RDS instance was made with. A bucket has none: its workload reaches S3 with the credentials of its
-// node (or its service account's role).
+// an RDS instance was made with. A bucket has none: its workload reaches S3 with its service account's
+// role (IRSA), annotated by ensureBucketRole's caller.
 func credentials(ctx context.Context, cl *kube.Cluster, svc Service) (map[string]string, error) {
 	if svc.Kind == client.KindBucket {
 		return map[string]string{"access_key": "", "secret_key": ""}, nil
@@ -341,9 +352,9 @@ func (a *AWS) ensureBucket(ctx context.Context, api qaws.S3, rs *client.DataRunt
 	return true, nil
 }
 
-// remove deletes the data service's RDS instance and subnet group, or empties and deletes its bucket,
-// on an eks runtime. It returns a requeue delay while AWS is still deleting.
-func (a *AWS) remove(ctx context.Context, id, objName string, svc Service, rt *client.KubernetesRuntime, rs *client.DataRuntimeStatus) (time.Duration, error) {
+// remove deletes the data service's RDS instance and subnet group, or its role (IRSA) and then empties
+// and deletes its bucket, on an eks runtime. It returns a requeue delay while AWS is still deleting.
+func (a *AWS) remove(ctx context.Context, cl *kube.Cluster, id, objName string, svc Service, rt *client.KubernetesRuntime, rs *client.DataRuntimeStatus) (time.Duration, error) {
 	cls, _, err := a.Accounts.Clients(ctx, rt.Spec.CloudAccountID, rt.Spec.Region)
 	if err != nil {
 		var we *reconcile.WaitError
@@ -355,6 +366,15 @@ func (a *AWS) remove(ctx context.Context, id, objName string, svc Service, rt *c
 	o := awsOwner(id, svc)
 	name := CloudName(id, objName, rt.ID)
 	if svc.Kind == client.KindBucket {
+		// In reverse: the service accounts' annotation, the role, the bucket.
+		if rt.Status.Cloud != nil && rt.Status.Cloud.AccountID != "" {
+			if err := unannotateServiceAccounts(ctx, cl, "arn:aws:iam::"+rt.Status.Cloud.AccountID+":role/"+name); err != nil {
+				return 0, err
+			}
+		}
+		if err := removeBucketRole(ctx, cls.IAM, name, o); err != nil {
+			return 0, err
+		}
 		return 0, removeBucket(ctx, cls.S3, name, o)
 	}
 	db, err := describeDB(ctx, cls.RDS, name)

@@ -157,7 +157,7 @@ func (r *Reconciler[S, T]) Reconcile(ctx context.Context, obj *client.Object[S, 
 				rs.Objects = prev.Objects
 			}
 		}
-		if err := r.run(ctx, obj.ID, obj.Name, svc, &rs); err != nil {
+		if err := r.run(ctx, obj.ID, obj.Name, svc, namespacesOn(insts, id), &rs); err != nil {
 			var we *reconcile.WaitError
 			if !errors.As(err, &we) {
 				*runtimes = append(out, rs)
@@ -238,8 +238,20 @@ func runtimeIDs(inst *client.WorkloadInstance) []string {
 	return ids
 }
 
-// run applies the data service on one runtime and reports its health there.
-func (r *Reconciler[S, T]) run(ctx context.Context, id, name string, svc Service, rs *client.DataRuntimeStatus) error {
+// namespacesOn are the namespaces of the instances that run on the runtime.
+func namespacesOn(insts []*client.WorkloadInstance, runtimeID string) []string {
+	var out []string
+	for _, inst := range insts {
+		if ns := workload.Namespace(inst); slices.Contains(runtimeIDs(inst), runtimeID) && !slices.Contains(out, ns) {
+			out = append(out, ns)
+		}
+	}
+	return out
+}
+
+// run applies the data service on one runtime and reports its health there. consumers are the
+// namespaces of the instances using it there.
+func (r *Reconciler[S, T]) run(ctx context.Context, id, name string, svc Service, consumers []string, rs *client.DataRuntimeStatus) error {
 	rt, err := r.runtimes.RequireReady(ctx, rs.RuntimeID)
 	if rt != nil {
 		rs.Runtime = rt.Name
@@ -252,7 +264,7 @@ func (r *Reconciler[S, T]) run(ctx context.Context, id, name string, svc Service
 		return err
 	}
 	if rt.Spec.Provider == client.ProviderEKS && r.AWS != nil {
-		return r.AWS.run(ctx, cl, id, name, svc, rt, rs)
+		return r.AWS.run(ctx, cl, id, name, svc, rt, consumers, rs)
 	}
 	ns := svc.Namespace
 	adopt, err := retainedFor(ctx, cl, ns, r.retainedMark(name))
@@ -410,7 +422,7 @@ func (r *Reconciler[S, T]) Finalize(ctx context.Context, obj *client.Object[S, T
 			return reconcile.Result{}, err
 		}
 		if rt.Spec.Provider == client.ProviderEKS && r.AWS != nil && !svc.Retain {
-			if after, err := r.AWS.remove(ctx, obj.ID, obj.Name, svc, rt, &rs); err != nil || after > 0 {
+			if after, err := r.AWS.remove(ctx, cl, obj.ID, obj.Name, svc, rt, &rs); err != nil || after > 0 {
 				client.CommonStatus(obj).Message = rs.Message
 				return reconcile.Result{RequeueAfter: after}, err
 			}

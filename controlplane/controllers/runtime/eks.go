@@ -448,11 +448,11 @@ func (e *EKS) Remove(ctx context.Context, rt *client.KubernetesRuntime) (time.Du
 			step(rt, "eks: node group %s: deleting", NodeGroupName)
 			return e.poll(), nil
 		}
-		step(rt, "iam: oidc provider: deleting")
-		if err := removeOIDCProviders(ctx, cls.IAM, o); err != nil {
-			return 0, err
-		}
 		if cluster.Status != ekstypes.ClusterStatusDeleting {
+			step(rt, "iam: oidc provider: deleting")
+			if err := removeOIDCProviders(ctx, cls.IAM, o); err != nil {
+				return 0, err
+			}
 			if _, err := cls.EKS.DeleteCluster(ctx, &eks.DeleteClusterInput{Name: &name}); err != nil && !qaws.IsNotFound(err) {
 				return 0, cloud.Outcome(fmt.Errorf("delete EKS cluster %s: %w", name, qaws.Classify(err)))
 			}

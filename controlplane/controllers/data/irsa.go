@@ -1,0 +1,233 @@
+package data
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"slices"
+	"time"
+
+	sdkaws "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+	qaws "github.com/qleetos/terraform-provider-qleet/controlplane/compute/aws"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/cloud"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
+)
+
+// WorkloadServiceAccount is the service account of an instance's pods (they name none), whose
+// annotation gives them the role of their bucket on eks runtimes (IRSA).
+const WorkloadServiceAccount = "default"
+
+// bucketPolicyName is the bucket role's inline policy.
+const bucketPolicyName = "s3-bucket"
+
+func iamTags(o qaws.Owner) []iamtypes.Tag {
+	var tags []iamtypes.Tag
+	for _, k := range []string{qaws.TagOwnerKind, qaws.TagOwnerID, qaws.TagManagedBy} {
+		tags = append(tags, iamtypes.Tag{Key: sdkaws.String(k), Value: sdkaws.String(o.Tags()[k])})
+	}
+	return tags
+}
+
+func iamTagMap(tags []iamtypes.Tag) map[string]string {
+	m := map[string]string{}
+	for _, t := range tags {
+		m[sdkaws.ToString(t.Key)] = sdkaws.ToString(t.Value)
+	}
+	return m
+}
+
+// trustedSubjects reads the service account subjects a role's trust policy (URL-encoded, as IAM
+// answers it) lets assume it.
+func trustedSubjects(doc string) []string {
+	if d, err := url.QueryUnescape(doc); err == nil {
+		doc = d
+	}
+	var p struct {
+		Statement []struct {
+			Condition map[string]map[string]any
+		}
+	}
+	if json.Unmarshal([]byte(doc), &p) != nil {
+		return nil
+	}
+	var subs []string
+	for _, st := range p.Statement {
+		for k, v := range st.Condition["StringEquals"] {
+			if len(k) < 4 || k[len(k)-4:] != ":sub" {
+				continue
+			}
+			switch v := v.(type) {
+			case string:
+				subs = append(subs, v)
+			case []any:
+				for _, s := range v {
+					if s, ok := s.(string); ok {
+						subs = append(subs, s)
+					}
+				}
+			}
+		}
+	}
+	slices.Sort(subs)
+	return subs
+}
+
+// ensureBucketRole makes the bucket's IAM role on an eks runtime (IRSA): trusted by the cluster's OpenID
+// Connect provider for the service accounts of the instances using the bucket there, with an inline
+// policy granting S3 on this bucket only. It returns the role's ARN.
+func ensureBucketRole(ctx context.Context, cls *qaws.Clients, name string, rt *client.KubernetesRuntime, subjects []string, o qaws.Owner) (string, error) {
+	subjects = slices.Sorted(slices.Values(subjects))
+	trust := func() (string, error) {
+		if rt.Status.Cloud == nil || rt.Status.Cloud.ClusterName == "" {
+			return "", reconcile.Wait(fmt.Sprintf("kubernetes_runtime %q", rt.Name), "no EKS cluster recorded", "RuntimeNotReady", 5*time.Second)
+		}
+		out, err := cls.EKS.DescribeCluster(ctx, &eks.DescribeClusterInput{Name: &rt.Status.Cloud.ClusterName})
+		if err != nil {
+			return "", cloud.Outcome(fmt.Errorf("describe EKS cluster %s: %w", rt.Status.Cloud.ClusterName, qaws.Classify(err)))
+		}
+		if out.Cluster.Identity == nil || out.Cluster.Identity.Oidc == nil || sdkaws.ToString(out.Cluster.Identity.Oidc.Issuer) == "" {
+			return "", reconcile.Wait(fmt.Sprintf("EKS cluster %s", rt.Status.Cloud.ClusterName), "no OIDC issuer yet", "RuntimeNotReady", 5*time.Second)
+		}
+		issuer := sdkaws.ToString(out.Cluster.Identity.Oidc.Issuer)
+		return qaws.WebIdentityTrust(qaws.OIDCProviderARN(rt.Status.Cloud.AccountID, issuer), issuer, subjects), nil
+	}
+	got, err := cls.IAM.GetRole(ctx, &iam.GetRoleInput{RoleName: &name})
+	switch {
+	case qaws.IsNotFound(err):
+		doc, err := trust()
+		if err != nil {
+			return "", err
+		}
+		out, err := cls.IAM.CreateRole(ctx, &iam.CreateRoleInput{RoleName: &name, AssumeRolePolicyDocument: &doc, Tags: iamTags(o),
+			Description: sdkaws.String("QleetOS: " + o.Kind + " " + o.ID + " on kubernetes_runtime " + rt.Name)})
+		if err != nil {
+			return "", cloud.Outcome(fmt.Errorf("create IAM role %s: %w", name, qaws.Classify(err)))
+		}
+		if err := putBucketPolicy(ctx, cls.IAM, name); err != nil {
+			return "", err
+		}
+		return sdkaws.ToString(out.Role.Arn), nil
+	case err != nil:
+		return "", cloud.Outcome(fmt.Errorf("get IAM role %s: %w", name, qaws.Classify(err)))
+	}
+	if !o.Owns(iamTagMap(got.Role.Tags)) {
+		return "", notOurs("IAM role " + name)
+	}
+	if !slices.Equal(trustedSubjects(sdkaws.ToString(got.Role.AssumeRolePolicyDocument)), subjects) {
+		doc, err := trust()
+		if err != nil {
+			return "", err
+		}
+		if _, err := cls.IAM.UpdateAssumeRolePolicy(ctx, &iam.UpdateAssumeRolePolicyInput{RoleName: &name, PolicyDocument: &doc}); err != nil {
+			return "", cloud.Outcome(fmt.Errorf("update the trust policy of IAM role %s: %w", name, qaws.Classify(err)))
+		}
+	}
+	pols, err := cls.IAM.ListRolePolicies(ctx, &iam.ListRolePoliciesInput{RoleName: &name})
+	if err != nil {
+		return "", cloud.Outcome(fmt.Errorf("list the policies of IAM role %s: %w", name, qaws.Classify(err)))
+	}
+	if !slices.Contains(pols.PolicyNames, bucketPolicyName) {
+		if err := putBucketPolicy(ctx, cls.IAM, name); err != nil {
+			return "", err
+		}
+	}
+	return sdkaws.ToString(got.Role.Arn), nil
+}
+
+func putBucketPolicy(ctx context.Context, api qaws.IAM, bucket string) error {
+	if _, err := api.PutRolePolicy(ctx, &iam.PutRolePolicyInput{RoleName: &bucket, PolicyName: sdkaws.String(bucketPolicyName),
+		PolicyDocument: sdkaws.String(qaws.BucketPolicy(bucket))}); err != nil {
+		return cloud.Outcome(fmt.Errorf("put the S3 policy of IAM role %s: %w", bucket, qaws.Classify(err)))
+	}
+	return nil
+}
+
+// removeBucketRole deletes the bucket's role (its inline policies first) if it carries o's tags.
+func removeBucketRole(ctx context.Context, api qaws.IAM, name string, o qaws.Owner) error {
+	got, err := api.GetRole(ctx, &iam.GetRoleInput{RoleName: &name})
+	if qaws.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return cloud.Outcome(fmt.Errorf("get IAM role %s: %w", name, qaws.Classify(err)))
+	}
+	if !o.Owns(iamTagMap(got.Role.Tags)) {
+		reconcile.Eventf(ctx, client.EventWarning, "LeftAlone", "IAM role %s has no QleetOS ownership tags for this bucket; it was left unchanged", name)
+		return nil
+	}
+	pols, err := api.ListRolePolicies(ctx, &iam.ListRolePoliciesInput{RoleName: &name})
+	if err != nil {
+		return cloud.Outcome(fmt.Errorf("list the policies of IAM role %s: %w", name, qaws.Classify(err)))
+	}
+	for _, p := range pols.PolicyNames {
+		if _, err := api.DeleteRolePolicy(ctx, &iam.DeleteRolePolicyInput{RoleName: &name, PolicyName: sdkaws.String(p)}); err != nil && !qaws.IsNotFound(err) {
+			return cloud.Outcome(fmt.Errorf("delete policy %s of IAM role %s: %w", p, name, qaws.Classify(err)))
+		}
+	}
+	if _, err := api.DeleteRole(ctx, &iam.DeleteRoleInput{RoleName: &name}); err != nil && !qaws.IsNotFound(err) {
+		return cloud.Outcome(fmt.Errorf("delete IAM role %s: %w", name, qaws.Classify(err)))
+	}
+	return nil
+}
+
+// annotateServiceAccounts gives the workload service account of each namespace the role (the annotation
+// EKS's pod identity webhook reads). A namespace the instance has not made yet is skipped (looked at
+// again on the next reconcile); an annotation naming another role (an instance with several buckets:
+// a service account has one role) is left, with a warning.
+func annotateServiceAccounts(ctx context.Context, cl *kube.Cluster, namespaces []string, roleARN string) error {
+	sas := cl.Clientset.CoreV1().ServiceAccounts
+	for _, ns := range namespaces {
+		sa, err := sas(ns).Get(ctx, WorkloadServiceAccount, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			sa = &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: WorkloadServiceAccount, Namespace: ns,
+				Annotations: map[string]string{qaws.ServiceAccountRoleAnnotation: roleARN}}}
+			if _, err := sas(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("create service account %s/%s: %w", ns, WorkloadServiceAccount, err)
+			}
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read service account %s/%s: %w", ns, WorkloadServiceAccount, err)
+		}
+		switch cur := sa.Annotations[qaws.ServiceAccountRoleAnnotation]; cur {
+		case roleARN:
+		case "":
+			patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{qaws.ServiceAccountRoleAnnotation: roleARN}}})
+			if _, err := sas(ns).Patch(ctx, WorkloadServiceAccount, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+				return fmt.Errorf("annotate service account %s/%s: %w", ns, WorkloadServiceAccount, err)
+			}
+		default:
+			reconcile.Eventf(ctx, client.EventWarning, "RoleInUse", "service account %s/%s already has role %s; its pods do not get %s", ns, WorkloadServiceAccount, cur, roleARN)
+		}
+	}
+	return nil
+}
+
+// unannotateServiceAccounts removes the role's annotation wherever a service account carries it.
+func unannotateServiceAccounts(ctx context.Context, cl *kube.Cluster, roleARN string) error {
+	list, err := cl.Clientset.CoreV1().ServiceAccounts("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list service accounts: %w", err)
+	}
+	patch := []byte(`{"metadata":{"annotations":{"` + qaws.ServiceAccountRoleAnnotation + `":null}}}`)
+	for _, sa := range list.Items {
+		if sa.Annotations[qaws.ServiceAccountRoleAnnotation] != roleARN {
+			continue
+		}
+		if _, err := cl.Clientset.CoreV1().ServiceAccounts(sa.Namespace).Patch(ctx, sa.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("remove the role of service account %s/%s: %w", sa.Namespace, sa.Name, err)
+		}
+	}
+	return nil
+}
