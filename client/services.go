@@ -169,7 +169,8 @@ func (c *Client) Gateways() *Resource[GatewaySpec, GatewayStatus] {
 const (
 	// DNSProviderNone keeps the records in the domain name's status only (the local DNS record list).
 	DNSProviderNone = "none"
-	// DNSProviderRoute53 writes records to Route53 (with the AWS issue).
+	// DNSProviderRoute53 also writes the records to the zone's Route53 hosted zone (made when absent), in
+	// the cloud account of the eks runtimes the zone's gateways run on.
 	DNSProviderRoute53 = "route53"
 )
 
@@ -177,7 +178,8 @@ const (
 type DomainNameSpec struct {
 	// Zone is the DNS zone, e.g. "example.com".
 	Zone string `json:"zone"`
-	// Provider is "none" (records listed in status only) or "route53" (with the AWS issue).
+	// Provider is "none" (records listed in status only) or "route53" (also written to the zone's Route53
+	// hosted zone, in the cloud account of the eks runtimes its gateways run on).
 	Provider string `json:"provider,omitempty"`
 }
 
@@ -312,11 +314,9 @@ func validateDomainName(s *DomainNameSpec) []FieldError {
 		fe.msgs("spec.zone", validation.IsDNS1123Subdomain(strings.TrimSuffix(s.Zone, ".")))
 	}
 	switch s.Provider {
-	case DNSProviderNone:
-	case DNSProviderRoute53:
-		fe.add("spec.provider", "route53 is not supported yet (it comes with AWS support); use none")
+	case DNSProviderNone, DNSProviderRoute53:
 	default:
-		fe.add("spec.provider", "must be none, not %q", s.Provider)
+		fe.add("spec.provider", "must be none or route53, not %q", s.Provider)
 	}
 	return fe
 }

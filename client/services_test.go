@@ -46,7 +46,8 @@ func TestValidateLayerKinds(t *testing.T) {
 	})
 	t.Run("domain name", func(t *testing.T) {
 		require.Empty(t, check(t, client.KindDomainName, &client.DomainNameSpec{Zone: "example.com"}))
-		require.Contains(t, check(t, client.KindDomainName, &client.DomainNameSpec{Zone: "example.com", Provider: "route53"})["spec.provider"], "AWS")
+		require.Empty(t, check(t, client.KindDomainName, &client.DomainNameSpec{Zone: "example.com", Provider: "route53"}))
+		require.Contains(t, check(t, client.KindDomainName, &client.DomainNameSpec{Zone: "example.com", Provider: "cloudflare"})["spec.provider"], "none or route53")
 		require.Contains(t, check(t, client.KindDomainName, &client.DomainNameSpec{Zone: "Not A Zone"})["spec.zone"], "subdomain")
 		ki, _ := client.LookupKind(client.KindDomainName)
 		errs := fieldsOf(ki.ValidatePeers(&client.DomainNameSpec{Zone: "Example.com."}, []client.NamedSpec{{Name: "ex", Spec: &client.DomainNameSpec{Zone: "example.com"}}}))

@@ -70,7 +70,7 @@ func (a *App) startControllers(ctx context.Context, endpoint, token string) erro
 	ctrls = append(ctrls,
 		reconcile.New(a.Broker, cl.SupportServices(), &support.Reconciler{Client: cl, Connector: conn, ChartDir: a.cfg.SupportChartDir}, cfg),
 		reconcile.New(a.Broker, cl.Gateways(), &gateway.Reconciler{Client: cl, Connector: conn}, cfg),
-		reconcile.New(a.Broker, cl.DomainNames(), &gateway.DomainReconciler{Client: cl}, cfg),
+		reconcile.New(a.Broker, cl.DomainNames(), &gateway.DomainReconciler{Client: cl, Accounts: accounts}, cfg),
 	)
 	ctrls = append(ctrls, &agents{cl: cl, conn: conn, log: a.log, interval: 2 * time.Second, running: map[string]runningAgent{}})
 	for _, c := range ctrls {

@@ -201,7 +201,7 @@ var fieldDocs = map[string]string{
 	"DeleteOptions.Cascade":                       "Cascade deletes the objects that depend on this one first, instead of answering 409.",
 	"DeleteOptions.Orphan":                        "Orphan abandons what the object made in the compute space (a workload's objects in a cluster that is gone or unreachable) instead of cleaning it up. It may be given for an object whose deletion is already under way.",
 	"DeleteOptions.Wait":                          "Wait blocks until the object is gone (or ctx ends).",
-	"DomainNameSpec.Provider":                     "Provider is \"none\" (records listed in status only) or \"route53\" (with the AWS issue).",
+	"DomainNameSpec.Provider":                     "Provider is \"none\" (records listed in status only) or \"route53\" (also written to the zone's Route53 hosted zone, in the cloud account of the eks runtimes its gateways run on).",
 	"DomainNameSpec.Zone":                         "Zone is the DNS zone, e.g. \"example.com\".",
 	"DomainNameStatus.Records":                    "Records are the records of the zone's gateways.",
 	"EnvVar.Name":                                 "Name is the variable name.",
