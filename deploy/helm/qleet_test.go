@@ -162,6 +162,8 @@ func TestChartRenders(t *testing.T) {
 		ae, ce := envOf(api.Spec.Template.Spec.Containers[0]), envOf(ctrl.Spec.Template.Spec.Containers[0])
 		require.Equal(t, natsURL, ae["QLEET_NATS_URL"].Value)
 		require.Equal(t, natsURL, ce["QLEET_NATS_URL"].Value)
+		require.Equal(t, "3", ae["QLEET_NATS_REPLICAS"].Value, "the stream and lock bucket are replicated on every node")
+		require.Equal(t, "3", ce["QLEET_NATS_REPLICAS"].Value)
 		require.Equal(t, "0.0.0.0:8443", ae["QLEET_LISTEN"].Value)
 		require.Equal(t, &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "qleet-database"}, Key: "url"},
 			ae["QLEET_DATABASE_URL"].ValueFrom.SecretKeyRef)
