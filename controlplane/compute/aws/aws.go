@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 )
@@ -117,6 +118,7 @@ func (a Account) Config(ctx context.Context, region string) (sdkaws.Config, erro
 		config.WithRetryer(func() sdkaws.Retryer {
 			return retry.NewStandard(func(o *retry.StandardOptions) { o.MaxAttempts = attempts })
 		}),
+		config.WithAPIOptions([]func(*middleware.Stack) error{addTracing}),
 	}
 	if a.HTTPClient != nil {
 		opts = append(opts, config.WithHTTPClient(a.HTTPClient))
