@@ -126,6 +126,19 @@ func (q *cli) resource(args []string) (*client.Resource[json.RawMessage, json.Ra
 	return cl.Raw(kind), nil
 }
 
+// object resolves `KIND NAME` to the kind's resource and the named object.
+func (q *cli) object(ctx context.Context, args []string) (*client.Resource[json.RawMessage, json.RawMessage], *client.RawObject, error) {
+	res, err := q.resource(args)
+	if err != nil {
+		return nil, nil, err
+	}
+	obj, err := res.GetByName(ctx, args[1])
+	if err != nil {
+		return nil, nil, err
+	}
+	return res, obj, nil
+}
+
 func (q *cli) getCmd() *cobra.Command {
 	var output, selector string
 	var watch bool
@@ -342,11 +355,7 @@ func (q *cli) eventsCmd() *cobra.Command {
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			res, err := q.resource(args)
-			if err != nil {
-				return err
-			}
-			obj, err := res.GetByName(cmd.Context(), args[1])
+			res, obj, err := q.object(cmd.Context(), args)
 			if err != nil {
 				return err
 			}
@@ -415,11 +424,7 @@ func (q *cli) deleteCmd() *cobra.Command {
 		Args:              objectArgs(true),
 		ValidArgsFunction: q.completeObject,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			res, err := q.resource(args)
-			if err != nil {
-				return err
-			}
-			obj, err := res.GetByName(cmd.Context(), args[1])
+			res, obj, err := q.object(cmd.Context(), args)
 			if err != nil {
 				return err
 			}
@@ -487,11 +492,7 @@ func (q *cli) reconcileCmd() *cobra.Command {
 		Args:              objectArgs(true),
 		ValidArgsFunction: q.completeObject,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			res, err := q.resource(args)
-			if err != nil {
-				return err
-			}
-			obj, err := res.GetByName(cmd.Context(), args[1])
+			res, obj, err := q.object(cmd.Context(), args)
 			if err != nil {
 				return err
 			}
