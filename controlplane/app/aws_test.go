@@ -20,6 +20,7 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
 	qaws "github.com/qleetos/terraform-provider-qleet/controlplane/compute/aws"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/data"
 	"github.com/qleetos/terraform-provider-qleet/internal/awssim"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
 )
@@ -155,6 +156,10 @@ func TestAppOnEKS(t *testing.T) {
 		sa, err := kc.CoreV1().ServiceAccounts("shop").Get(ctx, "default", metav1.GetOptions{})
 		return err == nil && sa.Annotations["eks.amazonaws.com/role-arn"] == sdkaws.ToString(role.Role.Arn)
 	}, 30*time.Second, 100*time.Millisecond, "the instance's service account names the bucket's role")
+	require.Eventually(t, func() bool {
+		dep, err := kc.AppsV1().Deployments("shop").Get(ctx, "shop", metav1.GetOptions{})
+		return err == nil && dep.Spec.Template.Annotations[data.RestartedForRole] == sdkaws.ToString(role.Role.Arn)
+	}, 30*time.Second, 100*time.Millisecond, "the instance's pods are restarted once for the role, so that they get it")
 	t.Logf("apply: instance Ready in %s; AWS calls per service: %s", applied.Round(100*time.Millisecond), formatCounts(callCounts(applyCalls)))
 
 	sim.ResetCalls()

@@ -184,31 +184,71 @@ func removeBucketRole(ctx context.Context, api qaws.IAM, name string, o qaws.Own
 // annotateServiceAccounts gives the workload service account of each namespace the role (the annotation
 // EKS's pod identity webhook reads). A namespace the instance has not made yet is skipped (looked at
 // again on the next reconcile); an annotation naming another role (an instance with several buckets:
-// a service account has one role) is left, with a warning.
+// a service account has one role) is left, with a warning. The webhook acts when a pod is made, so a
+// Deployment of the service account is restarted once for the role (one that started after the role was
+// given is restarted too: one rollout more, rather than pods left without the role).
 func annotateServiceAccounts(ctx context.Context, cl *kube.Cluster, namespaces []string, roleARN string) error {
-	sas := cl.Clientset.CoreV1().ServiceAccounts
 	for _, ns := range namespaces {
-		sa, err := sas(ns).Get(ctx, WorkloadServiceAccount, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			sa = &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: WorkloadServiceAccount, Namespace: ns,
-				Annotations: map[string]string{qaws.ServiceAccountRoleAnnotation: roleARN}}}
-			if _, err := sas(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsAlreadyExists(err) {
-				return fmt.Errorf("create service account %s/%s: %w", ns, WorkloadServiceAccount, err)
-			}
+		if err := annotateServiceAccount(ctx, cl, ns, roleARN); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RestartedForRole is the pod template annotation with which a Deployment is restarted when its service
+// account gets a role, so that its pods get the role's credentials.
+const RestartedForRole = "qleet.io/restarted-for-role"
+
+func annotateServiceAccount(ctx context.Context, cl *kube.Cluster, ns, roleARN string) error {
+	sas := cl.Clientset.CoreV1().ServiceAccounts
+	sa, err := sas(ns).Get(ctx, WorkloadServiceAccount, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		sa = &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: WorkloadServiceAccount, Namespace: ns,
+			Annotations: map[string]string{qaws.ServiceAccountRoleAnnotation: roleARN}}}
+		_, err := sas(ns).Create(ctx, sa, metav1.CreateOptions{})
+		switch {
+		case apierrors.IsNotFound(err) || apierrors.IsAlreadyExists(err):
+			return nil // no namespace yet, or made meanwhile: the next reconcile looks again
+		case err != nil:
+			return fmt.Errorf("create service account %s/%s: %w", ns, WorkloadServiceAccount, err)
+		}
+		return restartForRole(ctx, cl, ns, roleARN)
+	}
+	if err != nil {
+		return fmt.Errorf("read service account %s/%s: %w", ns, WorkloadServiceAccount, err)
+	}
+	switch cur := sa.Annotations[qaws.ServiceAccountRoleAnnotation]; cur {
+	case roleARN:
+		return restartForRole(ctx, cl, ns, roleARN) // a restart that a crash left undone
+	case "":
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{qaws.ServiceAccountRoleAnnotation: roleARN}}})
+		if _, err := sas(ns).Patch(ctx, WorkloadServiceAccount, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("annotate service account %s/%s: %w", ns, WorkloadServiceAccount, err)
+		}
+		return restartForRole(ctx, cl, ns, roleARN)
+	default:
+		reconcile.Eventf(ctx, client.EventWarning, "RoleInUse", "service account %s/%s already has role %s; its pods do not get %s", ns, WorkloadServiceAccount, cur, roleARN)
+	}
+	return nil
+}
+
+// restartForRole restarts the namespace's Deployments whose pods run as the workload service account
+// (as kubectl rollout restart does: a pod template annotation), so that their new pods get the role.
+func restartForRole(ctx context.Context, cl *kube.Cluster, ns, roleARN string) error {
+	deps, err := cl.Clientset.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list the deployments of %s: %w", ns, err)
+	}
+	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{"metadata": map[string]any{
+		"annotations": map[string]string{RestartedForRole: roleARN}}}}})
+	for _, d := range deps.Items {
+		sa := d.Spec.Template.Spec.ServiceAccountName
+		if sa != "" && sa != WorkloadServiceAccount || d.Spec.Template.Annotations[RestartedForRole] == roleARN {
 			continue
 		}
-		if err != nil {
-			return fmt.Errorf("read service account %s/%s: %w", ns, WorkloadServiceAccount, err)
-		}
-		switch cur := sa.Annotations[qaws.ServiceAccountRoleAnnotation]; cur {
-		case roleARN:
-		case "":
-			patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{qaws.ServiceAccountRoleAnnotation: roleARN}}})
-			if _, err := sas(ns).Patch(ctx, WorkloadServiceAccount, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-				return fmt.Errorf("annotate service account %s/%s: %w", ns, WorkloadServiceAccount, err)
-			}
-		default:
-			reconcile.Eventf(ctx, client.EventWarning, "RoleInUse", "service account %s/%s already has role %s; its pods do not get %s", ns, WorkloadServiceAccount, cur, roleARN)
+		if _, err := cl.Clientset.AppsV1().Deployments(ns).Patch(ctx, d.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("restart deployment %s/%s for its role: %w", ns, d.Name, err)
 		}
 	}
 	return nil
