@@ -147,7 +147,8 @@ var domainNameKind = &kind[client.DomainNameSpec, client.DomainNameStatus, domai
 	title: "domain name",
 	description: "A DNS zone. Gateways whose hosts are in it get records through external-dns, which is installed on " +
 		"their runtimes while they do. With `dns_provider = \"none\"` the records are listed in `status.records` only; " +
-		"`route53` comes with AWS support.",
+		"with `route53` they are also written to the zone's public hosted zone (found by name, or created) in the cloud account of the " +
+		"gateways' eks runtimes, each with a `_qleetos.<host>` TXT ownership record; records QleetOS did not write are never changed.",
 	api: (*client.Client).DomainNames,
 	attributes: map[string]rschema.Attribute{
 		"zone": rschema.StringAttribute{
@@ -156,10 +157,10 @@ var domainNameKind = &kind[client.DomainNameSpec, client.DomainNameStatus, domai
 			Validators:  []validator.String{stringvalidator.LengthAtLeast(1)},
 		},
 		"dns_provider": rschema.StringAttribute{
-			Description: "Where the records go: `none` (listed in status; the default).",
+			Description: "Where the records go: `none` (listed in status; the default) or `route53` (also written to Route53, for gateways on eks runtimes).",
 			Optional:    true,
 			Computed:    true,
-			Validators:  []validator.String{stringvalidator.OneOf(client.DNSProviderNone)},
+			Validators:  []validator.String{stringvalidator.OneOf(client.DNSProviderNone, client.DNSProviderRoute53)},
 		},
 	},
 	statusAttributes: map[string]rschema.Attribute{
