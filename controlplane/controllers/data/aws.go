@@ -125,6 +125,12 @@ func credentials(ctx context.Context, cl *kube.Cluster, svc Service) (map[string
 	if svc.Kind == client.KindBucket {
 		return map[string]string{"access_key": "", "secret_key": ""}, nil
 	}
+	return keptCredentials(ctx, cl, svc)
+}
+
+// keptCredentials are svc.Credentials with their values: those already in the credentials Secret, else
+// the fixed ones, else new random ones.
+func keptCredentials(ctx context.Context, cl *kube.Cluster, svc Service) (map[string]string, error) {
 	existing := map[string][]byte{}
 	sec, err := cl.Clientset.CoreV1().Secrets(svc.Namespace).Get(ctx, CredentialsSecret, metav1.GetOptions{})
 	switch {

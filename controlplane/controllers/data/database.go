@@ -6,7 +6,6 @@ package data
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -334,27 +333,12 @@ func retainedFor(ctx context.Context, cl *kube.Cluster, namespace, mark string) 
 // Secret (of this object, or retained by one of its kind and name) keeps its values.
 func render(ctx context.Context, cl *kube.Cluster, svc Service) ([]*unstructured.Unstructured, error) {
 	ns := svc.Namespace
-	existing := map[string][]byte{}
-	sec, err := cl.Clientset.CoreV1().Secrets(ns).Get(ctx, CredentialsSecret, metav1.GetOptions{})
-	switch {
-	case err == nil:
-		existing = sec.Data
-	case !apierrors.IsNotFound(err):
-		return nil, fmt.Errorf("read credentials: %w", err)
+	creds, err := keptCredentials(ctx, cl, svc)
+	if err != nil {
+		return nil, err
 	}
 	data := map[string]any{}
-	for k, fixed := range svc.Credentials {
-		v := string(existing[k])
-		if v == "" {
-			v = fixed
-		}
-		if v == "" {
-			b := make([]byte, 18)
-			if _, err := rand.Read(b); err != nil {
-				return nil, err
-			}
-			v = base64.RawURLEncoding.EncodeToString(b)
-		}
+	for k, v := range creds {
 		data[k] = base64.StdEncoding.EncodeToString([]byte(v))
 	}
 	var env []any
