@@ -44,7 +44,7 @@ func noRuntime(env *accEnv, name string) resource.TestCheckFunc {
 	return func(*terraform.State) error {
 		_, err := env.api.KubernetesRuntimes().GetByName(context.Background(), name)
 		if !client.IsNotFound(err) {
-			return fmt.Errorf("kubernetes_runtime %q: want none after a plan, got err=%v", name, err)
+			return fmt.Errorf("kubernetes_runtime %q: want none after a plan, got err=%w", name, err)
 		}
 		return nil
 	}

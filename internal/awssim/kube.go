@@ -299,11 +299,11 @@ func (s *Sim) checkEKSToken(token, cluster string, call *Call) (*credential, tim
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(enc, "="))
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("token is not base64url: %v", err)
+		return nil, time.Time{}, fmt.Errorf("token is not base64url: %w", err)
 	}
 	u, err := url.Parse(string(raw))
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("token is not a URL: %v", err)
+		return nil, time.Time{}, fmt.Errorf("token is not a URL: %w", err)
 	}
 	if !s.isOwnHost(u.Host) {
 		return nil, time.Time{}, fmt.Errorf("token is presigned for host %q, not this stand-in's STS (%s)", u.Host, s.url)

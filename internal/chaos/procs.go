@@ -131,7 +131,7 @@ func poll(ctx context.Context, what string, cond func(context.Context) error) er
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s: %w (last: %v)", what, ctx.Err(), err)
+			return fmt.Errorf("%s: %w (last: %w)", what, ctx.Err(), err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -276,7 +276,7 @@ func (p *postgres) startOnce(ctx context.Context) error {
 		return db.PingContext(ctx)
 	})
 	if errors.Is(err, errExited) || !p.running() {
-		return fmt.Errorf("%w: %v", errExited, err)
+		return fmt.Errorf("%w: %w", errExited, err)
 	}
 	return err
 }
