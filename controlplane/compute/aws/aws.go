@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
+	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/aws/smithy-go/middleware"
 
@@ -50,6 +51,24 @@ func (o Owner) Tags() map[string]string {
 // Owns reports whether tags carry o's ownership.
 func (o Owner) Owns(tags map[string]string) bool {
 	return tags[TagOwnerKind] == o.Kind && tags[TagOwnerID] == o.ID && tags[TagManagedBy] == ManagedBy
+}
+
+// IAMTags returns o's ownership tags in IAM's form, in a fixed order.
+func (o Owner) IAMTags() []iamtypes.Tag {
+	tags := make([]iamtypes.Tag, 0, 3)
+	for _, k := range []string{TagOwnerKind, TagOwnerID, TagManagedBy} {
+		tags = append(tags, iamtypes.Tag{Key: sdkaws.String(k), Value: sdkaws.String(o.Tags()[k])})
+	}
+	return tags
+}
+
+// IAMTagMap returns IAM tags as a map, for Owner.Owns.
+func IAMTagMap(tags []iamtypes.Tag) map[string]string {
+	m := make(map[string]string, len(tags))
+	for _, t := range tags {
+		m[sdkaws.ToString(t.Key)] = sdkaws.ToString(t.Value)
+	}
+	return m
 }
 
 // Account is how QleetOS reaches one AWS account. Its String, GoString and LogValue never show the

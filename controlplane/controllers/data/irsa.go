@@ -11,7 +11,6 @@ import (
 	sdkaws "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
-	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,22 +29,6 @@ const WorkloadServiceAccount = "default"
 
 // bucketPolicyName is the bucket role's inline policy.
 const bucketPolicyName = "s3-bucket"
-
-func iamTags(o qaws.Owner) []iamtypes.Tag {
-	var tags []iamtypes.Tag
-	for _, k := range []string{qaws.TagOwnerKind, qaws.TagOwnerID, qaws.TagManagedBy} {
-		tags = append(tags, iamtypes.Tag{Key: sdkaws.String(k), Value: sdkaws.String(o.Tags()[k])})
-	}
-	return tags
-}
-
-func iamTagMap(tags []iamtypes.Tag) map[string]string {
-	m := map[string]string{}
-	for _, t := range tags {
-		m[sdkaws.ToString(t.Key)] = sdkaws.ToString(t.Value)
-	}
-	return m
-}
 
 // trustedSubjects reads the service account subjects a role's trust policy (URL-encoded, as IAM
 // answers it) lets assume it.
@@ -109,7 +92,7 @@ func ensureBucketRole(ctx context.Context, cls *qaws.Clients, name string, rt *c
 		if err != nil {
 			return "", err
 		}
-		out, err := cls.IAM.CreateRole(ctx, &iam.CreateRoleInput{RoleName: &name, AssumeRolePolicyDocument: &doc, Tags: iamTags(o),
+		out, err := cls.IAM.CreateRole(ctx, &iam.CreateRoleInput{RoleName: &name, AssumeRolePolicyDocument: &doc, Tags: o.IAMTags(),
 			Description: sdkaws.String("QleetOS: " + o.Kind + " " + o.ID + " on kubernetes_runtime " + rt.Name)})
 		if err != nil {
 			return "", cloud.Outcome(fmt.Errorf("create IAM role %s: %w", name, qaws.Classify(err)))
@@ -121,7 +104,7 @@ func ensureBucketRole(ctx context.Context, cls *qaws.Clients, name string, rt *c
 	case err != nil:
 		return "", cloud.Outcome(fmt.Errorf("get IAM role %s: %w", name, qaws.Classify(err)))
 	}
-	if !o.Owns(iamTagMap(got.Role.Tags)) {
+	if !o.Owns(qaws.IAMTagMap(got.Role.Tags)) {
 		return "", notOurs("IAM role " + name)
 	}
 	if !slices.Equal(trustedSubjects(sdkaws.ToString(got.Role.AssumeRolePolicyDocument)), subjects) {
@@ -162,7 +145,7 @@ func removeBucketRole(ctx context.Context, api qaws.IAM, name string, o qaws.Own
 	if err != nil {
 		return cloud.Outcome(fmt.Errorf("get IAM role %s: %w", name, qaws.Classify(err)))
 	}
-	if !o.Owns(iamTagMap(got.Role.Tags)) {
+	if !o.Owns(qaws.IAMTagMap(got.Role.Tags)) {
 		reconcile.Eventf(ctx, client.EventWarning, "LeftAlone", "IAM role %s has no QleetOS ownership tags for this bucket; it was left unchanged", name)
 		return nil
 	}

@@ -264,22 +264,6 @@ func describeNodegroup(ctx context.Context, api qaws.EKS, cluster string) (*ekst
 	return out.Nodegroup, nil
 }
 
-func iamTags(o qaws.Owner) []iamtypes.Tag {
-	var tags []iamtypes.Tag
-	for _, k := range []string{qaws.TagOwnerKind, qaws.TagOwnerID, qaws.TagManagedBy} {
-		tags = append(tags, iamtypes.Tag{Key: sdkaws.String(k), Value: sdkaws.String(o.Tags()[k])})
-	}
-	return tags
-}
-
-func iamTagMap(tags []iamtypes.Tag) map[string]string {
-	m := map[string]string{}
-	for _, t := range tags {
-		m[sdkaws.ToString(t.Key)] = sdkaws.ToString(t.Value)
-	}
-	return m
-}
-
 // ensureRole finds or creates a role that service may assume, with the policies attached.
 func ensureRole(ctx context.Context, api qaws.IAM, name, service string, policies []string, o qaws.Owner) (string, error) {
 	got, err := api.GetRole(ctx, &iam.GetRoleInput{RoleName: &name})
@@ -287,7 +271,7 @@ func ensureRole(ctx context.Context, api qaws.IAM, name, service string, policie
 	switch {
 	case qaws.IsNotFound(err):
 		trust := fmt.Sprintf(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":%q},"Action":"sts:AssumeRole"}]}`, service)
-		out, err := api.CreateRole(ctx, &iam.CreateRoleInput{RoleName: &name, AssumeRolePolicyDocument: &trust, Tags: iamTags(o),
+		out, err := api.CreateRole(ctx, &iam.CreateRoleInput{RoleName: &name, AssumeRolePolicyDocument: &trust, Tags: o.IAMTags(),
 			Description: sdkaws.String("QleetOS: " + o.Kind + " " + o.ID)})
 		if err != nil {
 			return "", cloud.Outcome(fmt.Errorf("create IAM role %s: %w", name, qaws.Classify(err)))
@@ -297,7 +281,7 @@ func ensureRole(ctx context.Context, api qaws.IAM, name, service string, policie
 		return "", cloud.Outcome(fmt.Errorf("get IAM role %s: %w", name, qaws.Classify(err)))
 	default:
 		role = got.Role
-		if !o.Owns(iamTagMap(role.Tags)) {
+		if !o.Owns(qaws.IAMTagMap(role.Tags)) {
 			return "", notOurs("IAM role " + name)
 		}
 	}
@@ -507,7 +491,7 @@ func deleteRole(ctx context.Context, api qaws.IAM, name string, o qaws.Owner) er
 	if err != nil {
 		return cloud.Outcome(fmt.Errorf("get IAM role %s: %w", name, qaws.Classify(err)))
 	}
-	if !o.Owns(iamTagMap(got.Role.Tags)) {
+	if !o.Owns(qaws.IAMTagMap(got.Role.Tags)) {
 		reconcile.Eventf(ctx, client.EventWarning, "LeftAlone", "IAM role %s has no QleetOS ownership tags for this runtime; it was left unchanged", name)
 		return nil
 	}

@@ -31,7 +31,7 @@ func ensureOIDCProvider(ctx context.Context, api qaws.IAM, accountID, issuer str
 	got, err := api.GetOpenIDConnectProvider(ctx, &iam.GetOpenIDConnectProviderInput{OpenIDConnectProviderArn: &arn})
 	switch {
 	case err == nil:
-		if !o.Owns(iamTagMap(got.Tags)) {
+		if !o.Owns(qaws.IAMTagMap(got.Tags)) {
 			return notOurs("IAM OpenID Connect provider " + arn)
 		}
 		return nil
@@ -39,7 +39,7 @@ func ensureOIDCProvider(ctx context.Context, api qaws.IAM, accountID, issuer str
 		return cloud.Outcome(fmt.Errorf("get IAM OpenID Connect provider %s: %w", arn, qaws.Classify(err)))
 	}
 	if _, err := api.CreateOpenIDConnectProvider(ctx, &iam.CreateOpenIDConnectProviderInput{Url: sdkaws.String(issuer),
-		ClientIDList: []string{qaws.STSAudience}, Tags: iamTags(o)}); err != nil {
+		ClientIDList: []string{qaws.STSAudience}, Tags: o.IAMTags()}); err != nil {
 		return cloud.Outcome(fmt.Errorf("create IAM OpenID Connect provider for %s: %w", issuer, qaws.Classify(err)))
 	}
 	reconcile.Eventf(ctx, client.EventNormal, "OIDCProviderCreated", "registered the cluster's service account issuer %s with IAM", issuer)
@@ -66,7 +66,7 @@ func removeOIDCProviders(ctx context.Context, api qaws.IAM, o qaws.Owner) error 
 		if err != nil {
 			return cloud.Outcome(fmt.Errorf("get IAM OpenID Connect provider %s: %w", arn, qaws.Classify(err)))
 		}
-		if !o.Owns(iamTagMap(got.Tags)) {
+		if !o.Owns(qaws.IAMTagMap(got.Tags)) {
 			continue
 		}
 		if _, err := api.DeleteOpenIDConnectProvider(ctx, &iam.DeleteOpenIDConnectProviderInput{OpenIDConnectProviderArn: &arn}); err != nil && !qaws.IsNotFound(err) {
