@@ -130,19 +130,26 @@ func (w *writer) name(prefix string) string {
 	return fmt.Sprintf("%s-%d-%d", prefix, w.n, w.seq)
 }
 
+// createOrGet creates obj and returns its id; when its name is taken, an earlier attempt of this write went
+// through (its answer was lost), and the object of that name is the one written.
+func createOrGet[S, T any](ctx context.Context, r *client.Resource[S, T], obj *client.Object[S, T]) (string, error) {
+	got, err := r.Create(ctx, obj)
+	if client.IsConflict(err) {
+		got, err = r.GetByName(ctx, obj.Name)
+	}
+	if err != nil {
+		return "", err
+	}
+	return got.ID, nil
+}
+
 func (w *writer) createDefinition(ctx context.Context, scratch bool) error {
 	d := &defModel{name: w.name("def"), image: fmt.Sprintf("nginx:1.%d", w.rng.IntN(20)), scratch: scratch}
 	err := w.retry(ctx, "create definition "+d.name, func(ctx context.Context) error {
-		got, err := w.cl.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: d.name},
+		var err error
+		d.id, err = createOrGet(ctx, w.cl.WorkloadDefinitions(), &client.WorkloadDefinition{Meta: client.Meta{Name: d.name},
 			Spec: client.WorkloadDefinitionSpec{Replicas: ptr(int32(1)), Containers: []client.Container{{Name: "web", Image: d.image}}}})
-		if client.IsConflict(err) { // an earlier attempt went through
-			got, err = w.cl.WorkloadDefinitions().GetByName(ctx, d.name)
-		}
-		if err != nil {
-			return err
-		}
-		d.id = got.ID
-		return nil
+		return err
 	})
 	if err != nil {
 		return err
@@ -229,16 +236,10 @@ func (w *writer) createInstance(ctx context.Context) error {
 	def := w.defs[w.rng.IntN(len(w.defs))]
 	in := &instModel{name: w.name("web"), defID: def.id, replicas: int32(1 + w.rng.IntN(2))}
 	err := w.retry(ctx, "create instance "+in.name, func(ctx context.Context) error {
-		got, err := w.cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: in.name},
+		var err error
+		in.id, err = createOrGet(ctx, w.cl.WorkloadInstances(), &client.WorkloadInstance{Meta: client.Meta{Name: in.name},
 			Spec: client.WorkloadInstanceSpec{DefinitionID: in.defID, RuntimeID: w.runtime, Replicas: ptr(in.replicas)}})
-		if client.IsConflict(err) {
-			got, err = w.cl.WorkloadInstances().GetByName(ctx, in.name)
-		}
-		if err != nil {
-			return err
-		}
-		in.id = got.ID
-		return nil
+		return err
 	})
 	if err != nil {
 		return err
