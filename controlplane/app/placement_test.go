@@ -115,13 +115,11 @@ func TestPlacementAcrossRegions(t *testing.T) {
 	})
 
 	t.Run("weighted replicas split as asked", func(t *testing.T) {
-		second, err = cl.WorkloadInstances().Get(ctx, second.ID)
-		require.NoError(t, err)
-		second.Spec.Replicas = ptr(int32(4))
-		second.Spec.Placement = &client.Placement{Regions: []string{"eu-west", "us-east"},
-			Replicas: &client.PlacementReplicas{Mode: client.ReplicasWeighted, Weights: map[string]int{"eu-west": 3, "us-east": 1}}}
-		upd, err := cl.WorkloadInstances().Update(ctx, second)
-		require.NoError(t, err)
+		upd := updateInstance(ctx, t, cl, second.ID, func(inst *client.WorkloadInstance) {
+			inst.Spec.Replicas = ptr(int32(4))
+			inst.Spec.Placement = &client.Placement{Regions: []string{"eu-west", "us-east"},
+				Replicas: &client.PlacementReplicas{Mode: client.ReplicasWeighted, Weights: map[string]int{"eu-west": 3, "us-east": 1}}}
+		})
 		second, err = cl.WorkloadInstances().WaitReconciled(cptest.Wait(t, 2*time.Minute), upd.ID)
 		require.NoError(t, err)
 		require.Equal(t, map[string]int32{"eu-west/default-eu-west": 3, "us-east/default-us-east": 1}, placedOn(second))
@@ -133,11 +131,9 @@ func TestPlacementAcrossRegions(t *testing.T) {
 	})
 
 	t.Run("moving out of a region removes the app's objects there", func(t *testing.T) {
-		second, err = cl.WorkloadInstances().Get(ctx, second.ID)
-		require.NoError(t, err)
-		second.Spec.Placement = &client.Placement{Regions: []string{"eu-west"}}
-		upd, err := cl.WorkloadInstances().Update(ctx, second)
-		require.NoError(t, err)
+		upd := updateInstance(ctx, t, cl, second.ID, func(inst *client.WorkloadInstance) {
+			inst.Spec.Placement = &client.Placement{Regions: []string{"eu-west"}}
+		})
 		second, err = cl.WorkloadInstances().WaitReconciled(cptest.Wait(t, 2*time.Minute), upd.ID)
 		require.NoError(t, err)
 		require.Equal(t, map[string]int32{"eu-west/default-eu-west": 4}, placedOn(second))
@@ -156,12 +152,10 @@ func TestPlacementAcrossRegions(t *testing.T) {
 	})
 
 	t.Run("pinning it to a runtime moves it there and cleans the one it leaves", func(t *testing.T) {
-		second, err = cl.WorkloadInstances().Get(ctx, second.ID)
-		require.NoError(t, err)
-		second.Spec.Placement = nil
-		second.Spec.RuntimeID = runtimes["us-east"].ID
-		upd, err := cl.WorkloadInstances().Update(ctx, second)
-		require.NoError(t, err)
+		upd := updateInstance(ctx, t, cl, second.ID, func(inst *client.WorkloadInstance) {
+			inst.Spec.Placement = nil
+			inst.Spec.RuntimeID = runtimes["us-east"].ID
+		})
 		second, err = cl.WorkloadInstances().WaitReconciled(cptest.Wait(t, 2*time.Minute), upd.ID)
 		require.NoError(t, err)
 		require.Equal(t, map[string]int32{"us-east/default-us-east": 4}, placedOn(second))
@@ -350,4 +344,21 @@ func nodeCount(t *testing.T, cs kubernetes.Interface) int {
 	}
 	sort.Strings(names)
 	return len(names)
+}
+
+// updateInstance changes an instance's spec as a user would: read, change, write with If-Match, and read
+// again when a controller's status write came in between (409), like client-go's RetryOnConflict.
+func updateInstance(ctx context.Context, t *testing.T, cl *client.Client, id string, change func(*client.WorkloadInstance)) *client.WorkloadInstance {
+	t.Helper()
+	for attempt := 0; ; attempt++ {
+		inst, err := cl.WorkloadInstances().Get(ctx, id)
+		require.NoError(t, err)
+		change(inst)
+		upd, err := cl.WorkloadInstances().Update(ctx, inst)
+		if client.IsConflict(err) && attempt < 5 {
+			continue
+		}
+		require.NoError(t, err)
+		return upd
+	}
 }
