@@ -84,7 +84,8 @@ func (s *bunStore) migrate(ctx context.Context) error {
 	var group *migrate.MigrationGroup
 	for attempt := 0; ; attempt++ {
 		group, err = m.Migrate(ctx)
-		if !errors.Is(err, errAppliedMeanwhile) || attempt == 3 {
+		// Each lost race means another migrator applied at least one migration, so this ends.
+		if !errors.Is(err, errAppliedMeanwhile) || attempt > len(migs.Sorted()) {
 			break
 		}
 	}

@@ -104,7 +104,7 @@ func open(ctx context.Context, cfg Config) (*bunStore, error) {
 		return nil, err
 	}
 
-	if err := s.Ping(ctx); err != nil {
+	if err := s.firstPing(ctx, cfg.BusyTimeout); err != nil {
 		_ = s.Close()
 		return nil, err
 	}
@@ -244,6 +244,24 @@ func (s *bunStore) Ping(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// firstPing pings a freshly opened store. Turning a new SQLite file to WAL takes a lock that SQLite does not
+// wait for (the busy handler is not called), so stores opening one new file at once retry that, within the
+// busy timeout.
+func (s *bunStore) firstPing(ctx context.Context, busyTimeout time.Duration) error {
+	deadline := time.Now().Add(busyTimeout)
+	for {
+		err := s.Ping(ctx)
+		if err == nil || !isBusy(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // Close releases the database.

@@ -198,7 +198,17 @@ func TestConcurrentMigrators(t *testing.T) {
 			for _, s := range stores {
 				t.Cleanup(func() { _ = s.Close() })
 			}
-			require.Equal(t, []string{"0001/1", "0002/1", "0003/1", "0004/1", "0005/1", "0006/1"}, recordedMigrations(ctx, t, stores[0]))
+			recorded := recordedMigrations(ctx, t, stores[0])
+			if dialect == "sqlite" {
+				// SQLite migrators interleave migration by migration: one that lost a race lists again and
+				// applies the rest as a group of its own, so only the names (each once) are fixed.
+				for i, r := range recorded {
+					recorded[i], _, _ = strings.Cut(r, "/")
+				}
+				require.Equal(t, []string{"0001", "0002", "0003", "0004", "0005", "0006"}, recorded)
+				return
+			}
+			require.Equal(t, []string{"0001/1", "0002/1", "0003/1", "0004/1", "0005/1", "0006/1"}, recorded)
 		})
 	}
 }
