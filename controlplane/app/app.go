@@ -96,6 +96,10 @@ type Config struct {
 	ChartDir string
 	// KubesimBinary overrides where local runtimes' kubesim binary is found.
 	KubesimBinary string
+	// SimulateCompute replaces the workload_instance reconciler with workload.NoopInstanceReconciler,
+	// which reads and renders like the real one but never touches a cluster. FOR SIMULATION ONLY (the
+	// benchmark's 100,000-instance section): instances are reported Ready without running anywhere.
+	SimulateCompute bool
 	// AWSPoll is how soon a runtime or data service waiting on AWS (a cluster CREATING) is looked at
 	// again (default 5s).
 	AWSPoll time.Duration

@@ -95,6 +95,15 @@ func (a *App) workloadControllers(cl *client.Client, conn *kube.Connector, cfg r
 		reconcile.New(a.Broker, cl.Secrets(), &workload.SecretReconciler{Client: cl}, cfg),
 		reconcile.New(a.Broker, cl.Databases(), &data.Reconciler[client.DatabaseSpec, client.DatabaseStatus]{Client: cl, Connector: conn, Kind: data.Databases, AWS: dataAWS}, cfg),
 		reconcile.New(a.Broker, cl.Buckets(), &data.Reconciler[client.BucketSpec, client.BucketStatus]{Client: cl, Connector: conn, Kind: data.Buckets, AWS: dataAWS}, cfg),
-		reconcile.New(a.Broker, cl.WorkloadInstances(), &workload.InstanceReconciler{Client: cl, Connector: conn, Renderer: renderer, ProgressDeadline: a.cfg.ProgressDeadline, CleanupGrace: a.cfg.CleanupGrace}, cfg),
+		a.instanceController(cl, conn, renderer, cfg),
 	}
+}
+
+// instanceController returns the workload_instance controller: the real one, or with
+// Config.SimulateCompute the no-op one of the benchmark's simulation.
+func (a *App) instanceController(cl *client.Client, conn *kube.Connector, renderer *workload.Renderer, cfg reconcile.Config) starter {
+	if a.cfg.SimulateCompute {
+		return reconcile.New(a.Broker, cl.WorkloadInstances(), &workload.NoopInstanceReconciler{Client: cl, Renderer: renderer}, cfg)
+	}
+	return reconcile.New(a.Broker, cl.WorkloadInstances(), &workload.InstanceReconciler{Client: cl, Connector: conn, Renderer: renderer, ProgressDeadline: a.cfg.ProgressDeadline, CleanupGrace: a.cfg.CleanupGrace}, cfg)
 }
