@@ -20,7 +20,13 @@ import (
 // benchStore opens an empty store of the named dialect.
 func benchStore(b *testing.B, dialect string, sqliteWriters int) *bunStore {
 	b.Helper()
-	cfg := Config{Logger: slog.New(slog.DiscardHandler), sqliteWriteConns: sqliteWriters}
+	return benchStoreConfig(b, dialect, Config{sqliteWriteConns: sqliteWriters})
+}
+
+// benchStoreConfig opens an empty store of the named dialect with cfg (its URL and logger set here).
+func benchStoreConfig(b *testing.B, dialect string, cfg Config) *bunStore {
+	b.Helper()
+	cfg.Logger = slog.New(slog.DiscardHandler)
 	switch dialect {
 	case "sqlite":
 		cfg.URL = "sqlite://" + filepath.Join(b.TempDir(), "bench.db")
@@ -65,6 +71,47 @@ func runParallel(b *testing.B, parallelism int, op func(ctx context.Context, n i
 		}
 	})
 	b.StopTimer()
+	reportWrites(b, latencies)
+}
+
+// runWriters runs op from exactly writers goroutines until b.N ops are done, and reports as runParallel.
+func runWriters(b *testing.B, writers int, op func(ctx context.Context, n int64) error) {
+	var (
+		seq, left atomic.Int64
+		mu        sync.Mutex
+		latencies []time.Duration
+		wg        sync.WaitGroup
+	)
+	ctx := context.Background()
+	left.Store(int64(b.N))
+	b.ResetTimer()
+	for range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			defer func() {
+				mu.Lock()
+				latencies = append(latencies, mine...)
+				mu.Unlock()
+			}()
+			for left.Add(-1) >= 0 {
+				start := time.Now()
+				if err := op(ctx, seq.Add(1)); err != nil {
+					b.Error(err)
+					return
+				}
+				mine = append(mine, time.Since(start))
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	reportWrites(b, latencies)
+}
+
+// reportWrites reports the write rate and the median and 99th percentile latency of one op.
+func reportWrites(b *testing.B, latencies []time.Duration) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "writes/s")
 	if len(latencies) > 0 {
 		slices.Sort(latencies)
@@ -86,7 +133,12 @@ func BenchmarkCreate(b *testing.B) {
 }
 
 func benchCreate(b *testing.B, s *bunStore, parallelism int) {
-	runParallel(b, parallelism, func(ctx context.Context, n int64) error {
+	runParallel(b, parallelism, createOp(s))
+}
+
+// createOp creates one workload instance with two labels, named for n.
+func createOp(s *bunStore) func(ctx context.Context, n int64) error {
+	return func(ctx context.Context, n int64) error {
 		_, err := s.Create(ctx, &CreateParams{
 			Kind:   "workload_instances",
 			Name:   fmt.Sprintf("web-%d", n),
@@ -94,7 +146,26 @@ func benchCreate(b *testing.B, s *bunStore, parallelism int) {
 			Spec:   json.RawMessage(`{"definition":"web","replicas":3,"placement":{"runtime":"us-east"}}`),
 		})
 		return err
-	})
+	}
+}
+
+// BenchmarkGroupCommit measures Store.Create with group commit off (every create a transaction of its own,
+// as before group commit) and on (the default), side by side, on SQLite and PostgreSQL, from exactly 1, 8
+// and 64 concurrent writers.
+func BenchmarkGroupCommit(b *testing.B) {
+	for _, dialect := range []string{"sqlite", "postgres"} {
+		for _, writers := range []int{1, 8, 64} {
+			for _, mode := range []struct {
+				name  string
+				lanes int
+			}{{"off", -1}, {"on", 0}} {
+				b.Run(fmt.Sprintf("%s/writers=%d/group=%s", dialect, writers, mode.name), func(b *testing.B) {
+					s := benchStoreConfig(b, dialect, Config{writeLanes: mode.lanes})
+					runWriters(b, writers, createOp(s))
+				})
+			}
+		}
+	}
 }
 
 // BenchmarkRawCommit measures one trivial INSERT per transaction through the same pools: the ceiling

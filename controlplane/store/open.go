@@ -45,6 +45,10 @@ type Config struct {
 	// sqliteWriteConns overrides the SQLite write pool size (1). Only benchmarks set it, to measure the
 	// single-writer choice against a pool.
 	sqliteWriteConns int
+	// writeLanes overrides how many write transactions run at once before writes group (SQLite: its write
+	// connections; PostgreSQL: defaultPostgresLanes); -1 turns group commit off. Only benchmarks and tests
+	// set it.
+	writeLanes int
 }
 
 // Defaults for Config.
@@ -75,6 +79,8 @@ type bunStore struct {
 	wdb     *bun.DB
 	rdb     *bun.DB
 	log     *slog.Logger
+	// writes runs every write transaction, grouping concurrent ones (see groupcommit.go).
+	writes *committer
 }
 
 var _ Store = (*bunStore)(nil)
@@ -131,6 +137,14 @@ func openDialect(cfg Config) (*bunStore, error) {
 		return nil, err
 	}
 	s.log = cfg.Logger
+	lanes := cfg.writeLanes
+	if lanes == 0 {
+		lanes = defaultPostgresLanes
+		if s.dialect == dialectSQLite {
+			lanes = max(cfg.sqliteWriteConns, 1)
+		}
+	}
+	s.writes = newCommitter(s.wdb, lanes)
 	return s, nil
 }
 
@@ -277,10 +291,12 @@ func (s *bunStore) Close() error {
 	return nil
 }
 
-// write runs fn in a read-write transaction and commits it when fn returns nil.
-func (s *bunStore) write(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error {
+// write runs fn in a read-write transaction and commits it when fn returns nil. Concurrent writes may share
+// one transaction (group commit), each in a savepoint of its own; write returns once its transaction has
+// committed, with fn's own result. fn may run twice (see writeFunc).
+func (s *bunStore) write(ctx context.Context, fn writeFunc) error {
 	ctx, span := s.txSpan(ctx, "write")
-	err := s.wdb.RunInTx(ctx, nil, fn)
+	err := s.writes.write(ctx, fn)
 	telemetry.End(span, err)
 	return err
 }
