@@ -96,6 +96,10 @@ func Markdown(res *Results, stamp string, charts []string) string {
 		p("\n")
 	}
 
+	if l := res.Layers; l != nil {
+		layersMarkdown(p, l)
+	}
+
 	if len(charts) > 0 {
 		p("## Charts\n\n")
 		for _, c := range charts {
@@ -137,4 +141,77 @@ func headLines(s string, n int) string {
 		lines = lines[:n]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// layersMarkdown renders the layers section.
+func layersMarkdown(p func(string, ...any), l *LayersResult) {
+	p("## 6. The layers\n\n")
+	if len(l.Apply) > 0 {
+		p("An app with no infrastructure: a cluster from a runtime profile, ingress and cert-manager, a gateway with TLS, a database. ")
+		p("The direct method does the same steps one after another on its own kubesim; QleetOS gets the objects declared at once and orders them itself.\n\n")
+		p("| method | rounds | total p50 s | total max s | ÷ direct (p50) | errors |\n|---|---|---|---|---|---|\n")
+		for _, r := range l.Apply {
+			p("| %s | %d | %.1f | %.1f | %.2f | %d |\n", r.Method, r.Rounds, r.Total.P50MS/1000, r.Total.MaxMS/1000, r.RatioP50, r.Errors)
+		}
+		p("\nWhen each layer was Ready, seconds from the start (median over rounds):\n\n| layer |")
+		for _, r := range l.Apply {
+			p(" %s |", r.Method)
+		}
+		p("\n|---|")
+		for range l.Apply {
+			p("---|")
+		}
+		p("\n")
+		var names []string
+		for _, r := range l.Apply {
+			for _, t := range r.Layers {
+				if !containsString(names, t.Layer) {
+					names = append(names, t.Layer)
+				}
+			}
+		}
+		for _, n := range names {
+			p("| %s |", n)
+			for _, r := range l.Apply {
+				v := "–"
+				for _, t := range r.Layers {
+					if t.Layer == n {
+						v = fmt.Sprintf("%.1f", t.DoneAtMS/1000)
+					}
+				}
+				p(" %s |", v)
+			}
+			p("\n")
+		}
+		p("\n")
+	}
+	if len(l.Plan) > 0 {
+		p("Plan preview (POST /v1/plans) of the quickstart:\n\n| objects stored | objects in the plan | rounds | p50 ms | p99 ms | max ms | response bytes | errors |\n|---|---|---|---|---|---|---|---|\n")
+		for _, r := range l.Plan {
+			p("| %d | %d | %d | %.1f | %.1f | %.1f | %d | %d |\n", r.StoreObjects, r.PlannedObjects, r.Latency.N, r.Latency.P50MS, r.Latency.P99MS, r.Latency.MaxMS, r.ResponseBytes, r.Errors)
+		}
+		p("\n")
+	}
+	if len(l.Graph) > 0 {
+		p("Graph endpoint (GET /v1/graph):\n\n| query | objects stored | nodes | edges | rounds | p50 ms | p99 ms | max ms | response bytes | errors |\n|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, r := range l.Graph {
+			p("| %s | %d | %d | %d | %d | %.0f | %.0f | %.0f | %d | %d |\n", r.Query, r.Objects, r.Nodes, r.Edges, r.Latency.N, r.Latency.P50MS, r.Latency.P99MS, r.Latency.MaxMS, r.ResponseBytes, r.Errors)
+		}
+		p("\n")
+	}
+	for _, n := range l.Notes {
+		p("- %s\n", cell(n))
+	}
+	if len(l.Notes) > 0 {
+		p("\n")
+	}
+}
+
+func containsString(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
 }

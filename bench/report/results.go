@@ -25,6 +25,9 @@ type Results struct {
 	Terraform  []TerraformRow  `json:"terraform,omitempty"`
 	Scale      *ScaleResult    `json:"scale,omitempty"`
 	ColdStart  []ColdStartRow  `json:"cold_start,omitempty"`
+	// Layers is the layers section: an app with no infrastructure applied through QleetOS and directly,
+	// the plan preview's latency and the graph endpoint at scale.
+	Layers *LayersResult `json:"layers,omitempty"`
 
 	// Goals are the issue's targets and where this run puts each.
 	Goals []Goal `json:"goals,omitempty"`
@@ -206,4 +209,71 @@ type Profile struct {
 	File string `json:"file"`
 	// Top is the head of `go tool pprof -top`.
 	Top string `json:"top,omitempty"`
+}
+
+// LayersResult is the layers section.
+type LayersResult struct {
+	// Apply is apply-to-ready of an app with no infrastructure (a cluster from a runtime profile, support
+	// services, a gateway with TLS, a database), directly and through QleetOS.
+	Apply []LayersApplyRow `json:"apply,omitempty"`
+	// Plan is POST /v1/plans of the quickstart at several store sizes.
+	Plan []PlanLatencyRow `json:"plan,omitempty"`
+	// Graph is GET /v1/graph at scale.
+	Graph []GraphRow `json:"graph,omitempty"`
+	// Notes record what was adapted or failed.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Layers apply methods.
+const (
+	MethodLayersDirect = "direct: kubesim + Helm SDK + client-go, step after step"
+	MethodLayersQleet  = "QleetOS API: declare, wait for instance and gateway Ready"
+)
+
+// LayersApplyRow is one method of the layers apply over every round.
+type LayersApplyRow struct {
+	Method string `json:"method"`
+	Rounds int    `json:"rounds"`
+	// Total summarises the time from the first call until the app, its database and its gateway were Ready.
+	Total stats.Summary `json:"total"`
+	// Layers is when each layer was Ready, counted from the start (medians over rounds).
+	Layers []LayerTime `json:"layers"`
+	// RatioP50 divides Total's p50 by the direct method's.
+	RatioP50 float64 `json:"ratio_p50_vs_direct"`
+	// Errors counts rounds that failed or timed out.
+	Errors  int    `json:"errors"`
+	Skipped string `json:"skipped,omitempty"`
+	// SamplesMS are the raw totals.
+	SamplesMS []float64 `json:"samples_ms,omitempty"`
+}
+
+// LayerTime is when one layer was Ready, from the start of a layers apply.
+type LayerTime struct {
+	Layer string `json:"layer"`
+	// DoneAtMS is the median over rounds; MaxMS the largest.
+	DoneAtMS float64 `json:"done_at_ms"`
+	MaxMS    float64 `json:"max_ms"`
+}
+
+// PlanLatencyRow is the plan preview of the quickstart with StoreObjects objects already stored.
+type PlanLatencyRow struct {
+	StoreObjects int `json:"store_objects"`
+	// PlannedObjects is how many objects the plan's result holds (requested and implied).
+	PlannedObjects int           `json:"planned_objects"`
+	Rounds         int           `json:"rounds"`
+	Latency        stats.Summary `json:"latency"`
+	ResponseBytes  int           `json:"response_bytes"`
+	Errors         int           `json:"errors"`
+}
+
+// GraphRow is GET /v1/graph (whole, or with a root) with Objects objects stored.
+type GraphRow struct {
+	Query         string        `json:"query"`
+	Objects       int           `json:"objects"`
+	Nodes         int           `json:"nodes"`
+	Edges         int           `json:"edges"`
+	Rounds        int           `json:"rounds"`
+	Latency       stats.Summary `json:"latency"`
+	ResponseBytes int           `json:"response_bytes"`
+	Errors        int           `json:"errors"`
 }

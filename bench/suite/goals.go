@@ -2,6 +2,7 @@ package suite
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/qleetos/terraform-provider-qleet/bench/report"
 )
@@ -11,6 +12,8 @@ const (
 	goalMet         = "met"
 	goalMissed      = "missed"
 	goalNotMeasured = "not measured"
+	// goalMeasured marks a figure the issue asks for without a numeric target.
+	goalMeasured = "measured"
 )
 
 func status(ok bool) string {
@@ -109,5 +112,46 @@ func EvaluateGoals(res *report.Results) {
 		}
 		goals = append(goals, g)
 	}
+	goals = append(goals, layersGoals(res.Layers)...)
 	res.Goals = goals
+}
+
+// layersGoals reports the layers figures, which the issue asks for without numeric targets.
+func layersGoals(l *report.LayersResult) []report.Goal {
+	if l == nil {
+		return nil
+	}
+	var goals []report.Goal
+	g := report.Goal{Name: "layers: app with no infrastructure, apply to ready", Target: "figure, side by side with the same steps done directly", Status: goalNotMeasured}
+	if len(l.Apply) == 2 && l.Apply[0].Total.N > 0 && l.Apply[1].Total.N > 0 {
+		g.Value = fmt.Sprintf("QleetOS %.1f s, direct %.1f s (p50), %.2f×", l.Apply[1].Total.P50MS/1000, l.Apply[0].Total.P50MS/1000, l.Apply[1].RatioP50)
+		g.Status = goalMeasured
+	}
+	goals = append(goals, g)
+	g = report.Goal{Name: "layers: plan preview latency", Target: "figure", Status: goalNotMeasured}
+	var parts []string
+	for _, r := range l.Plan {
+		if r.Latency.N > 0 {
+			parts = append(parts, fmt.Sprintf("%d stored: p50 %.0f ms, p99 %.0f ms", r.StoreObjects, r.Latency.P50MS, r.Latency.P99MS))
+		}
+	}
+	if len(parts) > 0 {
+		g.Value, g.Status = strings.Join(parts, "; "), goalMeasured
+	}
+	goals = append(goals, g)
+	for _, r := range l.Graph {
+		if r.Query != "whole graph" {
+			continue
+		}
+		g = report.Goal{Name: "layers: graph endpoint", Target: "figure at 10,000 objects", Status: goalNotMeasured}
+		if r.Latency.N > 0 {
+			g.Value = fmt.Sprintf("%d objects: p50 %.0f ms, p99 %.0f ms, %.1f MB", r.Objects, r.Latency.P50MS, r.Latency.P99MS, float64(r.ResponseBytes)/1e6)
+			g.Status = goalMeasured
+		}
+		if r.Objects < 10000 {
+			g.Note = fmt.Sprintf("measured at %d objects, not 10,000", r.Objects)
+		}
+		goals = append(goals, g)
+	}
+	return goals
 }

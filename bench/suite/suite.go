@@ -23,10 +23,12 @@ const (
 	SectionTerraform  = "terraform"
 	SectionScale      = "scale"
 	SectionColdStart  = "coldstart"
+	// SectionLayers is an app with no infrastructure, the plan preview and the graph at scale.
+	SectionLayers = "layers"
 )
 
 // AllSections lists every section in the order they run.
-var AllSections = []string{SectionApply, SectionThroughput, SectionTerraform, SectionScale, SectionColdStart}
+var AllSections = []string{SectionApply, SectionThroughput, SectionTerraform, SectionScale, SectionColdStart, SectionLayers}
 
 // Config sizes a run. Zero values take the defaults noted on each field.
 type Config struct {
@@ -62,6 +64,16 @@ type Config struct {
 	ChurnDuration time.Duration
 	// ColdStarts is how many times `qleet server` is started per case (default 5).
 	ColdStarts int
+	// LayersRounds is how many times each method of the layers apply runs (default 3).
+	LayersRounds int
+	// LayersPlanRounds is how many plan previews are timed per store size (default 50).
+	LayersPlanRounds int
+	// LayersPlanObjects is the "few hundred objects" store size of the plan preview (default 300).
+	LayersPlanObjects int
+	// LayersGraphObjects is the store size of the graph endpoint (default 10000).
+	LayersGraphObjects int
+	// LayersGraphRounds is how many times each graph query is timed (default 10).
+	LayersGraphRounds int
 
 	// RepoRoot is the repository root (binaries are found under RepoRoot/bin).
 	RepoRoot string
@@ -98,6 +110,11 @@ func (c *Config) applyDefaults() {
 	def(&c.ScaleRuntimes, 10)
 	def(&c.ScaleClusters, 2)
 	def(&c.ColdStarts, 5)
+	def(&c.LayersRounds, 3)
+	def(&c.LayersPlanRounds, 50)
+	def(&c.LayersPlanObjects, 300)
+	def(&c.LayersGraphObjects, 10000)
+	def(&c.LayersGraphRounds, 10)
 	if c.ScaleReplicas == nil {
 		one := 1
 		c.ScaleReplicas = &one
@@ -178,6 +195,7 @@ func Run(ctx context.Context, cfg Config, res *report.Results) error {
 		{SectionTerraform, r.runTerraform},
 		{SectionScale, r.runScale},
 		{SectionColdStart, r.runColdStart},
+		{SectionLayers, r.runLayers},
 	}
 	defer func() {
 		if r.shared != nil {

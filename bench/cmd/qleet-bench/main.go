@@ -68,6 +68,11 @@ func run(ctx context.Context, args []string) error {
 	churnRate := fs.Float64("churn-rate", 20, "scale: updates per second during churn")
 	churnDur := fs.Duration("churn-duration", 60*time.Second, "scale: churn window")
 	coldStarts := fs.Int("cold-starts", 5, "cold start: starts per case")
+	layersRounds := fs.Int("layers-rounds", 3, "layers: rounds per method of the app-with-no-infrastructure apply")
+	layersPlanRounds := fs.Int("layers-plan-rounds", 50, "layers: plan previews timed per store size")
+	layersPlanObjects := fs.Int("layers-plan-objects", 300, "layers: the mid store size of the plan preview")
+	layersGraphObjects := fs.Int("layers-graph-objects", 10000, "layers: objects stored for the graph endpoint")
+	layersGraphRounds := fs.Int("layers-graph-rounds", 10, "layers: times each graph query is timed")
 	out := fs.String("out", "", "results directory (default <repo>/bench/results)")
 	workDir := fs.String("work-dir", "", "where clusters and data dirs go (default: a temporary directory, removed)")
 	verbose := fs.Bool("v", false, "log the control planes' own output too")
@@ -118,6 +123,8 @@ func run(ctx context.Context, args []string) error {
 		TerraformN: tfs, Scale: *scale, ScaleRuntimes: *scaleRuntimes, ScaleClusters: *scaleClusters,
 		ScaleReplicas: scaleReplicas, ScaleTimeout: *scaleTimeout, SteadyWindow: *steady,
 		ChurnRate: *churnRate, ChurnDuration: *churnDur, ColdStarts: *coldStarts,
+		LayersRounds: *layersRounds, LayersPlanRounds: *layersPlanRounds, LayersPlanObjects: *layersPlanObjects,
+		LayersGraphObjects: *layersGraphObjects, LayersGraphRounds: *layersGraphRounds,
 		RepoRoot: root, WorkDir: *workDir, OutDir: outDir, Logger: logger, Verbose: *verbose,
 	}
 	for _, s := range cfg.Only {
