@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -66,6 +67,14 @@ type Config struct {
 	// that a checker (make chaos) can prove that no object was reconciled by two workers at once. Each line
 	// is one Write: an *os.File opened with O_APPEND serves.
 	LockSpans io.Writer
+	// ListedMax bounds the objects a resync pass holds from its listing to hand to their reconciles
+	// instead of a GET each (default 10,000; negative: none, every reconcile reads its object). A pass
+	// that reaches it waits for held copies to be used, up to ListedTTL, then publishes without holding.
+	// See listedCopies for when a copy is used.
+	ListedMax int
+	// ListedTTL is how long a listed copy may be used after its listing (default 30s, at most
+	// ResyncInterval).
+	ListedTTL time.Duration
 }
 
 // logLockSpan writes one LockSpans line, if enabled.
@@ -120,6 +129,12 @@ func (c *Config) applyDefaults(kind string) {
 	if c.Source == "" {
 		c.Source = "controller/" + kind
 	}
+	if c.ListedMax == 0 {
+		c.ListedMax = 10_000
+	}
+	if c.ListedTTL <= 0 {
+		c.ListedTTL = min(30*time.Second, c.ResyncInterval)
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -153,6 +168,8 @@ type Controller[S any, T any] struct {
 	unowned map[string]time.Time
 	// holder names this process and controller in LockSpans lines.
 	holder string
+	// listed holds the objects the resync passes listed, for their reconciles; nil when off.
+	listed *listedCopies[S, T]
 }
 
 type requeueTimer struct {
@@ -187,6 +204,7 @@ func (c *Controller[S, T]) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("controller %s: locker: %w", kind, err)
 	}
+	c.listed = c.startListed(ctx)
 	// Pull requests expire after 5s (heartbeat 2.5s) rather than the library's 30s (15s): when the NATS
 	// server holding them dies, the replica notices within 5s and pulls again, instead of idling for
 	// 30s (seen in make chaos).
@@ -288,14 +306,17 @@ func (c *Controller[S, T]) handle(ctx context.Context, locker *broker.Locker, m 
 		return
 	}
 	c.logLockSpan("acquired", lock)
+	lockRev := lock.Revision()
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	stopBeat := c.heartbeat(rctx, cancel, lock, m, id)
+	// A resync notification may come with the object its pass listed, when that is safe (listedCopies).
+	listed := c.listed.take(id, m, lockRev)
 	var links []trace.Link
 	if link.IsValid() {
 		links = append(links, trace.Link{SpanContext: link, Attributes: []attribute.KeyValue{linkRequeued}})
 	}
-	delay, ack, last := c.processTraced(rctx, parent, links, id, m)
+	delay, ack, last := c.processTraced(rctx, parent, links, id, m, listed)
 	for rctx.Err() == nil {
 		again := c.takeDirty(id)
 		if len(again) == 0 {
@@ -318,7 +339,7 @@ func (c *Controller[S, T]) handle(ctx context.Context, locker *broker.Locker, m 
 			}
 			parent = p
 		}
-		delay, ack, last = c.processTraced(rctx, parent, links, id, again[len(again)-1])
+		delay, ack, last = c.processTraced(rctx, parent, links, id, again[len(again)-1], nil)
 		for _, am := range again {
 			_ = am.Ack()
 			if c.cfg.Metrics != nil {
@@ -376,7 +397,7 @@ func (c *Controller[S, T]) acquire(ctx context.Context, locker *broker.Locker, p
 
 // processTraced runs process in a consumer span "reconcile <kind>", the child of parent (when valid),
 // with links. It returns process's answer and the span's context.
-func (c *Controller[S, T]) processTraced(ctx context.Context, parent trace.SpanContext, links []trace.Link, id string, m jetstream.Msg) (time.Duration, bool, trace.SpanContext) {
+func (c *Controller[S, T]) processTraced(ctx context.Context, parent trace.SpanContext, links []trace.Link, id string, m jetstream.Msg, listed *client.Object[S, T]) (time.Duration, bool, trace.SpanContext) {
 	if parent.IsValid() {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, parent)
 	}
@@ -388,7 +409,10 @@ func (c *Controller[S, T]) processTraced(ctx context.Context, parent trace.SpanC
 	ctx, span := telemetry.Start(ctx, telemetry.ReconcileSpanPrefix+kind,
 		trace.WithSpanKind(trace.SpanKindConsumer), trace.WithLinks(links...), trace.WithAttributes(attrs...))
 	defer span.End()
-	delay, ack := c.process(ctx, id)
+	if listed != nil {
+		span.SetAttributes(attribute.Bool("qleet.listed", true))
+	}
+	delay, ack := c.process(ctx, id, listed)
 	if !ack {
 		span.SetAttributes(attribute.Int64("qleet.requeue_after_ms", delay.Milliseconds()))
 	}
@@ -498,16 +522,21 @@ func (c *Controller[S, T]) heartbeat(ctx context.Context, cancel context.CancelF
 	return func() { close(done); wg.Wait() }
 }
 
-// process runs one reconcile and writes its outcome. It returns whether to ack, or else the redelivery delay.
-func (c *Controller[S, T]) process(ctx context.Context, id string) (delay time.Duration, ack bool) {
+// process runs one reconcile of listed, or of the object read now when listed is nil, and writes its
+// outcome. It returns whether to ack, or else the redelivery delay.
+func (c *Controller[S, T]) process(ctx context.Context, id string, listed *client.Object[S, T]) (delay time.Duration, ack bool) {
 	ctx = context.WithValue(ctx, startedKey{}, time.Now())
-	obj, err := c.res.Get(ctx, id)
-	if client.IsNotFound(err) {
-		return 0, true
-	}
-	if err != nil {
-		c.log.Warn("fetch failed", "id", id, "err", err)
-		return c.backoff(id), false
+	obj := listed
+	if obj == nil {
+		var err error
+		obj, err = c.res.Get(ctx, id)
+		if client.IsNotFound(err) {
+			return 0, true
+		}
+		if err != nil {
+			c.log.Warn("fetch failed", "id", id, "err", err)
+			return c.backoff(id), false
+		}
 	}
 	before, _ := json.Marshal(obj.Status)
 
@@ -516,6 +545,7 @@ func (c *Controller[S, T]) process(ctx context.Context, id string) (delay time.D
 	rctx = withReconcileID(rctx, c.log, obj.ID, obj.Name, obj.Generation)
 	start := time.Now()
 	var res Result
+	var err error
 	if deleting {
 		res, err = c.finalize(rctx, obj)
 	} else {
@@ -813,34 +843,130 @@ func (c *Controller[S, T]) Resync(ctx context.Context, all bool) (int, error) {
 }
 
 // resyncPass enqueues the objects that are not reconciled, the Ready ones too when ready is true, and
-// those Failed at their current generation when failed is true.
+// those Failed at their current generation when failed is true. It lists a page at a time, holds the
+// listed objects for their reconciles (see listedCopies), and publishes a page's notifications at once.
 func (c *Controller[S, T]) resyncPass(ctx context.Context, ready, failed bool) (int, error) {
-	kind := c.res.Kind()
 	bucket := time.Now().UnixNano() / int64(c.cfg.ResyncInterval)
+	owners := map[string]bool{} // owner id → alive, for this pass's collect
+	opts := client.ListOptions{Limit: resyncPage}
 	n := 0
-	for obj, err := range c.res.All(ctx, client.ListOptions{Limit: 1000}) {
+	for {
+		if c.listed != nil {
+			c.listed.waitRoom(ctx, resyncPage)
+		}
+		var mark listingMark
+		if c.listed != nil {
+			mark = c.listed.beginListing()
+		}
+		page, err := c.res.List(ctx, opts)
+		if err != nil {
+			if c.listed != nil {
+				c.listed.endListing()
+			}
+			return n, err
+		}
+		var due []*client.Object[S, T]
+		for i := range page.Items {
+			obj := new(client.Object[S, T])
+			*obj = page.Items[i] // a copy, so that a held object does not keep its page alive
+			if err := c.collect(ctx, obj, owners); err != nil && ctx.Err() == nil {
+				c.log.Warn("garbage collection check failed", "id", obj.ID, "err", err)
+			}
+			st := client.CommonStatus(obj)
+			deleting := obj.DeletionRequestedAt != nil
+			if !failed && st.Phase == client.PhaseFailed && st.ObservedGeneration == obj.Generation && !deleting {
+				continue
+			}
+			if !ready && client.Reconciled(obj.Generation, st) && !deleting {
+				continue
+			}
+			due = append(due, obj)
+		}
+		var tags map[string]string
+		if c.listed != nil {
+			tags = c.listed.hold(mark, due)
+			c.listed.endListing()
+		}
+		sent, err := c.publishResync(ctx, due, bucket, tags)
+		n += sent
 		if err != nil {
 			return n, err
 		}
-		if err := c.collect(ctx, obj); err != nil && ctx.Err() == nil {
-			c.log.Warn("garbage collection check failed", "id", obj.ID, "err", err)
+		if page.Continue == "" {
+			return n, nil
 		}
-		st := client.CommonStatus(obj)
-		deleting := obj.DeletionRequestedAt != nil
-		if !failed && st.Phase == client.PhaseFailed && st.ObservedGeneration == obj.Generation && !deleting {
-			continue
-		}
-		if !ready && client.Reconciled(obj.Generation, st) && !deleting {
-			continue
-		}
-		msgID := fmt.Sprintf("resync-%s-%d", obj.ID, bucket)
-		if err := c.queue.Publish(ctx, kind, obj.ID, msgID); err != nil {
-			return n, err
-		}
-		n++
+		opts.Continue = page.Continue
 	}
-	return n, nil
 }
+
+// resyncPage is the page size of a resync pass's listing.
+const resyncPage = 1000
+
+// publishResync notifies objs, with their listed-copy tags, and returns how many were published. Message
+// ids de-duplicate across replicas within a bucket. Through a broker it publishes them all at once and
+// then waits for the acks.
+func (c *Controller[S, T]) publishResync(ctx context.Context, objs []*client.Object[S, T], bucket int64, tags map[string]string) (int, error) {
+	kind := c.res.Kind()
+	q, ok := c.queue.(listingQueue)
+	if !ok {
+		for i, obj := range objs {
+			if err := c.queue.Publish(ctx, kind, obj.ID, fmt.Sprintf("resync-%s-%d", obj.ID, bucket)); err != nil {
+				return i, err
+			}
+		}
+		return len(objs), nil
+	}
+	js := q.JetStream()
+	futs := make([]jetstream.PubAckFuture, 0, len(objs))
+	var firstErr error
+	for _, obj := range objs {
+		msg := &nats.Msg{Subject: broker.Subject(kind, obj.ID), Header: nats.Header{}}
+		msg.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("resync-%s-%d", obj.ID, bucket))
+		if tag := tags[obj.ID]; tag != "" {
+			msg.Header.Set(ListedHeader, tag)
+		}
+		f, err := js.PublishMsgAsync(msg)
+		if err != nil {
+			firstErr = fmt.Errorf("publish %s: %w", msg.Subject, err)
+			break
+		}
+		futs = append(futs, f)
+	}
+	n := 0
+	timeout := time.NewTimer(30 * time.Second)
+	defer timeout.Stop()
+	for i, f := range futs {
+		id := objs[i].ID
+		select {
+		case ack := <-f.Ok():
+			n++
+			if ack != nil && ack.Duplicate {
+				// Another replica (or an earlier pass in this bucket) notified it: its message carries no
+				// copy of ours.
+				c.listed.drop(id, tags[id])
+			}
+		case err := <-f.Err():
+			c.listed.drop(id, tags[id])
+			if firstErr == nil {
+				firstErr = fmt.Errorf("publish %s: %w", broker.Subject(kind, id), err)
+			}
+		case <-timeout.C:
+			if firstErr == nil {
+				firstErr = fmt.Errorf("publish: %d of %d acks missing after 30s", len(futs)-i, len(futs))
+			}
+			return n, firstErr
+		case <-ctx.Done():
+			return n, ctx.Err()
+		}
+	}
+	for _, obj := range objs[len(futs):] {
+		c.listed.drop(obj.ID, tags[obj.ID])
+	}
+	return n, firstErr
+}
+
+// ListedStats returns the controller's counts of listed copies (zero before Start, or when off).
+func (c *Controller[S, T]) ListedStats() ListedStats { return c.listed.stats() }
 
 // ReasonGarbageCollected is the event reason of an object deleted because its owners are gone.
 const ReasonGarbageCollected = "GarbageCollected"
@@ -848,17 +974,25 @@ const ReasonGarbageCollected = "GarbageCollected"
 // collect garbage-collects an object created for owners once none of them remains (gone, or being
 // deleted) and nothing depends on it, for OwnerGrace: the grace counts from when the last of both went. Objects without owners, which users declared, are never
 // collected. The grace is counted in memory, so a restart starts it again: later, never sooner.
-func (c *Controller[S, T]) collect(ctx context.Context, obj *client.Object[S, T]) error {
+//
+// alive caches, for one pass, whether each owner looked up exists and is not being deleted: objects
+// created for the same owner share one read.
+func (c *Controller[S, T]) collect(ctx context.Context, obj *client.Object[S, T], alive map[string]bool) error {
 	if len(obj.Owners) == 0 || obj.DeletionRequestedAt != nil {
 		c.setUnowned(obj.ID, false)
 		return nil
 	}
 	for _, o := range obj.Owners {
-		owner, err := c.res.Client().Raw(o.Kind).Get(ctx, o.ID)
-		if err != nil && !client.IsNotFound(err) {
-			return fmt.Errorf("get owner %s %q: %w", o.Kind, o.ID, err)
+		ok, seen := alive[o.ID]
+		if !seen {
+			owner, err := c.res.Client().Raw(o.Kind).Get(ctx, o.ID)
+			if err != nil && !client.IsNotFound(err) {
+				return fmt.Errorf("get owner %s %q: %w", o.Kind, o.ID, err)
+			}
+			ok = err == nil && owner.DeletionRequestedAt == nil
+			alive[o.ID] = ok
 		}
-		if err == nil && owner.DeletionRequestedAt == nil {
+		if ok {
 			c.setUnowned(obj.ID, false)
 			return nil
 		}
@@ -933,9 +1067,9 @@ type loggerKey struct{}
 type startedKey struct{}
 
 // StartedAt returns when the reconcile running in ctx started: after the notification that caused it
-// was received, and before its object was read. A read of another object that began at or after this
-// time sees every write committed before the notification (see workload's shared reads). It returns
-// the zero time outside a reconcile.
+// was received, and before its object was read (or, for a copy its resync pass listed, after: see
+// listedCopies). A read of another object that began at or after this time sees every write committed
+// before the notification (see workload's shared reads). It returns the zero time outside a reconcile.
 func StartedAt(ctx context.Context) time.Time {
 	t, _ := ctx.Value(startedKey{}).(time.Time)
 	return t

@@ -26,6 +26,7 @@ type bundle struct {
 	client *client.Client
 	url    string
 	dir    string
+	token  string
 }
 
 type setupOpts struct {
@@ -58,7 +59,7 @@ func setup(t testing.TB, opts setupOpts) *bundle {
 		b.Close()
 		_ = st.Close()
 	})
-	return &bundle{store: st, broker: b, client: cl, url: hs.URL, dir: dir}
+	return &bundle{store: st, broker: b, client: cl, url: hs.URL, dir: dir, token: tok}
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -79,10 +80,18 @@ func (b *bundle) createDef(t testing.TB, name string) *defObj {
 // run starts a controller for workload definitions and stops it at cleanup.
 func (b *bundle) run(t testing.TB, rec reconcile.Reconciler[client.WorkloadDefinitionSpec, client.WorkloadDefinitionStatus], cfg reconcile.Config) (stop func()) {
 	t.Helper()
+	_, stop = b.runWith(t, b.client, rec, cfg)
+	return stop
+}
+
+// runWith starts a controller for workload definitions that talks to the API through cl, and stops it
+// at cleanup.
+func (b *bundle) runWith(t testing.TB, cl *client.Client, rec reconcile.Reconciler[client.WorkloadDefinitionSpec, client.WorkloadDefinitionStatus], cfg reconcile.Config) (ctrl *reconcile.Controller[client.WorkloadDefinitionSpec, client.WorkloadDefinitionStatus], stop func()) {
+	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = quietLogger()
 	}
-	c := reconcile.New(b.broker, b.client.WorkloadDefinitions(), rec, cfg)
+	c := reconcile.New(b.broker, cl.WorkloadDefinitions(), rec, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = c.Start(ctx) }()
@@ -95,7 +104,7 @@ func (b *bundle) run(t testing.TB, rec reconcile.Reconciler[client.WorkloadDefin
 		}
 	}
 	t.Cleanup(stop)
-	return stop
+	return c, stop
 }
 
 func waitCtx(t testing.TB, d time.Duration) context.Context {
