@@ -100,6 +100,10 @@ func Markdown(res *Results, stamp string, charts []string) string {
 		layersMarkdown(p, l)
 	}
 
+	if res.Sim != nil {
+		b.WriteString(simMarkdown(res.Sim))
+	}
+
 	if len(charts) > 0 {
 		p("## Charts\n\n")
 		for _, c := range charts {

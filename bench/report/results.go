@@ -25,6 +25,8 @@ type Results struct {
 	Terraform  []TerraformRow  `json:"terraform,omitempty"`
 	Scale      *ScaleResult    `json:"scale,omitempty"`
 	ColdStart  []ColdStartRow  `json:"cold_start,omitempty"`
+	// Sim is the sim section: 100,000 instances with no-op compute (see SimResult).
+	Sim *SimResult `json:"sim,omitempty"`
 	// Layers is the layers section: an app with no infrastructure applied through QleetOS and directly,
 	// the plan preview's latency and the graph endpoint at scale.
 	Layers *LayersResult `json:"layers,omitempty"`

@@ -113,6 +113,10 @@ func EvaluateGoals(res *report.Results) {
 		goals = append(goals, g)
 	}
 	goals = append(goals, layersGoals(res.Layers)...)
+	if res.Sim != nil {
+		goals = append(goals, simGoals(res.Sim)...)
+	}
+
 	res.Goals = goals
 }
 

@@ -68,6 +68,13 @@ func run(ctx context.Context, args []string) error {
 	churnRate := fs.Float64("churn-rate", 20, "scale: updates per second during churn")
 	churnDur := fs.Duration("churn-duration", 60*time.Second, "scale: churn window")
 	coldStarts := fs.Int("cold-starts", 5, "cold start: starts per case")
+	simN := fs.Int("sim-n", 20000, "sim: workload instances with no-op compute, per backend (100000 for the issue's figure: ~30 min)")
+	simRuntimes := fs.Int("sim-runtimes", 10, "sim: runtimes the instances are spread over")
+	simReplicas := fs.Int("sim-replicas", 2, "sim: controller-only replicas on PostgreSQL")
+	simRate := fs.Float64("sim-rate", 100, "sim: updates per second during churn (creates at a tenth)")
+	simChurn := fs.Duration("sim-churn-duration", 30*time.Second, "sim: churn window")
+	simSteady := fs.Duration("sim-steady-window", 30*time.Second, "sim: steady-state sampling window")
+	simTimeout := fs.Duration("sim-timeout", 15*time.Minute, "sim: how long reconciling the created instances may take")
 	layersRounds := fs.Int("layers-rounds", 3, "layers: rounds per method of the app-with-no-infrastructure apply")
 	layersPlanRounds := fs.Int("layers-plan-rounds", 50, "layers: plan previews timed per store size")
 	layersPlanObjects := fs.Int("layers-plan-objects", 300, "layers: the mid store size of the plan preview")
@@ -123,6 +130,8 @@ func run(ctx context.Context, args []string) error {
 		TerraformN: tfs, Scale: *scale, ScaleRuntimes: *scaleRuntimes, ScaleClusters: *scaleClusters,
 		ScaleReplicas: scaleReplicas, ScaleTimeout: *scaleTimeout, SteadyWindow: *steady,
 		ChurnRate: *churnRate, ChurnDuration: *churnDur, ColdStarts: *coldStarts,
+		SimN: *simN, SimRuntimes: *simRuntimes, SimReplicas: *simReplicas, SimRate: *simRate,
+		SimChurnDuration: *simChurn, SimSteadyWindow: *simSteady, SimTimeout: *simTimeout,
 		LayersRounds: *layersRounds, LayersPlanRounds: *layersPlanRounds, LayersPlanObjects: *layersPlanObjects,
 		LayersGraphObjects: *layersGraphObjects, LayersGraphRounds: *layersGraphRounds,
 		RepoRoot: root, WorkDir: *workDir, OutDir: outDir, Logger: logger, Verbose: *verbose,

@@ -1,0 +1,418 @@
+package suite
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/qleetos/terraform-provider-qleet/bench/report"
+	"github.com/qleetos/terraform-provider-qleet/bench/stats"
+	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
+	"github.com/qleetos/terraform-provider-qleet/internal/pgtest"
+)
+
+// The sim section: the control plane alone at SimN instances (default 100,000) with the no-op compute
+// adapter (app.Config.SimulateCompute, FOR SIMULATION ONLY), once on SQLite in one process and once on
+// PostgreSQL with the API and SimReplicas controller-only replicas, all in this process so that pprof
+// sees them. Per backend: create every instance, steady state, full resync (restart), then churn.
+
+// simPlane is one backend's control plane: an API (with controllers on SQLite) and, on PostgreSQL,
+// controller-only replicas.
+type simPlane struct {
+	api   *controlPlane
+	ctrls []*app.App
+}
+
+// controllers returns the apps that run the controllers.
+func (p *simPlane) controllers() []*app.App {
+	if len(p.ctrls) == 0 {
+		return []*app.App{p.api.app}
+	}
+	return p.ctrls
+}
+
+// reconciles is how many instance reconciles the controllers have finished, over every replica.
+func (p *simPlane) reconciles() int {
+	n := 0
+	for _, a := range p.controllers() {
+		n += reconcileCount(a, client.KindWorkloadInstance)
+	}
+	return n
+}
+
+func (p *simPlane) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, c := range p.ctrls {
+		c.Close(ctx)
+	}
+	if p.api != nil {
+		p.api.close()
+	}
+}
+
+// startSimPlane starts a backend's control plane in dir: all-in-one on SQLite when pgURL is empty, else
+// the API on PostgreSQL and replicas controller-only apps sharing its NATS.
+func (r *Runner) startSimPlane(ctx context.Context, dir, pgURL string, replicas int) (*simPlane, error) {
+	if pgURL == "" {
+		cp, err := r.startControlPlane(ctx, app.Config{DataDir: dir, API: true, Controllers: true, SimulateCompute: true})
+		if err != nil {
+			return nil, err
+		}
+		return &simPlane{api: cp}, nil
+	}
+	cp, err := r.startControlPlane(ctx, app.Config{DataDir: dir, API: true, DatabaseURL: pgURL})
+	if err != nil {
+		return nil, err
+	}
+	p := &simPlane{api: cp}
+	token, err := os.ReadFile(filepath.Join(dir, "controller.token"))
+	if err != nil {
+		p.close()
+		return nil, fmt.Errorf("controller token: %w", err)
+	}
+	for i := range replicas {
+		logger := discard
+		if r.cfg.Verbose {
+			logger = r.log.With("replica", i)
+		}
+		c, err := app.Start(ctx, app.Config{
+			Controllers: true, DataDir: fmt.Sprintf("%s-ctrl%d", dir, i), Listen: "127.0.0.1:0",
+			NATSURL: cp.app.Broker.ClientURL(), APIEndpoint: cp.app.Endpoint, ControllerToken: strings.TrimSpace(string(token)),
+			SimulateCompute: true, Logger: logger,
+		})
+		if err != nil {
+			p.close()
+			return nil, fmt.Errorf("start controller replica %d: %w", i, err)
+		}
+		p.ctrls = append(p.ctrls, c)
+	}
+	return p, nil
+}
+
+func (r *Runner) runSim(ctx context.Context) error {
+	res := &report.SimResult{Instances: r.cfg.SimN, Runtimes: r.cfg.SimRuntimes, UpdateRate: r.cfg.SimRate}
+	r.res.Sim = res
+	// One cluster for every runtime: the runtime controller needs one to call them Ready; no instance
+	// ever reaches it.
+	cluster, err := r.startCluster(ctx, "sim", 1)
+	if err != nil {
+		return err
+	}
+	defer cluster.stop()
+
+	row := r.simBackend(ctx, "SQLite, one process", "sqlite", "", cluster)
+	res.Rows = append(res.Rows, row)
+
+	pgURL, pgStop, err := pgtest.StartServer(ctx)
+	name := fmt.Sprintf("PostgreSQL, API + %d controller replicas", r.cfg.SimReplicas)
+	if err != nil {
+		res.Rows = append(res.Rows, report.SimRow{Backend: name, Skipped: err.Error()})
+		return nil
+	}
+	defer pgStop()
+	res.Rows = append(res.Rows, r.simBackend(ctx, name, "pg", pgURL, cluster))
+	return nil
+}
+
+// simBackend runs the whole sequence on one backend; a failure is recorded in the row's notes.
+func (r *Runner) simBackend(ctx context.Context, name, tag, pgURL string, cluster *benchCluster) report.SimRow {
+	row := report.SimRow{Backend: name}
+	if err := r.simRun(ctx, &row, tag, pgURL, cluster); err != nil {
+		r.log.Error("sim: backend failed", "backend", name, "err", err)
+		row.Notes = append(row.Notes, "failed: "+err.Error())
+	}
+	return row
+}
+
+func (r *Runner) simRun(ctx context.Context, row *report.SimRow, tag, pgURL string, cluster *benchCluster) error {
+	n := r.cfg.SimN
+	runtime.GC()
+	debug.FreeOSMemory()
+	row.BaselineRSSMB = round1(readProcStat().rssMB)
+	row.BaselineHeapMB = round1(heapInUseMB())
+
+	dir := filepath.Join(r.cfg.WorkDir, "cp-sim-"+tag)
+	replicas := 0
+	if pgURL != "" {
+		replicas = r.cfg.SimReplicas
+	}
+	plane, err := r.startSimPlane(ctx, dir, pgURL, replicas)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if plane != nil {
+			plane.close()
+		}
+	}()
+	cl := plane.api.client
+	runtimes := make([]*client.KubernetesRuntime, r.cfg.SimRuntimes)
+	for i := range runtimes {
+		if runtimes[i], err = registerRuntime(ctx, cl, fmt.Sprintf("sim-rt%d", i), cluster); err != nil {
+			return err
+		}
+	}
+	def, err := cl.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "sim-web"}, Spec: definitionSpec(1)})
+	if err != nil {
+		return err
+	}
+	specFor := func(i int) client.WorkloadInstanceSpec {
+		rt := i % len(runtimes)
+		return client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: runtimes[rt].ID, Namespace: fmt.Sprintf("sim-rt%d", rt)}
+	}
+
+	// Create every instance, 32 at a time.
+	r.log.Info("sim: creating instances", "backend", row.Backend, "n", n)
+	insts := cl.WorkloadInstances()
+	stopProf := r.profileCPU("sim-" + tag + "-create")
+	createStart := time.Now()
+	var createErrs atomic.Int64
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if _, err := insts.Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "sim" + strconv.Itoa(i)}, Spec: specFor(i)}); err != nil && createErrs.Add(1) == 1 {
+					r.log.Warn("sim: create failed", "err", err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	row.CreateAPIS = seconds(time.Since(createStart))
+	row.Errors += int(createErrs.Load())
+
+	// Until every instance is reconciled: the controllers' reconcile count says when to look (cheap);
+	// a listing of every instance confirms.
+	deadline := createStart.Add(r.cfg.SimTimeout)
+	var ids []string
+	lastList := time.Time{}
+	for {
+		if plane.reconciles() >= n || time.Since(lastList) > max(15*time.Second, time.Duration(n/2000)*time.Second) || time.Now().After(deadline) {
+			lastList = time.Now()
+			done, all, err := countReconciled(ctx, insts)
+			if err != nil {
+				stopProf()
+				return err
+			}
+			ids, row.Reconciled = all, done
+			r.log.Info("sim: reconciled", "n", done, "of", n, "elapsed", time.Since(createStart).Round(time.Second))
+			if done >= n || time.Now().After(deadline) {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			stopProf()
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	row.CreateS = seconds(time.Since(createStart))
+	stopProf()
+	if row.Reconciled < n {
+		row.Notes = append(row.Notes, fmt.Sprintf("only %d of %d instances were reconciled within %s", row.Reconciled, n, r.cfg.SimTimeout))
+	}
+
+	// Steady state: sample over a window (it spans a drift pass when longer than 60 s).
+	r.log.Info("sim: steady state", "window", r.cfg.SimSteadyWindow)
+	time.Sleep(5 * time.Second)
+	stopProf = r.profileCPU("sim-" + tag + "-steady")
+	before, beforeN := readProcStat(), plane.reconciles()
+	t0 := time.Now()
+	var rss []float64
+	for time.Since(t0) < r.cfg.SimSteadyWindow {
+		time.Sleep(time.Second)
+		rss = append(rss, readProcStat().rssMB)
+	}
+	after := readProcStat()
+	stopProf()
+	window := time.Since(t0)
+	row.SteadyWindowS = seconds(window)
+	row.SteadyCPUCores = round3((after.cpu - before.cpu).Seconds() / window.Seconds())
+	row.SteadyRSSMB, row.SteadyRSSMaxMB = round1(mean(rss)), round1(maxOf(rss))
+	row.SteadyHeapMB = round1(heapInUseMB())
+	row.SteadyReconciles = plane.reconciles() - beforeN
+	r.profileHeap("sim-" + tag + "-steady")
+
+	// Full resync: restart on the same data until every instance has been reconciled again.
+	r.log.Info("sim: full resync (restart)", "backend", row.Backend)
+	plane.close()
+	plane = nil
+	stopProf = r.profileCPU("sim-" + tag + "-resync")
+	resyncStart := time.Now()
+	plane, err = r.startSimPlane(ctx, dir, pgURL, replicas)
+	if err != nil {
+		stopProf()
+		return err
+	}
+	for {
+		done := plane.reconciles()
+		if done >= len(ids) {
+			row.ResyncS, row.ResyncReconciles = seconds(time.Since(resyncStart)), done
+			break
+		}
+		if limit := r.cfg.SimTimeout; time.Since(resyncStart) > limit {
+			row.Notes = append(row.Notes, fmt.Sprintf("full resync did not finish in %s (%d of %d reconciled)", limit, done, len(ids)))
+			row.ResyncS, row.ResyncReconciles = seconds(time.Since(resyncStart)), done
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	stopProf()
+
+	// Churn: SimRate updates/s on random instances and a tenth of that in creates, each waited on.
+	stopProf = r.profileCPU("sim-" + tag + "-churn")
+	r.simChurn(ctx, row, plane.api.client.WorkloadInstances(), ids, specFor)
+	stopProf()
+	return nil
+}
+
+// simChurn updates random instances at SimRate per second and creates new ones at a tenth of it for
+// SimChurnDuration, and records how long each took to be reconciled.
+func (r *Runner) simChurn(ctx context.Context, row *report.SimRow, insts *client.Resource[client.WorkloadInstanceSpec, client.WorkloadInstanceStatus],
+	ids []string, specFor func(int) client.WorkloadInstanceSpec) {
+	if len(ids) == 0 {
+		row.Notes = append(row.Notes, "no instances to churn")
+		return
+	}
+	var mu sync.Mutex
+	var created, updated []time.Duration
+	var errs atomic.Int64
+	var wg sync.WaitGroup
+	fail := func(what string, err error) {
+		if errs.Add(1) <= 3 {
+			r.log.Warn("sim churn: "+what+" failed", "err", err)
+		}
+	}
+	record := func(into *[]time.Duration, d time.Duration) {
+		mu.Lock()
+		*into = append(*into, d)
+		mu.Unlock()
+	}
+	wait := func(id string) error {
+		wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+		defer cancel()
+		_, err := insts.WaitReconciled(wctx, id)
+		return err
+	}
+	r.log.Info("sim: churn", "updates_per_s", r.cfg.SimRate, "for", r.cfg.SimChurnDuration)
+	upd := time.NewTicker(time.Duration(float64(time.Second) / r.cfg.SimRate))
+	crt := time.NewTicker(time.Duration(float64(time.Second) * 10 / r.cfg.SimRate))
+	defer upd.Stop()
+	defer crt.Stop()
+	start := time.Now()
+	end := start.Add(r.cfg.SimChurnDuration)
+	seqNo := 0
+	for time.Now().Before(end) && ctx.Err() == nil {
+		select {
+		case <-upd.C:
+			seqNo++
+			id := ids[rand.IntN(len(ids))]
+			wg.Add(1)
+			go func(k int) {
+				defer wg.Done()
+				t0 := time.Now()
+				patch := map[string]any{"spec": map[string]any{"env": []client.EnvVar{{Name: "CHURN", Value: strconv.Itoa(k)}}}}
+				if _, err := insts.Patch(ctx, id, patch); err != nil {
+					fail("update", err)
+					return
+				}
+				if err := wait(id); err != nil {
+					fail("update wait", err)
+					return
+				}
+				record(&updated, time.Since(t0))
+			}(seqNo)
+		case <-crt.C:
+			seqNo++
+			wg.Add(1)
+			go func(k int) {
+				defer wg.Done()
+				t0 := time.Now()
+				obj, err := insts.Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "simchurn" + strconv.Itoa(k)}, Spec: specFor(k)})
+				if err != nil {
+					fail("create", err)
+					return
+				}
+				if err := wait(obj.ID); err != nil {
+					fail("create wait", err)
+					return
+				}
+				record(&created, time.Since(t0))
+			}(seqNo)
+		case <-ctx.Done():
+		}
+	}
+	row.ChurnWindowS = seconds(time.Since(start))
+	wg.Wait()
+	row.UpdateToReconciled = stats.Summarize(updated)
+	row.CreateToReconciled = stats.Summarize(created)
+	row.Errors += int(errs.Load())
+}
+
+// heapInUseMB is this process's Go heap in use.
+func heapInUseMB() float64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return float64(ms.HeapInuse) / (1 << 20)
+}
+
+// simGoals are the sim section's targets: the 10,000-instance goals scaled to the simulated size (RSS at
+// most 512 MB and a full resync within 10 s per 10,000 instances), and update-to-reconciled p99 within
+// 1 s at the simulated update rate, per backend.
+func simGoals(s *report.SimResult) []report.Goal {
+	var goals []report.Goal
+	per10k := float64(s.Instances) / 10000
+	for _, r := range s.Rows {
+		if r.Skipped != "" {
+			goals = append(goals, report.Goal{Name: "sim, " + r.Backend, Target: "measured", Status: goalNotMeasured, Note: r.Skipped})
+			continue
+		}
+		note := ""
+		if r.Reconciled < s.Instances {
+			note = fmt.Sprintf("only %d of %d instances reconciled", r.Reconciled, s.Instances)
+		}
+		if r.SteadyWindowS > 0 {
+			goals = append(goals, report.Goal{
+				Name: fmt.Sprintf("sim steady-state RSS at %d instances, %s", s.Instances, r.Backend), Target: fmt.Sprintf("≤ %.0f MB (512 MB per 10,000)", 512*per10k),
+				Value:  fmt.Sprintf("%.0f MB (baseline of the harness %.0f MB)", r.SteadyRSSMB, r.BaselineRSSMB),
+				Status: status(r.SteadyRSSMB <= 512*per10k), Note: note,
+			})
+		}
+		if r.ResyncS > 0 {
+			goals = append(goals, report.Goal{
+				Name: fmt.Sprintf("sim full resync at %d instances, %s", s.Instances, r.Backend), Target: fmt.Sprintf("≤ %.0f s (10 s per 10,000)", 10*per10k),
+				Value: fmt.Sprintf("%.1f s", r.ResyncS), Status: status(r.ResyncS <= 10*per10k && r.ResyncReconciles >= r.Reconciled), Note: note,
+			})
+		}
+		if r.ChurnWindowS > 0 {
+			g := report.Goal{Name: fmt.Sprintf("sim update-to-reconciled p99 at %.0f updates/s, %s", s.UpdateRate, r.Backend), Target: "≤ 1 s", Note: note}
+			if r.UpdateToReconciled.N == 0 {
+				g.Value, g.Status = "no update was reconciled within 3 min", goalMissed
+			} else {
+				g.Value = fmt.Sprintf("%.0f ms (create-to-reconciled p99 %.0f ms)", r.UpdateToReconciled.P99MS, r.CreateToReconciled.P99MS)
+				g.Status = status(r.UpdateToReconciled.P99MS <= 1000)
+			}
+			goals = append(goals, g)
+		}
+	}
+	return goals
+}
