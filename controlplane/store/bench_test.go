@@ -71,10 +71,11 @@ func runParallel(b *testing.B, parallelism int, op func(ctx context.Context, n i
 		}
 	})
 	b.StopTimer()
-	reportWrites(b, latencies)
+	reportRate(b, latencies, "writes/s")
 }
 
-// runWriters runs op from exactly writers goroutines until b.N ops are done, and reports as runParallel.
+// runWriters runs op from exactly writers goroutines until b.N ops are done, and reports the rate (ops/s)
+// and latencies as runParallel.
 func runWriters(b *testing.B, writers int, op func(ctx context.Context, n int64) error) {
 	var (
 		seq, left atomic.Int64
@@ -107,12 +108,12 @@ func runWriters(b *testing.B, writers int, op func(ctx context.Context, n int64)
 	}
 	wg.Wait()
 	b.StopTimer()
-	reportWrites(b, latencies)
+	reportRate(b, latencies, "ops/s")
 }
 
-// reportWrites reports the write rate and the median and 99th percentile latency of one op.
-func reportWrites(b *testing.B, latencies []time.Duration) {
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "writes/s")
+// reportRate reports the rate in unit and the median and 99th percentile latency of one op.
+func reportRate(b *testing.B, latencies []time.Duration, unit string) {
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), unit)
 	if len(latencies) > 0 {
 		slices.Sort(latencies)
 		b.ReportMetric(float64(latencies[len(latencies)/2].Microseconds()), "p50-µs")
@@ -206,4 +207,56 @@ func benchRawCommit(b *testing.B, s *bunStore, parallelism int) {
 			return err
 		})
 	})
+}
+
+// BenchmarkGet measures reading one object with its labels: the single query of Get side by side with the
+// read transaction of two queries (object, then labels) that Get ran before, on SQLite and PostgreSQL.
+func BenchmarkGet(b *testing.B) {
+	for _, dialect := range []string{"sqlite", "postgres"} {
+		s := benchStore(b, dialect, 0)
+		ctx := context.Background()
+		const objects = 1000
+		ids := make([]string, objects)
+		for i := range ids {
+			obj, err := s.Create(ctx, &CreateParams{Kind: "workload_instances", Name: fmt.Sprintf("web-%d", i),
+				Labels: map[string]string{"env": "prod", "team": "core"}, Spec: json.RawMessage(`{"replicas":3}`)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ids[i] = obj.ID
+		}
+		for _, mode := range []struct {
+			name string
+			get  func(ctx context.Context, id string) (*Object, error)
+		}{
+			{"two-queries-in-tx", func(ctx context.Context, id string) (*Object, error) { return getTwoQueries(ctx, s, id) }},
+			{"one-query", func(ctx context.Context, id string) (*Object, error) { return s.Get(ctx, "workload_instances", id) }},
+		} {
+			b.Run(dialect+"/"+mode.name, func(b *testing.B) {
+				runWriters(b, 8, func(ctx context.Context, n int64) error {
+					obj, err := mode.get(ctx, ids[n%objects])
+					if err == nil && len(obj.Labels) != 2 {
+						err = fmt.Errorf("labels %v", obj.Labels)
+					}
+					return err
+				})
+			})
+		}
+	}
+}
+
+// getTwoQueries is Get as it was before it became one query: a read transaction that selects the row,
+// then its labels.
+func getTwoQueries(ctx context.Context, s *bunStore, id string) (*Object, error) {
+	var obj *Object
+	err := s.read(ctx, func(ctx context.Context, tx bun.Tx) error {
+		row := new(objectRow)
+		if err := tx.NewSelect().Model(row).Where("id = ?", id).Where("kind = ?", "workload_instances").Scan(ctx); err != nil {
+			return err
+		}
+		var err error
+		obj, err = withLabels(ctx, tx, row)
+		return err
+	})
+	return obj, err
 }

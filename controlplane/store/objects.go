@@ -92,19 +92,7 @@ func (s *bunStore) Create(ctx context.Context, p *CreateParams) (*Object, error)
 
 // Get returns an object by kind and id.
 func (s *bunStore) Get(ctx context.Context, kind, id string) (*Object, error) {
-	var obj *Object
-	err := s.read(ctx, func(ctx context.Context, tx bun.Tx) error {
-		row := new(objectRow)
-		err := tx.NewSelect().Model(row).Where("id = ?", id).Where("kind = ?", kind).Scan(ctx)
-		if errors.Is(err, sql.ErrNoRows) {
-			return notFound(kind, id)
-		}
-		if err != nil {
-			return err
-		}
-		obj, err = withLabels(ctx, tx, row)
-		return err
-	})
+	obj, err := s.getOne(ctx, kind, id, "o.id = ?", id)
 	if err != nil {
 		return nil, fmt.Errorf("store: get %s %q: %w", kind, id, err)
 	}
@@ -113,23 +101,44 @@ func (s *bunStore) Get(ctx context.Context, kind, id string) (*Object, error) {
 
 // GetByName returns an object by kind and name.
 func (s *bunStore) GetByName(ctx context.Context, kind, name string) (*Object, error) {
-	var obj *Object
-	err := s.read(ctx, func(ctx context.Context, tx bun.Tx) error {
-		row := new(objectRow)
-		err := tx.NewSelect().Model(row).Where("kind = ?", kind).Where("name = ?", name).Scan(ctx)
-		if errors.Is(err, sql.ErrNoRows) {
-			return notFound(kind, name)
-		}
-		if err != nil {
-			return err
-		}
-		obj, err = withLabels(ctx, tx, row)
-		return err
-	})
+	obj, err := s.getOne(ctx, kind, name, "o.name = ?", name)
 	if err != nil {
 		return nil, fmt.Errorf("store: get %s by name %q: %w", kind, name, err)
 	}
 	return obj, nil
+}
+
+// objectWithLabels is an object row with its labels as one JSON object, as getOne reads them.
+type objectWithLabels struct {
+	objectRow  `bun:",extend"`
+	LabelsJSON string `bun:"labels_json,scanonly"`
+}
+
+// getOne reads one object of a kind and its labels in one query (one statement sees one snapshot, so it
+// needs no transaction). what names the object in the error when there is none.
+func (s *bunStore) getOne(ctx context.Context, kind, what, where string, arg any) (*Object, error) {
+	labels := "(SELECT json_group_object(l.key, l.value) FROM object_labels AS l WHERE l.object_id = o.id)"
+	if s.dialect == dialectPostgres {
+		labels = "(SELECT coalesce(json_object_agg(l.key, l.value)::text, '{}') FROM object_labels AS l WHERE l.object_id = o.id)"
+	}
+	row := new(objectWithLabels)
+	err := s.query(ctx, func(ctx context.Context, db bun.IDB) error {
+		return db.NewSelect().Model(row).ColumnExpr("o.*").ColumnExpr(labels+" AS labels_json").
+			Where(where, arg).Where("o.kind = ?", kind).Scan(ctx)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound(kind, what)
+	}
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]string{}
+	if row.LabelsJSON != "" {
+		if err := json.Unmarshal([]byte(row.LabelsJSON), &m); err != nil {
+			return nil, fmt.Errorf("labels: %w", err)
+		}
+	}
+	return row.toObject(m), nil
 }
 
 // List returns one page of objects of a kind, ordered by id (creation order), filtered by label equality.
@@ -481,7 +490,8 @@ func checkIfMatch(row *objectRow, ifMatch int64) error {
 }
 
 func insertObject(ctx context.Context, tx bun.Tx, row *objectRow) error {
-	if _, err := tx.NewInsert().Model(row).Exec(ctx); err != nil {
+	// Returning("NULL"): bun would otherwise return the nullable columns, which a new row has as given.
+	if _, err := tx.NewInsert().Model(row).Returning("NULL").Exec(ctx); err != nil {
 		if isUniqueViolation(err) {
 			return ErrNameTaken
 		}

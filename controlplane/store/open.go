@@ -309,15 +309,30 @@ func (s *bunStore) read(ctx context.Context, fn func(ctx context.Context, tx bun
 	return err
 }
 
+// query runs fn's single statement on the read pool, outside a transaction: one statement sees one
+// snapshot by itself.
+// Its span is named for the store method two calls up (e.g. Get, through getOne).
+func (s *bunStore) query(ctx context.Context, fn func(ctx context.Context, db bun.IDB) error) error {
+	ctx, span := s.txSpanAt(ctx, "read", 3)
+	err := fn(ctx, s.rdb)
+	telemetry.End(span, err)
+	return err
+}
+
 // txSpan starts the span of one store transaction, named for the store method that runs it (e.g.
 // "store.Create"). The caller is looked up only when the span records, so tracing off costs nothing.
 func (s *bunStore) txSpan(ctx context.Context, mode string) (context.Context, trace.Span) {
+	return s.txSpanAt(ctx, mode, 3)
+}
+
+// txSpanAt is txSpan for a store method skip calls up from it.
+func (s *bunStore) txSpanAt(ctx context.Context, mode string, skip int) (context.Context, trace.Span) {
 	ctx, span := telemetry.Start(ctx, "store", trace.WithSpanKind(trace.SpanKindClient))
 	if !span.IsRecording() {
 		return ctx, span
 	}
 	name := "store." + mode
-	if pc, _, _, ok := runtime.Caller(2); ok {
+	if pc, _, _, ok := runtime.Caller(skip); ok {
 		if fn := runtime.FuncForPC(pc); fn != nil {
 			name = "store." + methodName(fn.Name())
 		}
