@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 )
 
@@ -107,6 +108,66 @@ func BenchmarkRequeueStarvation(b *testing.B) {
 			if busy {
 				b.ReportMetric(float64(requeues.Load()-before)/time.Since(start).Seconds(), "requeues/s")
 			}
+		})
+	}
+}
+
+// BenchmarkFullResync measures a restarted controller's full resync of 2,000 Ready objects with a no-op
+// reconciler, from Start until every object has been reconciled, side by side: each reconcile reading
+// its object (get-each, as before) and reconciles handed the copy their pass listed (listed). It reports
+// the reads of single objects per pass and the copies used.
+//
+//	go test -run '^$' -bench BenchmarkFullResync -benchtime 3x ./controlplane/reconcile/
+func BenchmarkFullResync(b *testing.B) {
+	const n = 2000
+	bd := setup(b, setupOpts{})
+	ids := bd.readyDefs(b, n)
+	cons, err := bd.broker.Consumer(context.Background(), client.KindWorkloadDefinition)
+	require.NoError(b, err)
+	interval := time.Hour
+	for _, mode := range []struct {
+		name      string
+		listedMax int
+	}{{"get-each", -1}, {"listed", 0}} {
+		b.Run(fmt.Sprintf("%s/objects=%d", mode.name, n), func(b *testing.B) {
+			var gets, hits int
+			var took time.Duration
+			for range b.N {
+				cl, counter := bd.countingClient(b)
+				var mu sync.Mutex
+				seen := map[string]bool{}
+				all := make(chan struct{})
+				// Another interval per pass, so that its notification ids are not duplicates of the last.
+				interval -= time.Minute
+				start := time.Now()
+				ctrl, stop := bd.runWith(b, cl, recFunc(func(ctx context.Context, obj *defObj) (reconcile.Result, error) {
+					mu.Lock()
+					if !seen[obj.ID] {
+						seen[obj.ID] = true
+						if len(seen) == len(ids) {
+							close(all)
+						}
+					}
+					mu.Unlock()
+					return reconcile.Result{}, nil
+				}), reconcile.Config{Workers: 16, ResyncInterval: interval, ListedMax: mode.listedMax})
+				select {
+				case <-all:
+				case <-time.After(5 * time.Minute):
+					b.Fatalf("resync did not finish: %d of %d", len(seen), len(ids))
+				}
+				took += time.Since(start)
+				stop()
+				gets += counter.total()
+				hits += int(ctrl.ListedStats().Hits)
+				require.Eventually(b, func() bool {
+					info, err := cons.Info(context.Background())
+					return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+				}, 30*time.Second, 20*time.Millisecond)
+			}
+			b.ReportMetric(float64(took.Milliseconds())/float64(b.N), "ms/pass")
+			b.ReportMetric(float64(gets)/float64(b.N), "GETs/pass")
+			b.ReportMetric(float64(hits)/float64(b.N), "listed/pass")
 		})
 	}
 }
