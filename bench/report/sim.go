@@ -22,7 +22,7 @@ type SimResult struct {
 
 // SimRow is one backend of the sim section.
 type SimRow struct {
-	// Backend is e.g. "SQLite, one process" or "PostgreSQL, API + 2 controller replicas".
+	// Backend is e.g. "SQLite, API + 1 controller app" or "PostgreSQL, API + 2 controller replicas".
 	Backend string `json:"backend"`
 	// Reconciled is how many instances were reconciled when creation ended.
 	Reconciled int `json:"reconciled"`
@@ -43,6 +43,9 @@ type SimRow struct {
 	// SteadyReconciles is how many instance reconciles ran during the window (the drift pass).
 	SteadyReconciles int     `json:"steady_reconciles"`
 	SteadyWindowS    float64 `json:"steady_window_s"`
+	// ScrapeMS is how long one Prometheus scrape of the API's registry took at steady state (its
+	// collectors count every object by kind and phase).
+	ScrapeMS float64 `json:"scrape_ms"`
 	// ResyncS is from a restart of the control plane until every instance had been reconciled again.
 	ResyncS          float64 `json:"resync_s"`
 	ResyncReconciles int     `json:"resync_reconciles"`
@@ -102,6 +105,7 @@ func simMarkdown(s *SimResult) string {
 	row("steady-state CPU, reconciles in the window", func(r SimRow) string {
 		return fmt.Sprintf("%.2f cores over %.0f s, %d reconciles", r.SteadyCPUCores, r.SteadyWindowS, r.SteadyReconciles)
 	})
+	row("one /metrics scrape of the API (counts every object)", func(r SimRow) string { return fmt.Sprintf("%.0f ms", r.ScrapeMS) })
 	row("full resync (restart until every instance reconciled again)", func(r SimRow) string {
 		return fmt.Sprintf("%.1f s (%d reconciles)", r.ResyncS, r.ResyncReconciles)
 	})

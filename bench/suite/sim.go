@@ -22,12 +22,11 @@ import (
 )
 
 // The sim section: the control plane alone at SimN instances (default 100,000) with the no-op compute
-// adapter (app.Config.SimulateCompute, FOR SIMULATION ONLY), once on SQLite in one process and once on
-// PostgreSQL with the API and SimReplicas controller-only replicas, all in this process so that pprof
-// sees them. Per backend: create every instance, steady state, full resync (restart), then churn.
+// adapter (app.Config.SimulateCompute, FOR SIMULATION ONLY), once on SQLite (the API and one controller
+// app) and once on PostgreSQL with the API and SimReplicas controller-only replicas, all in this process
+// so that pprof sees them. Per backend: create every instance, steady state, full resync (restart), then churn.
 
-// simPlane is one backend's control plane: an API (with controllers on SQLite) and, on PostgreSQL,
-// controller-only replicas.
+// simPlane is one backend's control plane: an API and controller-only apps.
 type simPlane struct {
 	api   *controlPlane
 	ctrls []*app.App
@@ -35,9 +34,6 @@ type simPlane struct {
 
 // controllers returns the apps that run the controllers.
 func (p *simPlane) controllers() []*app.App {
-	if len(p.ctrls) == 0 {
-		return []*app.App{p.api.app}
-	}
 	return p.ctrls
 }
 
@@ -61,16 +57,11 @@ func (p *simPlane) close() {
 	}
 }
 
-// startSimPlane starts a backend's control plane in dir: all-in-one on SQLite when pgURL is empty, else
-// the API on PostgreSQL and replicas controller-only apps sharing its NATS.
+// startSimPlane starts a backend's control plane in dir: the API (on SQLite when pgURL is empty, else on
+// PostgreSQL) and replicas controller-only apps sharing its NATS, all in this process. On SQLite one
+// controller app makes the same parts as `qleet server`; they are separate apps so that counting
+// reconciles (the controllers' registry) does not run the API's scrape-time object counts.
 func (r *Runner) startSimPlane(ctx context.Context, dir, pgURL string, replicas int) (*simPlane, error) {
-	if pgURL == "" {
-		cp, err := r.startControlPlane(ctx, app.Config{DataDir: dir, API: true, Controllers: true, SimulateCompute: true})
-		if err != nil {
-			return nil, err
-		}
-		return &simPlane{api: cp}, nil
-	}
 	cp, err := r.startControlPlane(ctx, app.Config{DataDir: dir, API: true, DatabaseURL: pgURL})
 	if err != nil {
 		return nil, err
@@ -111,7 +102,7 @@ func (r *Runner) runSim(ctx context.Context) error {
 	}
 	defer cluster.stop()
 
-	row := r.simBackend(ctx, "SQLite, one process", "sqlite", "", cluster)
+	row := r.simBackend(ctx, "SQLite, API + 1 controller app", "sqlite", "", cluster)
 	res.Rows = append(res.Rows, row)
 
 	pgURL, pgStop, err := pgtest.StartServer(ctx)
@@ -143,7 +134,7 @@ func (r *Runner) simRun(ctx context.Context, row *report.SimRow, tag, pgURL stri
 	row.BaselineHeapMB = round1(heapInUseMB())
 
 	dir := filepath.Join(r.cfg.WorkDir, "cp-sim-"+tag)
-	replicas := 0
+	replicas := 1
 	if pgURL != "" {
 		replicas = r.cfg.SimReplicas
 	}
@@ -250,6 +241,12 @@ func (r *Runner) simRun(ctx context.Context, row *report.SimRow, tag, pgURL stri
 	row.SteadyRSSMB, row.SteadyRSSMaxMB = round1(mean(rss)), round1(maxOf(rss))
 	row.SteadyHeapMB = round1(heapInUseMB())
 	row.SteadyReconciles = plane.reconciles() - beforeN
+	// One Prometheus scrape of the API (its collectors count every object by kind and phase).
+	t1 := time.Now()
+	if _, err := plane.api.app.Registry.Gather(); err != nil {
+		row.Notes = append(row.Notes, "scrape: "+err.Error())
+	}
+	row.ScrapeMS = float64(time.Since(t1).Milliseconds())
 	r.profileHeap("sim-" + tag + "-steady")
 
 	// Full resync: restart on the same data until every instance has been reconciled again.
