@@ -808,8 +808,10 @@ func jitter(d time.Duration) time.Duration {
 // their current generation every FailedRecheckInterval, so that a fixed world heals. Message ids
 // de-duplicate across replicas.
 func (c *Controller[S, T]) resync(ctx context.Context) {
-	// A full pass at start makes the controller level-triggered across restarts.
-	if _, err := c.resyncPass(ctx, true, true); err != nil && ctx.Err() == nil {
+	// A full pass at start makes the controller level-triggered across restarts. Its notification ids
+	// are its own ("resync-start-"), so that replicas starting together de-duplicate each other but a
+	// restart is not taken for a duplicate of the previous process's last pass in the same bucket.
+	if _, err := c.resyncPass(ctx, "resync-start-", true, true); err != nil && ctx.Err() == nil {
 		c.log.Warn("initial resync failed", "err", err)
 	}
 	t := time.NewTicker(c.cfg.ResyncInterval)
@@ -828,7 +830,7 @@ func (c *Controller[S, T]) resync(ctx context.Context) {
 			if failed {
 				lastFailed = now
 			}
-			if _, err := c.resyncPass(ctx, drift, failed); err != nil && ctx.Err() == nil {
+			if _, err := c.resyncPass(ctx, "resync-", drift, failed); err != nil && ctx.Err() == nil {
 				c.log.Warn("resync failed", "err", err)
 			}
 		}
@@ -839,13 +841,14 @@ func (c *Controller[S, T]) resync(ctx context.Context) {
 // check). Objects Failed at their current generation are left to the slower re-check. It returns how
 // many it enqueued.
 func (c *Controller[S, T]) Resync(ctx context.Context, all bool) (int, error) {
-	return c.resyncPass(ctx, all, false)
+	return c.resyncPass(ctx, "resync-", all, false)
 }
 
 // resyncPass enqueues the objects that are not reconciled, the Ready ones too when ready is true, and
 // those Failed at their current generation when failed is true. It lists a page at a time, holds the
-// listed objects for their reconciles (see listedCopies), and publishes a page's notifications at once.
-func (c *Controller[S, T]) resyncPass(ctx context.Context, ready, failed bool) (int, error) {
+// listed objects for their reconciles (see listedCopies), and publishes a page's notifications at once,
+// with message ids <idPrefix><object id>-<bucket>.
+func (c *Controller[S, T]) resyncPass(ctx context.Context, idPrefix string, ready, failed bool) (int, error) {
 	bucket := time.Now().UnixNano() / int64(c.cfg.ResyncInterval)
 	owners := map[string]bool{} // owner id → alive, for this pass's collect
 	opts := client.ListOptions{Limit: resyncPage}
@@ -887,7 +890,7 @@ func (c *Controller[S, T]) resyncPass(ctx context.Context, ready, failed bool) (
 			tags = c.listed.hold(mark, due)
 			c.listed.endListing()
 		}
-		sent, err := c.publishResync(ctx, due, bucket, tags)
+		sent, err := c.publishResync(ctx, due, idPrefix, bucket, tags)
 		n += sent
 		if err != nil {
 			return n, err
@@ -905,12 +908,12 @@ const resyncPage = 1000
 // publishResync notifies objs, with their listed-copy tags, and returns how many were published. Message
 // ids de-duplicate across replicas within a bucket. Through a broker it publishes them all at once and
 // then waits for the acks.
-func (c *Controller[S, T]) publishResync(ctx context.Context, objs []*client.Object[S, T], bucket int64, tags map[string]string) (int, error) {
+func (c *Controller[S, T]) publishResync(ctx context.Context, objs []*client.Object[S, T], idPrefix string, bucket int64, tags map[string]string) (int, error) {
 	kind := c.res.Kind()
 	q, ok := c.queue.(listingQueue)
 	if !ok {
 		for i, obj := range objs {
-			if err := c.queue.Publish(ctx, kind, obj.ID, fmt.Sprintf("resync-%s-%d", obj.ID, bucket)); err != nil {
+			if err := c.queue.Publish(ctx, kind, obj.ID, fmt.Sprintf("%s%s-%d", idPrefix, obj.ID, bucket)); err != nil {
 				return i, err
 			}
 		}
@@ -921,7 +924,7 @@ func (c *Controller[S, T]) publishResync(ctx context.Context, objs []*client.Obj
 	var firstErr error
 	for _, obj := range objs {
 		msg := &nats.Msg{Subject: broker.Subject(kind, obj.ID), Header: nats.Header{}}
-		msg.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("resync-%s-%d", obj.ID, bucket))
+		msg.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("%s%s-%d", idPrefix, obj.ID, bucket))
 		if tag := tags[obj.ID]; tag != "" {
 			msg.Header.Set(ListedHeader, tag)
 		}
