@@ -90,6 +90,10 @@ const (
 	TargetKube          = "kube-apiserver ConfigMap create"
 	TargetRawSQLite     = "raw SQLite commit (INSERT per tx)"
 	TargetRawPostgres   = "raw PostgreSQL commit (INSERT per tx)"
+	// TargetRawSQLiteOutbox and TargetRawPostgresOutbox commit an object row and an outbox row per
+	// transaction, in the store's own tables: what one create must write, with nothing else.
+	TargetRawSQLiteOutbox   = "raw SQLite commit (object + outbox row per tx)"
+	TargetRawPostgresOutbox = "raw PostgreSQL commit (object + outbox row per tx)"
 )
 
 // ThroughputRow is one target at one concurrency.
@@ -102,6 +106,9 @@ type ThroughputRow struct {
 	Latency stats.Summary `json:"latency"`
 	// RatioVsKube divides OpsPerSec by kube-apiserver's at the same concurrency.
 	RatioVsKube float64 `json:"ratio_vs_kube"`
+	// RatioVsRaw divides a QleetOS target's OpsPerSec by the raw commit rate with the outbox row on the
+	// same database at the same concurrency (0 for the other targets).
+	RatioVsRaw float64 `json:"ratio_vs_raw,omitempty"`
 	// Errors counts failed operations.
 	Errors  int    `json:"errors"`
 	Skipped string `json:"skipped,omitempty"`

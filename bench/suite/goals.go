@@ -61,6 +61,24 @@ func EvaluateGoals(res *report.Results) {
 		goals = append(goals, g)
 	}
 
+	// Create throughput against the raw commit rate of the same database with the outbox row, at
+	// concurrency 8: at least half.
+	for _, target := range []string{report.TargetQleetSQLite, report.TargetQleetPostgres} {
+		g := report.Goal{Name: "API create throughput vs raw commit, " + target + ", concurrency 8",
+			Target: "≥ 50% of raw commit (object + outbox row per tx)", Status: goalNotMeasured}
+		for _, row := range res.Throughput {
+			if row.Target == target && row.Concurrency == 8 {
+				if row.Skipped != "" || row.RatioVsRaw == 0 {
+					g.Note = row.Skipped
+					break
+				}
+				g.Value = fmt.Sprintf("%.0f%% (%.0f/s)", 100*row.RatioVsRaw, row.OpsPerSec)
+				g.Status = status(row.RatioVsRaw >= 0.5)
+			}
+		}
+		goals = append(goals, g)
+	}
+
 	if s := res.Scale; s != nil {
 		size := ""
 		if s.Instances < 10000 {

@@ -3,14 +3,18 @@ package suite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/uptrace/bun/driver/pgdriver"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +25,7 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/bench/stats"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
 	"github.com/qleetos/terraform-provider-qleet/internal/pgtest"
 )
 
@@ -96,6 +101,25 @@ func (r *Runner) runThroughput(ctx context.Context) error {
 		targets = append(targets, writeTarget{name: report.TargetRawPostgres, op: rawInsert(rawPG, `INSERT INTO bench (id, v) VALUES ($1, $2)`)})
 	}
 
+	// The same limits with what one create must write: an object row and an outbox row per transaction,
+	// in tables made by the store's own migrations (a database of their own, so that no relay reads them).
+	rawSQLiteOutbox, err := openRawOutboxSQLite(ctx, filepath.Join(r.cfg.WorkDir, "raw-outbox.db"))
+	if err != nil {
+		return err
+	}
+	closers = append(closers, func() { rawSQLiteOutbox.Close() })
+	targets = append(targets, writeTarget{name: report.TargetRawSQLiteOutbox, op: rawCreate(rawSQLiteOutbox, "?")})
+	if pgErr != nil {
+		targets = append(targets, writeTarget{name: report.TargetRawPostgresOutbox, skipped: pgErr.Error()})
+	} else {
+		rawPGOutbox, err := openRawOutboxPostgres(ctx, pgURL)
+		if err != nil {
+			return err
+		}
+		closers = append(closers, func() { rawPGOutbox.Close() })
+		targets = append(targets, writeTarget{name: report.TargetRawPostgresOutbox, op: rawCreate(rawPGOutbox, "$")})
+	}
+
 	rows := map[string]map[int]report.ThroughputRow{}
 	for li, conc := range r.cfg.Concurrency {
 		for _, ti := range rotation(len(targets), li) {
@@ -115,10 +139,19 @@ func (r *Runner) runThroughput(ctx context.Context) error {
 		for _, conc := range r.cfg.Concurrency {
 			row := rows[t.name][conc]
 			row.RatioVsKube = stats.Ratio(row.OpsPerSec, rows[report.TargetKube][conc].OpsPerSec)
+			if raw, ok := rawOf[t.name]; ok {
+				row.RatioVsRaw = stats.Ratio(row.OpsPerSec, rows[raw][conc].OpsPerSec)
+			}
 			r.res.Throughput = append(r.res.Throughput, row)
 		}
 	}
 	return nil
+}
+
+// rawOf names, for each QleetOS target, the raw commit with the outbox row on the same database.
+var rawOf = map[string]string{
+	report.TargetQleetSQLite:   report.TargetRawSQLiteOutbox,
+	report.TargetQleetPostgres: report.TargetRawPostgresOutbox,
 }
 
 // seq numbers every write of the run, so that names never collide.
@@ -239,6 +272,80 @@ func rawInsert(db *sql.DB, insert string) func(context.Context, int64) error {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, insert, n, "x"); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+		return tx.Commit()
+	}
+}
+
+// openRawOutboxSQLite makes a SQLite file with the store's schema (its migrations, run by store.Open) and
+// opens it with the store's settings, as openRawSQLite.
+func openRawOutboxSQLite(ctx context.Context, path string) (*sql.DB, error) {
+	if err := migrateStore(ctx, "sqlite://"+path); err != nil {
+		return nil, err
+	}
+	return openRawSQLite(ctx, path)
+}
+
+// openRawOutboxPostgres makes a database of its own beside dsn's, with the store's schema, and opens it.
+func openRawOutboxPostgres(ctx context.Context, dsn string) (*sql.DB, error) {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return nil, err
+	}
+	name := strings.TrimPrefix(u.Path, "/") + "_raw"
+	admin := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(dsn)))
+	_, err = admin.ExecContext(ctx, "CREATE DATABASE "+name)
+	admin.Close()
+	if err != nil {
+		return nil, fmt.Errorf("raw postgres: create database %s: %w", name, err)
+	}
+	u.Path = "/" + name
+	if err := migrateStore(ctx, u.String()); err != nil {
+		return nil, err
+	}
+	return openRawPostgres(ctx, u.String())
+}
+
+// migrateStore applies the store's migrations to the database at dbURL.
+func migrateStore(ctx context.Context, dbURL string) error {
+	st, err := store.Open(ctx, store.Config{URL: dbURL, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return fmt.Errorf("raw commit with outbox: migrate %s: %w", dbURL, err)
+	}
+	return st.Close()
+}
+
+// rawCreate commits, per transaction, an object row and an outbox row shaped as the store's for a create
+// of a workload definition: the ceiling of QleetOS's create rate on that database. mark is the driver's
+// placeholder: "?" for SQLite, "$" for PostgreSQL ($1, $2, ...).
+func rawCreate(db *sql.DB, mark string) func(context.Context, int64) error {
+	ph := func(n int) string {
+		if mark == "?" {
+			return "?"
+		}
+		return "$" + strconv.Itoa(n)
+	}
+	insertObject := fmt.Sprintf(`INSERT INTO objects (id, kind, name, generation, resource_version, spec, status, created_at, updated_at, deletion_orphan, owners)
+		VALUES (%s, %s, %s, 1, 1, %s, '{}', %s, %s, FALSE, '[]')`, ph(1), ph(2), ph(3), ph(4), ph(5), ph(6))
+	insertOutbox := fmt.Sprintf(`INSERT INTO outbox (kind, object_id, created_at, trace_parent) VALUES (%s, %s, %s, '')`, ph(1), ph(2), ph(3))
+	spec, _ := json.Marshal(definitionSpec(1))
+	return func(ctx context.Context, n int64) error {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return err
+		}
+		now := time.Now().UTC()
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, insertObject, id.String(), "workload_definitions", "r-"+strconv.FormatInt(n, 10), string(spec), now, now); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, insertOutbox, "workload_definitions", id.String(), now); err != nil {
 			_ = tx.Rollback()
 			return err
 		}
