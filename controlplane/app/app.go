@@ -76,6 +76,9 @@ type Config struct {
 	// OwnerGrace is how long an object created for owners outlives them before it is garbage-collected
 	// (default 5m).
 	OwnerGrace time.Duration
+	// HealthListen is the address of controller-only mode's /healthz, /readyz and /metrics (no token);
+	// empty serves none. Ignored when the API runs in this process: it serves its own.
+	HealthListen string
 	// APICACertFile is the CA certificate of a remote API served over TLS (controller-only mode).
 	APICACertFile string
 	// TLSCertFile and TLSKeyFile serve the API over TLS. When the listen address is not loopback and none
@@ -156,6 +159,8 @@ type App struct {
 	log *slog.Logger
 	// Endpoint is the API's base URL, e.g. http://127.0.0.1:8080.
 	Endpoint string
+	// HealthEndpoint is the base URL of controller-only mode's probes, when Config.HealthListen is set.
+	HealthEndpoint string
 	// AdminToken is the admin bearer token (all-in-one and API modes).
 	AdminToken string
 	// AdminTokenPath is where the admin token is written.
@@ -223,6 +228,11 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	if cfg.Controllers {
 		if err := a.startControllers(runCtx, endpoint, ctrlToken); err != nil {
 			return nil, err
+		}
+		if !cfg.API && cfg.HealthListen != "" {
+			if err := a.startHealth(runCtx); err != nil {
+				return nil, err
+			}
 		}
 	}
 	ok = true

@@ -3,6 +3,8 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,14 +31,16 @@ func TestScaleOut(t *testing.T) {
 	api, cl := cptest.Start(t, app.Config{API: true, DatabaseURL: pgtest.URL(t)})
 	token, err := os.ReadFile(filepath.Join(api.DataDir(), "controller.token"))
 	require.NoError(t, err)
+	var replicas []*app.App
 	for i := range 2 {
 		c, err := app.Start(ctx, app.Config{
 			Controllers: true, DataDir: t.TempDir(), NATSURL: api.Broker.ClientURL(),
 			APIEndpoint: api.Endpoint, ControllerToken: strings.TrimSpace(string(token)),
-			Logger: cptest.Logger().With("replica", i),
+			HealthListen: "127.0.0.1:0", Logger: cptest.Logger().With("replica", i),
 		})
 		require.NoError(t, err)
 		t.Cleanup(func() { c.Close(context.Background()) })
+		replicas = append(replicas, c)
 	}
 
 	var ids []string
@@ -51,6 +55,37 @@ func TestScaleOut(t *testing.T) {
 		require.Equal(t, 3, rt.Status.NodesReady)
 	}
 
+	t.Run("a controller replica serves probes and its reconcile metrics", func(t *testing.T) {
+		var all string
+		for _, c := range replicas {
+			for _, path := range []string{"/healthz", "/readyz"} {
+				body, code := httpGet(t, c.HealthEndpoint+path)
+				require.Equal(t, 200, code, "%s: %s", path, body)
+			}
+			body, code := httpGet(t, c.HealthEndpoint+"/metrics")
+			require.Equal(t, 200, code)
+			require.Contains(t, body, "process_resident_memory_bytes")
+			all += body
+		}
+		// The runtimes' reconciles were shared between the replicas: each exports its own.
+		require.Contains(t, all, `qleet_reconcile_deliveries_total{kind="kubernetes_runtime"}`)
+		// Losing the broker fails the replica: both probes say so (`qleet controller` also exits).
+		stopped, err := app.Start(ctx, app.Config{
+			Controllers: true, DataDir: t.TempDir(), NATSURL: api.Broker.ClientURL(),
+			APIEndpoint: api.Endpoint, ControllerToken: strings.TrimSpace(string(token)),
+			HealthListen: "127.0.0.1:0", Logger: cptest.Logger().With("replica", "stopped"),
+		})
+		require.NoError(t, err)
+		stopped.Broker.Conn().Close()
+		for _, path := range []string{"/readyz", "/healthz"} {
+			require.Eventually(t, func() bool {
+				body, code := httpGet(t, stopped.HealthEndpoint+path)
+				return code == 503 && strings.Contains(body, "nats")
+			}, 10*time.Second, 50*time.Millisecond, path)
+		}
+		stopped.Close(context.Background())
+	})
+
 	t.Run("a controller-only process cannot serve local runtimes and says so", func(t *testing.T) {
 		rt, err := cl.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "local"},
 			Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderLocal}})
@@ -64,4 +99,17 @@ func TestScaleOut(t *testing.T) {
 		_, err := app.Start(ctx, app.Config{Controllers: true, DataDir: t.TempDir()})
 		require.ErrorContains(t, err, "--api-endpoint and --token")
 	})
+}
+
+// httpGet returns the body and status code of a plain GET.
+func httpGet(t *testing.T, url string) (string, int) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(cptest.Wait(t, 10*time.Second), http.MethodGet, url, nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b), resp.StatusCode
 }

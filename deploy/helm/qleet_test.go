@@ -156,7 +156,7 @@ func TestChartRenders(t *testing.T) {
 
 	t.Run("the API and the controllers run the qleet binary's api and controller modes, wired to NATS, PostgreSQL and each other", func(t *testing.T) {
 		require.Equal(t, []string{"api"}, api.Spec.Template.Spec.Containers[0].Args)
-		require.Equal(t, []string{"controller", "--workers=16"}, ctrl.Spec.Template.Spec.Containers[0].Args)
+		require.Equal(t, []string{"controller", "--workers=16", "--health-listen=:8081"}, ctrl.Spec.Template.Spec.Containers[0].Args)
 		require.Equal(t, "ghcr.io/qleetos/qleet:latest", api.Spec.Template.Spec.Containers[0].Image)
 		natsURL := "nats://qleet-nats-0.qleet-nats-headless.qleet-system.svc:4222,nats://qleet-nats-1.qleet-nats-headless.qleet-system.svc:4222,nats://qleet-nats-2.qleet-nats-headless.qleet-system.svc:4222"
 		ae, ce := envOf(api.Spec.Template.Spec.Containers[0]), envOf(ctrl.Spec.Template.Spec.Containers[0])
@@ -185,6 +185,16 @@ func TestChartRenders(t *testing.T) {
 		require.Equal(t, "/readyz", c.ReadinessProbe.HTTPGet.Path)
 		require.Equal(t, corev1.URISchemeHTTPS, c.ReadinessProbe.HTTPGet.Scheme)
 		require.Equal(t, "https", c.ReadinessProbe.HTTPGet.Port.String())
+	})
+
+	t.Run("the controllers have liveness and readiness probes on their health port", func(t *testing.T) {
+		c := ctrl.Spec.Template.Spec.Containers[0]
+		require.NotNil(t, c.LivenessProbe)
+		require.NotNil(t, c.ReadinessProbe)
+		require.Equal(t, "/healthz", c.LivenessProbe.HTTPGet.Path)
+		require.Equal(t, "/readyz", c.ReadinessProbe.HTTPGet.Path)
+		require.Equal(t, "health", c.ReadinessProbe.HTTPGet.Port.String())
+		require.Equal(t, int32(8081), c.Ports[0].ContainerPort)
 	})
 
 	t.Run("NATS is a StatefulSet of 3 with JetStream on a volume, each node routed to every other", func(t *testing.T) {
@@ -323,7 +333,7 @@ func TestChartValuesFlowThrough(t *testing.T) {
 	require.Equal(t, "ghcr.io/qleetos/qleet:v1.2.3", api.Spec.Template.Spec.Containers[0].Image)
 	require.Equal(t, "2Gi", api.Spec.Template.Spec.Containers[0].Resources.Requests.Memory().String())
 	require.Equal(t, "50Gi", nats.Spec.VolumeClaimTemplates[0].Spec.Resources.Requests.Storage().String())
-	require.Equal(t, []string{"controller", "--workers=32"}, ctrl.Spec.Template.Spec.Containers[0].Args)
+	require.Equal(t, []string{"controller", "--workers=32", "--health-listen=:8081"}, ctrl.Spec.Template.Spec.Containers[0].Args)
 	require.Equal(t, &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "pg"}, Key: "dsn"},
 		envOf(api.Spec.Template.Spec.Containers[0])["QLEET_DATABASE_URL"].ValueFrom.SecretKeyRef)
 	require.Equal(t, "ctrl", envOf(ctrl.Spec.Template.Spec.Containers[0])["QLEET_TOKEN"].ValueFrom.SecretKeyRef.Name)
@@ -342,6 +352,9 @@ func TestChartValuesFlowThrough(t *testing.T) {
 	var np networkingv1.NetworkPolicy
 	r.get(t, "NetworkPolicy", "qleet-nats", &np)
 	require.Len(t, np.Spec.Ingress, 3, "monitoring opened to metricsFrom")
+	r.get(t, "NetworkPolicy", "qleet-controller", &np)
+	require.Len(t, np.Spec.Ingress, 1, "the controllers' /metrics opened to metricsFrom")
+	require.Equal(t, int32(8081), np.Spec.Ingress[0].Ports[0].Port.IntVal)
 
 	t.Run("cert-manager makes the API's certificate for its Service names into the TLS Secret", func(t *testing.T) {
 		vals := set(values(), "tls.certManager", map[string]any{"enabled": true, "issuerRef": map[string]any{"kind": "ClusterIssuer", "name": "internal-ca"}, "dnsNames": []any{"qleet.example.com"}})

@@ -30,7 +30,7 @@ const (
 func (q *cli) serverCmd(use string, m mode, short string) *cobra.Command {
 	var (
 		dataDir, listen, dbURL, natsURL, apiEndpoint, token, tlsCert, tlsKey, metricsAuth, apiCA string
-		secretKey, supportCharts, chartDir, logLevel, lockSpanLog                                string
+		secretKey, supportCharts, chartDir, logLevel, lockSpanLog, healthListen                  string
 		workers, traceBuffer, natsReplicas                                                       int
 		resync, drift, failedRecheck, cleanupGrace, scaleDownDelay, ownerGrace, progress         time.Duration
 		tlsSANs                                                                                  []string
@@ -65,7 +65,7 @@ a flag on the command line wins.`,
 			}
 			return serve(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), m, lvl, traceBuffer, app.Config{
 				DataDir: dataDir, Listen: listen, DatabaseURL: dbURL, NATSURL: natsURL, NATSReplicas: natsReplicas, LockSpans: lockSpans,
-				APIEndpoint: apiEndpoint, ControllerToken: token, APICACertFile: apiCA,
+				APIEndpoint: apiEndpoint, ControllerToken: token, APICACertFile: apiCA, HealthListen: healthListen,
 				TLSCertFile: tlsCert, TLSKeyFile: tlsKey, TLSSANs: tlsSANs, MetricsAuth: metricsAuth, SecretKeyFile: secretKey,
 				Workers: workers, ResyncInterval: resync, DriftInterval: drift,
 				ChartDir: chartDir, FailedRecheckInterval: failedRecheck, ProgressDeadline: progress, CleanupGrace: cleanupGrace,
@@ -104,6 +104,7 @@ a flag on the command line wins.`,
 	fs.StringArrayVar(&tlsSANs, "tls-san", nil, "an extra DNS name or IP address for the self-signed certificate (repeatable)")
 	fs.StringVar(&metricsAuth, "metrics-auth", "auto", "whether /metrics needs a token: auto (when listening beyond loopback), on or off")
 	fs.StringVar(&apiCA, "api-ca-cert", "", "CA certificate of a TLS API (controller mode)")
+	fs.StringVar(&healthListen, "health-listen", "", "address of /healthz, /readyz and /metrics, with no token (controller mode; e.g. :8081; default: none)")
 	fs.StringVar(&secretKey, "secret-key-file", "", "file with the base64 key that encrypts secrets at rest; API replicas must share it (default: made in the data dir)")
 	fs.StringVar(&supportCharts, "support-chart-dir", "", "local charts for support services by type (<dir>/ingress, <dir>/cert-manager, ...), used instead of the upstream chart repositories; the repository's charts/support works offline")
 	fs.StringVar(&chartDir, "chart-dir", "", "the only directory local Helm charts are read from (default: <data-dir>/charts)")
