@@ -267,7 +267,8 @@ type LayerTime struct {
 // PlanLatencyRow is the plan preview of the quickstart with StoreObjects objects already stored.
 type PlanLatencyRow struct {
 	StoreObjects int `json:"store_objects"`
-	// PlannedObjects is how many objects the plan's result holds (requested and implied).
+	// PlannedObjects is how many objects the plan's graph holds (requested, implied and the stored ones
+	// they touch).
 	PlannedObjects int           `json:"planned_objects"`
 	Rounds         int           `json:"rounds"`
 	Latency        stats.Summary `json:"latency"`

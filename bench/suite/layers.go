@@ -386,17 +386,29 @@ func (r *Runner) layersQleet(ctx context.Context, round int) (layerClock, time.D
 	total := time.Since(start)
 
 	clock := layerClock{}
-	readyAt := func(events func(context.Context, string) ([]client.Event, error), id string) (time.Duration, bool) {
+	// readyAt is the first Reconciled event of an object; with before set, the last one not after it (a
+	// database is Ready once with nothing to run, before its instance has a placement, and again once it
+	// runs there, before the instance is Ready).
+	readyAt := func(events func(context.Context, string) ([]client.Event, error), id string, before ...time.Duration) (time.Duration, bool) {
 		evs, err := events(ctx, id)
 		if err != nil {
 			return 0, false
 		}
+		var at time.Duration
+		found := false
 		for _, e := range evs {
-			if e.Reason == "Reconciled" {
-				return e.CreatedAt.Sub(start), true
+			if e.Reason != "Reconciled" {
+				continue
+			}
+			d := e.CreatedAt.Sub(start)
+			if len(before) == 0 {
+				return d, true
+			}
+			if d <= before[0] {
+				at, found = d, true
 			}
 		}
-		return 0, false
+		return at, found
 	}
 	for rt, err := range cl.KubernetesRuntimes().All(ctx, client.ListOptions{}) {
 		if err != nil {
@@ -414,11 +426,11 @@ func (r *Runner) layersQleet(ctx context.Context, round int) (layerClock, time.D
 			clock[layerSupport] = max(clock[layerSupport], d)
 		}
 	}
-	if d, ok := readyAt(cl.Databases().Events, db.ID); ok {
-		clock[layerDatabase] = d
-	}
 	if d, ok := readyAt(cl.WorkloadInstances().Events, inst.ID); ok {
 		clock[layerApp] = d
+		if d, ok := readyAt(cl.Databases().Events, db.ID, d); ok {
+			clock[layerDatabase] = d
+		}
 	}
 	clock[layerGateway] = total
 	if d, ok := readyAt(cl.Gateways().Events, gw.ID); ok {
@@ -567,7 +579,7 @@ func (r *Runner) layersPlanAndGraph(ctx context.Context, res *report.LayersResul
 			if i == 0 {
 				var pr client.PlanResult
 				if err := json.Unmarshal(body, &pr); err == nil {
-					row.PlannedObjects = len(pr.Graph.Nodes) - objects
+					row.PlannedObjects = len(pr.Graph.Nodes)
 				}
 				row.ResponseBytes = len(body)
 				continue
@@ -633,11 +645,15 @@ func (r *Runner) layersPlanAndGraph(ctx context.Context, res *report.LayersResul
 	if err := fill(r.cfg.LayersPlanObjects); err != nil {
 		return fmt.Errorf("fill the store: %w", err)
 	}
+	r.waitQuiet(ctx, 0.25, time.Minute)
 	measurePlan(stored, r.cfg.LayersPlanRounds)
 	if err := fill(r.cfg.LayersGraphObjects); err != nil {
 		return fmt.Errorf("fill the store: %w", err)
 	}
 
+	// The outbox relay publishes a notification per create: measure once it has caught up, not while it
+	// competes for the CPU.
+	r.waitQuiet(ctx, 0.25, 2*time.Minute)
 	queries := []struct{ name, query string }{
 		{"whole graph", ""},
 		{"root: one instance", "?root=" + url.QueryEscape("workload_instance/g00010")},
@@ -732,4 +748,24 @@ func rawRequest(ctx context.Context, hc *http.Client, method, u, token string, b
 		return nil, fmt.Errorf("%s %s: %s: %s", method, u, resp.Status, bytes.TrimSpace(data))
 	}
 	return data, nil
+}
+
+// waitQuiet waits until this process (the in-process control plane) uses less than cores CPU over a
+// second, at most limit.
+func (r *Runner) waitQuiet(ctx context.Context, cores float64, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	prev, at := readProcStat().cpu, time.Now()
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+		cur, now := readProcStat().cpu, time.Now()
+		if used := float64(cur-prev) / float64(now.Sub(at)); used < cores {
+			return
+		}
+		prev, at = cur, now
+	}
+	r.log.Warn("the control plane was still busy when the wait ended", "limit", limit)
 }
