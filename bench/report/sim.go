@@ -30,6 +30,9 @@ type SimRow struct {
 	// reconciled (or the deadline).
 	CreateAPIS float64 `json:"create_api_s"`
 	CreateS    float64 `json:"create_s"`
+	// CreateReconciles is how many instance reconciles had run by then (more than Reconciled when
+	// resync passes enqueued a backlog again, or status writes conflicted).
+	CreateReconciles int `json:"create_reconciles"`
 	// BaselineRSSMB is the harness process's RSS before this backend's control plane started.
 	BaselineRSSMB float64 `json:"baseline_rss_mb"`
 	// BaselineHeapMB is the Go heap in use then.
@@ -94,7 +97,7 @@ func simMarkdown(s *SimResult) string {
 		return fmt.Sprintf("%.1f s (%.0f/s)", r.CreateAPIS, float64(s.Instances)/max(r.CreateAPIS, 0.001))
 	})
 	row("every instance reconciled after", func(r SimRow) string {
-		return fmt.Sprintf("%.1f s (%.0f/s)", r.CreateS, float64(r.Reconciled)/max(r.CreateS, 0.001))
+		return fmt.Sprintf("%.1f s (%.0f/s; %d reconciles)", r.CreateS, float64(r.Reconciled)/max(r.CreateS, 0.001), r.CreateReconciles)
 	})
 	row("steady-state RSS mean / max (harness baseline)", func(r SimRow) string {
 		return fmt.Sprintf("%.0f / %.0f MB (%.0f MB)", r.SteadyRSSMB, r.SteadyRSSMaxMB, r.BaselineRSSMB)

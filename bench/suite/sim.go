@@ -209,8 +209,8 @@ func (r *Runner) simRun(ctx context.Context, row *report.SimRow, tag, pgURL stri
 			stopProf()
 			return err
 		}
-		row.Reconciled = done
-		r.log.Info("sim: reconciled", "n", done, "of", n, "elapsed", time.Since(createStart).Round(time.Second))
+		row.Reconciled, row.CreateReconciles = done, plane.reconciles()
+		r.log.Info("sim: reconciled", "n", done, "of", n, "reconciles", row.CreateReconciles, "elapsed", time.Since(createStart).Round(time.Second))
 		if done >= n || time.Now().After(deadline) {
 			break
 		}
