@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -169,7 +170,7 @@ type Controller[S any, T any] struct {
 	// holder names this process and controller in LockSpans lines.
 	holder string
 	// listed holds the objects the resync passes listed, for their reconciles; nil when off.
-	listed *listedCopies[S, T]
+	listed atomic.Pointer[listedCopies[S, T]]
 }
 
 type requeueTimer struct {
@@ -204,7 +205,7 @@ func (c *Controller[S, T]) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("controller %s: locker: %w", kind, err)
 	}
-	c.listed = c.startListed(ctx)
+	c.listed.Store(c.startListed(ctx))
 	// Pull requests expire after 5s (heartbeat 2.5s) rather than the library's 30s (15s): when the NATS
 	// server holding them dies, the replica notices within 5s and pulls again, instead of idling for
 	// 30s (seen in make chaos).
@@ -311,7 +312,7 @@ func (c *Controller[S, T]) handle(ctx context.Context, locker *broker.Locker, m 
 	defer cancel()
 	stopBeat := c.heartbeat(rctx, cancel, lock, m, id)
 	// A resync notification may come with the object its pass listed, when that is safe (listedCopies).
-	listed := c.listed.take(id, m, lockRev)
+	listed := c.listed.Load().take(id, m, lockRev)
 	var links []trace.Link
 	if link.IsValid() {
 		links = append(links, trace.Link{SpanContext: link, Attributes: []attribute.KeyValue{linkRequeued}})
@@ -852,20 +853,14 @@ func (c *Controller[S, T]) resyncPass(ctx context.Context, idPrefix string, read
 	bucket := time.Now().UnixNano() / int64(c.cfg.ResyncInterval)
 	owners := map[string]bool{} // owner id → alive, for this pass's collect
 	opts := client.ListOptions{Limit: resyncPage}
+	listed := c.listed.Load()
 	n := 0
 	for {
-		if c.listed != nil {
-			c.listed.waitRoom(ctx, resyncPage)
-		}
-		var mark listingMark
-		if c.listed != nil {
-			mark = c.listed.beginListing()
-		}
+		listed.waitRoom(ctx, resyncPage)
+		mark := listed.beginListing()
 		page, err := c.res.List(ctx, opts)
 		if err != nil {
-			if c.listed != nil {
-				c.listed.endListing()
-			}
+			listed.endListing()
 			return n, err
 		}
 		var due []*client.Object[S, T]
@@ -885,12 +880,9 @@ func (c *Controller[S, T]) resyncPass(ctx context.Context, idPrefix string, read
 			}
 			due = append(due, obj)
 		}
-		var tags map[string]string
-		if c.listed != nil {
-			tags = c.listed.hold(mark, due)
-			c.listed.endListing()
-		}
-		sent, err := c.publishResync(ctx, due, idPrefix, bucket, tags)
+		tags := listed.hold(mark, due)
+		listed.endListing()
+		sent, err := c.publishResync(ctx, due, idPrefix, bucket, listed, tags)
 		n += sent
 		if err != nil {
 			return n, err
@@ -908,7 +900,7 @@ const resyncPage = 1000
 // publishResync notifies objs, with their listed-copy tags, and returns how many were published. Message
 // ids de-duplicate across replicas within a bucket. Through a broker it publishes them all at once and
 // then waits for the acks.
-func (c *Controller[S, T]) publishResync(ctx context.Context, objs []*client.Object[S, T], idPrefix string, bucket int64, tags map[string]string) (int, error) {
+func (c *Controller[S, T]) publishResync(ctx context.Context, objs []*client.Object[S, T], idPrefix string, bucket int64, listed *listedCopies[S, T], tags map[string]string) (int, error) {
 	kind := c.res.Kind()
 	q, ok := c.queue.(listingQueue)
 	if !ok {
@@ -946,10 +938,10 @@ func (c *Controller[S, T]) publishResync(ctx context.Context, objs []*client.Obj
 			if ack != nil && ack.Duplicate {
 				// Another replica (or an earlier pass in this bucket) notified it: its message carries no
 				// copy of ours.
-				c.listed.drop(id, tags[id])
+				listed.drop(id, tags[id])
 			}
 		case err := <-f.Err():
-			c.listed.drop(id, tags[id])
+			listed.drop(id, tags[id])
 			if firstErr == nil {
 				firstErr = fmt.Errorf("publish %s: %w", broker.Subject(kind, id), err)
 			}
@@ -963,13 +955,13 @@ func (c *Controller[S, T]) publishResync(ctx context.Context, objs []*client.Obj
 		}
 	}
 	for _, obj := range objs[len(futs):] {
-		c.listed.drop(obj.ID, tags[obj.ID])
+		listed.drop(obj.ID, tags[obj.ID])
 	}
 	return n, firstErr
 }
 
 // ListedStats returns the controller's counts of listed copies (zero before Start, or when off).
-func (c *Controller[S, T]) ListedStats() ListedStats { return c.listed.stats() }
+func (c *Controller[S, T]) ListedStats() ListedStats { return c.listed.Load().stats() }
 
 // ReasonGarbageCollected is the event reason of an object deleted because its owners are gone.
 const ReasonGarbageCollected = "GarbageCollected"

@@ -18,7 +18,7 @@ import (
 )
 
 // ListedHeader is the header of a resync notification whose object the publishing replica holds from its
-// listing: "<nonce>-<pass>-<resource version>". Only that replica, and only for that message, may hand
+// listing: "<nonce>-<page>-<resource version>", page counting the pages this controller listed. Only that replica, and only for that message, may hand
 // the listed copy to the reconcile instead of reading the object again.
 const ListedHeader = "Qleet-Listed"
 
@@ -58,7 +58,7 @@ type listedCopies[S any, T any] struct {
 	max   int
 	ttl   time.Duration
 	nonce string
-	pass  atomic.Uint64
+	page  atomic.Uint64
 
 	sub *nats.Subscription
 	// hits, misses, invalidated count copies handed to a reconcile, resync messages read again though
@@ -214,8 +214,12 @@ type listingMark struct {
 	event int
 }
 
-// beginListing marks the start of a page's listing; call endListing after storing its copies.
+// beginListing marks the start of a page's listing; call endListing after storing its copies. The
+// methods of a nil *listedCopies do nothing.
 func (l *listedCopies[S, T]) beginListing() listingMark {
+	if l == nil {
+		return listingMark{}
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.listing++
@@ -224,6 +228,9 @@ func (l *listedCopies[S, T]) beginListing() listingMark {
 
 // endListing ends a page's listing.
 func (l *listedCopies[S, T]) endListing() {
+	if l == nil {
+		return
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.listing--
@@ -236,6 +243,9 @@ func (l *listedCopies[S, T]) endListing() {
 // hold keeps the listed objects that saw no notification or lock entry since mark, up to the limit, and
 // returns their tags by id.
 func (l *listedCopies[S, T]) hold(mark listingMark, objs []*client.Object[S, T]) map[string]string {
+	if l == nil {
+		return nil
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.healthy {
@@ -245,14 +255,14 @@ func (l *listedCopies[S, T]) hold(mark listingMark, objs []*client.Object[S, T])
 	for _, id := range l.events[max(0, mark.event-l.base):] {
 		touched[id] = true
 	}
-	pass := l.pass.Add(1)
+	page := l.page.Add(1)
 	now := time.Now()
 	tags := make(map[string]string, len(objs))
 	for _, o := range objs {
 		if touched[o.ID] || len(l.copies) >= l.max {
 			continue
 		}
-		tag := fmt.Sprintf("%s-%d-%d", l.nonce, pass, o.ResourceVersion)
+		tag := fmt.Sprintf("%s-%d-%d", l.nonce, page, o.ResourceVersion)
 		l.copies[o.ID] = &heldCopy[S, T]{obj: o, tag: tag, mark: mark.rev, at: now}
 		tags[o.ID] = tag
 	}
@@ -261,6 +271,9 @@ func (l *listedCopies[S, T]) hold(mark listingMark, objs []*client.Object[S, T])
 
 // drop forgets the copy of id held under tag (its message was a duplicate, or its publish failed).
 func (l *listedCopies[S, T]) drop(id, tag string) {
+	if l == nil || tag == "" {
+		return
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if cp := l.copies[id]; cp != nil && cp.tag == tag {
@@ -281,6 +294,9 @@ func (l *listedCopies[S, T]) sweep(now time.Time) {
 
 // waitRoom waits until n more copies fit under the limit, at most the TTL; the pass holds what fits.
 func (l *listedCopies[S, T]) waitRoom(ctx context.Context, n int) {
+	if l == nil {
+		return
+	}
 	deadline := time.Now().Add(l.ttl)
 	done := make(chan struct{})
 	defer close(done)
