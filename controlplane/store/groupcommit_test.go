@@ -164,7 +164,7 @@ func TestGroupCommit(t *testing.T) {
 					}},
 					{"fails after writing", func() (*Object, error) {
 						return nil, s.write(t.Context(), func(ctx context.Context, tx bun.Tx) error {
-							if err := insertOutbox(ctx, tx, "workload_instances", "half-done"); err != nil {
+							if err := s.insertOutbox(ctx, tx, "workload_instances", "half-done"); err != nil {
 								return err
 							}
 							return errHalfDone

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/uptrace/bun"
@@ -73,16 +74,16 @@ func (s *bunStore) Create(ctx context.Context, p *CreateParams) (*Object, error)
 		if err != nil {
 			return err
 		}
-		if err := insertObject(ctx, tx, row); err != nil {
+		if err := s.insertObject(ctx, tx, row); err != nil {
 			return err
 		}
-		if err := insertLabels(ctx, tx, row.ID, p.Labels); err != nil {
+		if err := s.insertLabels(ctx, tx, row.ID, p.Labels); err != nil {
 			return err
 		}
 		if err := insertRefs(ctx, tx, row.ID, row.Kind, refs); err != nil {
 			return err
 		}
-		return insertOutbox(ctx, tx, row.Kind, row.ID)
+		return s.insertOutbox(ctx, tx, row.Kind, row.ID)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: create %s %q: %w", p.Kind, p.Name, err)
@@ -237,13 +238,13 @@ func (s *bunStore) UpdateSpec(ctx context.Context, p *UpdateSpecParams) (*Object
 		if _, err := tx.NewDelete().Model((*labelRow)(nil)).Where("object_id = ?", row.ID).Exec(ctx); err != nil {
 			return err
 		}
-		if err := insertLabels(ctx, tx, row.ID, p.Labels); err != nil {
+		if err := s.insertLabels(ctx, tx, row.ID, p.Labels); err != nil {
 			return err
 		}
 		if err := replaceRefs(ctx, tx, row.ID, row.Kind, refsFromSpec, refs); err != nil {
 			return err
 		}
-		return insertOutbox(ctx, tx, row.Kind, row.ID)
+		return s.insertOutbox(ctx, tx, row.Kind, row.ID)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: update %s %q: %w", p.Kind, p.ID, err)
@@ -330,7 +331,7 @@ func (s *bunStore) RequestDeletion(ctx context.Context, kind, id string, opts De
 				return err
 			}
 		}
-		if err := insertOutbox(ctx, tx, row.Kind, row.ID); err != nil {
+		if err := s.insertOutbox(ctx, tx, row.Kind, row.ID); err != nil {
 			return err
 		}
 		obj, err = withLabels(ctx, tx, row)
@@ -409,7 +410,7 @@ func (s *bunStore) Enqueue(ctx context.Context, kind, id string) error {
 		if !exists {
 			return notFound(kind, id)
 		}
-		return insertOutbox(ctx, tx, kind, id)
+		return s.insertOutbox(ctx, tx, kind, id)
 	})
 	if err != nil {
 		return fmt.Errorf("store: enqueue %s %q: %w", kind, id, err)
@@ -489,9 +490,17 @@ func checkIfMatch(row *objectRow, ifMatch int64) error {
 	return nil
 }
 
-func insertObject(ctx context.Context, tx bun.Tx, row *objectRow) error {
-	// Returning("NULL"): bun would otherwise return the nullable columns, which a new row has as given.
-	if _, err := tx.NewInsert().Model(row).Returning("NULL").Exec(ctx); err != nil {
+func (s *bunStore) insertObject(ctx context.Context, tx bun.Tx, row *objectRow) error {
+	var err error
+	if s.prepared != nil {
+		err = s.execPrepared(ctx, tx, sqlInsertObject,
+			row.ID, row.Kind, row.Name, row.Generation, row.ResourceVersion, row.Spec, row.Status,
+			s.timeText(row.CreatedAt), s.timeText(row.UpdatedAt), row.Owners)
+	} else {
+		// Returning("NULL"): bun would otherwise return the nullable columns, which a new row has as given.
+		_, err = tx.NewInsert().Model(row).Returning("NULL").Exec(ctx)
+	}
+	if err != nil {
 		if isUniqueViolation(err) {
 			return ErrNameTaken
 		}
@@ -500,8 +509,16 @@ func insertObject(ctx context.Context, tx bun.Tx, row *objectRow) error {
 	return nil
 }
 
-func insertLabels(ctx context.Context, tx bun.Tx, objectID string, labels map[string]string) error {
+func (s *bunStore) insertLabels(ctx context.Context, tx bun.Tx, objectID string, labels map[string]string) error {
 	if len(labels) == 0 {
+		return nil
+	}
+	if s.prepared != nil {
+		for k, v := range labels {
+			if err := s.execPrepared(ctx, tx, sqlInsertLabel, objectID, k, v); err != nil {
+				return fmt.Errorf("insert labels: %w", err)
+			}
+		}
 		return nil
 	}
 	rows := labelRows(objectID, labels)
@@ -578,12 +595,63 @@ func insertRefsVia(ctx context.Context, tx bun.Tx, fromID, fromKind, via string,
 
 // insertOutbox writes an outbox row for an object, with the traceparent of the write's span so that the
 // reconcile it causes continues the write's trace.
-func insertOutbox(ctx context.Context, tx bun.Tx, kind, objectID string) error {
+func (s *bunStore) insertOutbox(ctx context.Context, tx bun.Tx, kind, objectID string) error {
 	row := &outboxRow{Kind: kind, ObjectID: objectID, CreatedAt: now(), TraceParent: telemetry.Traceparent(ctx)}
-	if _, err := tx.NewInsert().Model(row).ExcludeColumn("id").Exec(ctx); err != nil {
+	var err error
+	if s.prepared != nil {
+		err = s.execPrepared(ctx, tx, sqlInsertOutbox,
+			row.Kind, row.ObjectID, s.timeText(row.CreatedAt), row.TraceParent)
+	} else {
+		_, err = tx.NewInsert().Model(row).ExcludeColumn("id").Exec(ctx)
+	}
+	if err != nil {
 		return fmt.Errorf("insert outbox: %w", err)
 	}
 	return nil
+}
+
+// SQLite's hot write statements, prepared once when the store opens (see execPrepared).
+const (
+	sqlInsertObject = `INSERT INTO objects (id, kind, name, generation, resource_version, spec, status,
+			created_at, updated_at, deletion_requested_at, deletion_orphan, owners) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, FALSE, ?)`
+	sqlInsertLabel  = "INSERT INTO object_labels (object_id, key, value) VALUES (?, ?, ?)"
+	sqlInsertOutbox = "INSERT INTO outbox (kind, object_id, created_at, trace_parent) VALUES (?, ?, ?, ?)"
+)
+
+// prepareWrites prepares SQLite's hot write statements on the write pool. It runs after the migrations,
+// before any write: preparing needs a connection, and a write transaction holds the only one.
+func (s *bunStore) prepareWrites(ctx context.Context, cfg Config) error {
+	if s.dialect != dialectSQLite || cfg.unpreparedWrites {
+		return nil
+	}
+	s.prepared = map[string]*sql.Stmt{}
+	for _, q := range []string{sqlInsertObject, sqlInsertLabel, sqlInsertOutbox} {
+		stmt, err := s.wdb.DB.PrepareContext(ctx, q)
+		if err != nil {
+			return fmt.Errorf("store: prepare %q: %w", q, err)
+		}
+		s.prepared[q] = stmt
+	}
+	return nil
+}
+
+// execPrepared runs a write through a statement prepared once per write connection (SQLite only: there
+// parsing is most of a small insert's cost, and it runs inside the single writer). The arguments are bound
+// as the driver's own values, so each must be stored as bun would store it (see timeText).
+func (s *bunStore) execPrepared(ctx context.Context, tx bun.Tx, query string, args ...any) error {
+	stmt, ok := s.prepared[query]
+	if !ok {
+		return fmt.Errorf("statement not prepared: %q", query)
+	}
+	_, err := tx.StmtContext(ctx, stmt).ExecContext(ctx, args...)
+	return err
+}
+
+// timeText is a time as bun writes it in SQLite's text columns, so that rows written with bound
+// arguments read and sort as bun's own.
+func (s *bunStore) timeText(t time.Time) string {
+	b := s.wdb.Dialect().AppendTime(nil, t)
+	return string(b[1 : len(b)-1]) // without the quotes
 }
 
 // enqueueDependents writes an outbox row for every object that references objectID.

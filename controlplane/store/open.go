@@ -49,6 +49,9 @@ type Config struct {
 	// connections; PostgreSQL: defaultPostgresLanes); -1 turns group commit off. Only benchmarks and tests
 	// set it.
 	writeLanes int
+	// unpreparedWrites makes SQLite's hot inserts go through bun's formatted queries, as on PostgreSQL,
+	// instead of prepared statements. Only benchmarks set it.
+	unpreparedWrites bool
 }
 
 // Defaults for Config.
@@ -81,6 +84,8 @@ type bunStore struct {
 	log     *slog.Logger
 	// writes runs every write transaction, grouping concurrent ones (see groupcommit.go).
 	writes *committer
+	// prepared holds SQLite's prepared write statements by query (see execPrepared); set once at open.
+	prepared map[string]*sql.Stmt
 }
 
 var _ Store = (*bunStore)(nil)
@@ -115,6 +120,10 @@ func open(ctx context.Context, cfg Config) (*bunStore, error) {
 		return nil, err
 	}
 	if err := s.migrate(ctx); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	if err := s.prepareWrites(ctx, cfg); err != nil {
 		_ = s.Close()
 		return nil, err
 	}
