@@ -17,16 +17,12 @@ import (
 // with its own result. A write that finds a lane free runs at once, alone, in a transaction of its own, as
 // before: there is no timer, and a lone writer waits for nothing.
 //
-// SQLite has one lane (it has one writer anyway); PostgreSQL has a few, so that writes still overlap on the
-// server while a group commits.
+// There are as many lanes as write connections: one on SQLite (one writer), the pool's size on PostgreSQL,
+// so that writes there still run side by side on the server as before, and group only when they would
+// otherwise wait for a connection.
 
-// Group commit defaults.
-const (
-	// defaultMaxGroup caps the writes of one transaction.
-	defaultMaxGroup = 64
-	// defaultPostgresLanes is how many write transactions run at once on PostgreSQL.
-	defaultPostgresLanes = 4
-)
+// defaultMaxGroup caps the writes of one transaction.
+const defaultMaxGroup = 64
 
 // writeFunc is the body of one write: it runs inside a transaction, and must keep no effect outside it
 // that a second run would not overwrite (a write whose group fails before committing runs again, alone).

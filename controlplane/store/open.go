@@ -45,9 +45,8 @@ type Config struct {
 	// sqliteWriteConns overrides the SQLite write pool size (1). Only benchmarks set it, to measure the
 	// single-writer choice against a pool.
 	sqliteWriteConns int
-	// writeLanes overrides how many write transactions run at once before writes group (SQLite: its write
-	// connections; PostgreSQL: defaultPostgresLanes); -1 turns group commit off. Only benchmarks and tests
-	// set it.
+	// writeLanes overrides how many write transactions run at once before writes group (default: the write
+	// pool's size, 1 on SQLite); -1 turns group commit off. Only benchmarks set it.
 	writeLanes int
 	// unpreparedWrites makes SQLite's hot inserts go through bun's formatted queries, as on PostgreSQL,
 	// instead of prepared statements. Only benchmarks set it.
@@ -148,10 +147,9 @@ func openDialect(cfg Config) (*bunStore, error) {
 	s.log = cfg.Logger
 	lanes := cfg.writeLanes
 	if lanes == 0 {
-		lanes = defaultPostgresLanes
-		if s.dialect == dialectSQLite {
-			lanes = max(cfg.sqliteWriteConns, 1)
-		}
+		// As many lanes as write connections: a write that can have a connection runs at once, and the
+		// writes that would wait for one share the next transaction instead.
+		lanes = s.wdb.DB.Stats().MaxOpenConnections
 	}
 	s.writes = newCommitter(s.wdb, lanes)
 	return s, nil
