@@ -108,6 +108,10 @@ func Markdown(res *Results, stamp string, charts []string) string {
 		b.WriteString(simMarkdown(res.Sim))
 	}
 
+	if res.Delete != nil {
+		b.WriteString(deleteMarkdown(res.Delete))
+	}
+
 	if len(charts) > 0 {
 		p("## Charts\n\n")
 		for _, c := range charts {

@@ -30,6 +30,8 @@ type Results struct {
 	// Layers is the layers section: an app with no infrastructure applied through QleetOS and directly,
 	// the plan preview's latency and the graph endpoint at scale.
 	Layers *LayersResult `json:"layers,omitempty"`
+	// Delete is the delete section: delete-to-gone through QleetOS against client-go (see DeleteResult).
+	Delete *DeleteResult `json:"delete,omitempty"`
 
 	// Goals are the issue's targets and where this run puts each.
 	Goals []Goal `json:"goals,omitempty"`

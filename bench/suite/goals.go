@@ -134,6 +134,7 @@ func EvaluateGoals(res *report.Results) {
 	if res.Sim != nil {
 		goals = append(goals, simGoals(res.Sim)...)
 	}
+	goals = append(goals, deleteGoals(res.Delete)...)
 
 	res.Goals = goals
 }

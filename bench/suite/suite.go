@@ -27,10 +27,12 @@ const (
 	SectionSim = "sim"
 	// SectionLayers is an app with no infrastructure, the plan preview and the graph at scale.
 	SectionLayers = "layers"
+	// SectionDelete is delete-to-gone through the API and terraform destroy, against client-go.
+	SectionDelete = "delete"
 )
 
 // AllSections lists every section in the order they run.
-var AllSections = []string{SectionApply, SectionThroughput, SectionTerraform, SectionScale, SectionColdStart, SectionLayers, SectionSim}
+var AllSections = []string{SectionApply, SectionThroughput, SectionTerraform, SectionScale, SectionColdStart, SectionLayers, SectionSim, SectionDelete}
 
 // Config sizes a run. Zero values take the defaults noted on each field.
 type Config struct {
@@ -87,6 +89,12 @@ type Config struct {
 	LayersGraphObjects int
 	// LayersGraphRounds is how many times each graph query is timed (default 10).
 	LayersGraphRounds int
+	// DeleteN is the large batch of the delete section (default 100; the small one is 1).
+	DeleteN int
+	// DeleteRounds is the rounds per method of the delete section at N=1 (default 5).
+	DeleteRounds int
+	// DeleteTFN is how many instances `terraform destroy` removes in the delete section (default 100).
+	DeleteTFN int
 
 	// RepoRoot is the repository root (binaries are found under RepoRoot/bin).
 	RepoRoot string
@@ -143,6 +151,9 @@ func (c *Config) applyDefaults() {
 	def(&c.LayersPlanObjects, 300)
 	def(&c.LayersGraphObjects, 10000)
 	def(&c.LayersGraphRounds, 10)
+	def(&c.DeleteN, 100)
+	def(&c.DeleteRounds, 5)
+	def(&c.DeleteTFN, 100)
 	if c.ScaleReplicas == nil {
 		one := 1
 		c.ScaleReplicas = &one
@@ -225,6 +236,7 @@ func Run(ctx context.Context, cfg Config, res *report.Results) error {
 		{SectionColdStart, r.runColdStart},
 		{SectionSim, r.runSim},
 		{SectionLayers, r.runLayers},
+		{SectionDelete, r.runDelete},
 	}
 	defer func() {
 		if r.shared != nil {

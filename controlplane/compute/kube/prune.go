@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -115,57 +114,46 @@ func Owned(ctx context.Context, cl *Cluster, owner Owner) ([]AppliedRef, error) 
 
 // DeleteAll deletes every object labelled for owner and waits until they, and the objects the garbage
 // collector removes after them, are gone: at most DeleteTimeout (or until ctx ends). When objects
-// remain it returns an error wrapping ErrStillPresent that names some of them.
+// remain it returns an error wrapping ErrStillPresent that names some of them. It deletes with
+// DeleteOwned, waits on the cluster cache's delete events (WhenGone; looking again at least every
+// second), and once what it found is gone makes one more pass for anything that appeared meanwhile.
 func DeleteAll(ctx context.Context, cl *Cluster, owner Owner) error {
 	if owner.InstanceID == "" {
 		return errors.New("delete: owner has no instance id")
 	}
 	ctx, cancel := context.WithTimeout(ctx, DeleteTimeout)
 	defer cancel()
-	kinds := searchKinds(append(append([]schema.GroupVersionKind{}, SearchKinds...), childKinds...), owner.Previous)
-	delay := 100 * time.Millisecond
+	failed := func(err error) error {
+		if ctx.Err() != nil {
+			return fmt.Errorf("delete owned objects: %w: %w", ErrStillPresent, err)
+		}
+		return err
+	}
 	for {
-		owned, err := listOwned(ctx, cl, owner, kinds)
+		left, err := DeleteOwned(ctx, cl, owner)
 		if err != nil {
-			if ctx.Err() != nil {
-				return fmt.Errorf("delete owned objects: %w: %w", ErrStillPresent, err)
-			}
-			return err
+			return failed(err)
 		}
-		remaining := owned[:0]
-		for _, o := range owned {
-			if o.GetDeletionTimestamp() == nil && metav1.GetControllerOf(o) == nil {
-				shared, err := namespaceShared(ctx, cl, o, owner)
-				if err != nil {
-					return err
-				}
-				if shared {
-					continue // another instance's objects live there: leave the namespace to it
-				}
-				if err := deleteObject(ctx, cl, o); err != nil {
-					return err
-				}
-			}
-			remaining = append(remaining, o)
-		}
-		owned = remaining
-		if len(owned) == 0 {
+		if len(left) == 0 {
 			return nil
 		}
-		select {
-		case <-ctx.Done():
-			names := make([]string, 0, 3)
-			for i, o := range owned {
-				if i == 3 {
-					names = append(names, fmt.Sprintf("and %d more", len(owned)-3))
-					break
-				}
-				names = append(names, RefOf(o).String())
+		delay := 100 * time.Millisecond
+		for len(left) > 0 {
+			woke := make(chan struct{})
+			stop, _ := cl.Cache().WhenGone(left, func() { close(woke) })
+			select {
+			case <-ctx.Done():
+				stop()
+				return StillPresent(left)
+			case <-woke:
+			case <-time.After(delay):
 			}
-			return fmt.Errorf("%w: %s", ErrStillPresent, strings.Join(names, ", "))
-		case <-time.After(delay):
+			stop()
+			delay = min(delay*2, time.Second)
+			if left, err = Remaining(ctx, cl, left); err != nil {
+				return failed(err)
+			}
 		}
-		delay = min(delay*2, time.Second)
 	}
 }
 

@@ -62,6 +62,10 @@ type InstanceReconciler struct {
 	mu       sync.Mutex
 	recent   map[string]recentApply  // instance id -> what was last applied while not ready
 	progress map[string]progressMark // instance id -> the last progress seen while not ready
+	// deleting holds, per "<instance id>/<runtime id>" being cleaned up, what its first cleanup pass left
+	// to go; goneStops the cancel of the cache watch that asks for a reconcile when that is gone.
+	deleting  map[string][]kube.AppliedRef
+	goneStops map[string]func()
 
 	depsOnce    sync.Once
 	definitions reconcile.Deps[client.WorkloadDefinitionSpec, client.WorkloadDefinitionStatus]
@@ -331,6 +335,9 @@ func missing(rep kube.HealthReport) bool {
 // reclaims them when idle.
 func (r *InstanceReconciler) Finalize(ctx context.Context, inst *client.WorkloadInstance) (reconcile.Result, error) {
 	if inst.DeletionOrphan {
+		for _, ps := range currentPlacements(inst) {
+			r.doneDeleting(inst.ID + "/" + ps.RuntimeID)
+		}
 		if len(inst.Status.Objects) > 0 {
 			reconcile.Eventf(ctx, client.EventWarning, ReasonOrphaned, "left in the cluster: %s", objectNames(inst.Status.Objects))
 		}
@@ -363,29 +370,81 @@ func (r *InstanceReconciler) Finalize(ctx context.Context, inst *client.Workload
 }
 
 // cleanup deletes what the instance applied on one runtime. It reports done when nothing is left (or
-// the runtime is gone), and not done while objects are still going away.
+// the runtime is gone), and not done while objects are still going away; it never waits for them. The
+// first pass finds the instance's objects with the API server's lists and deletes them (kube.DeleteOwned);
+// later passes look only at what that pass left, in the cluster's cache (kube.Remaining), and the cache's
+// delete events ask for the next pass as soon as the last of it is gone (kube.Cache.WhenGone), so that
+// the deletion ends moments after the namespace does, without polling the cluster or holding a worker.
+// A replica that did not make the first pass (or restarted since) makes it again.
 func (r *InstanceReconciler) cleanup(ctx context.Context, inst *client.WorkloadInstance, ps client.PlacementStatus) (bool, error) {
+	key := inst.ID + "/" + ps.RuntimeID
 	if ps.Phase == client.PhasePending && len(ps.Objects) == 0 {
 		return true, nil // it never reached the runtime (still being provisioned, say): nothing to delete
 	}
 	_, cl, err := r.connect(ctx, ps.RuntimeID, true)
 	if client.IsNotFound(err) {
+		r.doneDeleting(key)
 		return true, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	owner := kube.Owner{InstanceID: inst.ID, Namespace: Namespace(inst), Previous: RefsOf(ps.Objects)}
-	err = kube.DeleteAll(ctx, cl, owner)
-	if errors.Is(err, kube.ErrStillPresent) {
-		inst.Status.Message = err.Error()
-		return false, nil
+	r.mu.Lock()
+	refs, again := r.deleting[key]
+	r.mu.Unlock()
+	var left []kube.AppliedRef
+	if again {
+		left, err = kube.Remaining(ctx, cl, refs)
+	} else {
+		owner := kube.Owner{InstanceID: inst.ID, Namespace: Namespace(inst), Previous: RefsOf(ps.Objects)}
+		left, err = kube.DeleteOwned(ctx, cl, owner)
 	}
 	if err != nil {
 		return false, fmt.Errorf("delete applied objects on kubernetes_runtime %q: %w", ps.Runtime, err)
 	}
-	r.forget(inst.ID + "/" + ps.RuntimeID)
-	return true, nil
+	if len(left) == 0 {
+		r.doneDeleting(key)
+		r.forget(key)
+		return true, nil
+	}
+	inst.Status.Message = kube.StillPresent(left).Error()
+	r.awaitGone(cl, key, inst.ID, left)
+	return false, nil
+}
+
+// awaitGone remembers what is left of an instance's objects on a runtime, and asks for a reconcile of
+// the instance when the cluster's cache sees it all gone. Objects of kinds the cache does not watch are
+// looked at again by the requeue that Finalize asks for.
+func (r *InstanceReconciler) awaitGone(cl *kube.Cluster, key, instanceID string, left []kube.AppliedRef) {
+	stop, _ := cl.Cache().WhenGone(left, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := r.Client.WorkloadInstances().RequestReconcile(ctx, instanceID); err != nil && !client.IsNotFound(err) {
+			reconcile.Logger(ctx).Warn("reconcile request after cleanup failed; the requeue will look again", "id", instanceID, "err", err)
+		}
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.deleting == nil {
+		r.deleting = map[string][]kube.AppliedRef{}
+		r.goneStops = map[string]func(){}
+	}
+	if prev := r.goneStops[key]; prev != nil {
+		prev()
+	}
+	r.deleting[key] = left
+	r.goneStops[key] = stop
+}
+
+// doneDeleting forgets the cleanup of key, and stops its watch.
+func (r *InstanceReconciler) doneDeleting(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if stop := r.goneStops[key]; stop != nil {
+		stop()
+	}
+	delete(r.goneStops, key)
+	delete(r.deleting, key)
 }
 
 // Condition types and event reasons of deletion.
