@@ -33,6 +33,8 @@ type pendingWrite struct {
 	ctx context.Context
 	fn  writeFunc
 	err error
+	// panicked is what fn panicked with, if it did: run recovers it, and the caller panics with it.
+	panicked any
 	// done is closed once err is final.
 	done chan struct{}
 	// lead hands this write's caller a group to run (with its own write first).
@@ -42,6 +44,19 @@ type pendingWrite struct {
 func (w *pendingWrite) finish(err error) {
 	w.err = err
 	close(w.done)
+}
+
+// errPanicked stands for a write whose fn panicked (its caller panics with the value instead).
+var errPanicked = errors.New("store: write panicked")
+
+// call runs w.fn, recovering a panic: fn may be another caller's, and a panic here would strand the group.
+func (w *pendingWrite) call(ctx context.Context, tx bun.Tx) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			w.panicked, err = r, errPanicked
+		}
+	}()
+	return w.fn(ctx, tx)
 }
 
 // committer runs writes on db, grouping those that queue behind busy lanes.
@@ -75,9 +90,8 @@ func (c *committer) write(ctx context.Context, fn writeFunc) error {
 	if c.free > 0 {
 		c.free--
 		c.mu.Unlock()
-		err := c.db.RunInTx(ctx, nil, fn)
-		c.handOff()
-		return err
+		defer c.handOff() // even when fn panics
+		return c.db.RunInTx(ctx, nil, fn)
 	}
 	w := &pendingWrite{ctx: ctx, fn: fn, done: make(chan struct{}), lead: make(chan []*pendingWrite, 1)}
 	c.queue = append(c.queue, w)
@@ -87,6 +101,9 @@ func (c *committer) write(ctx context.Context, fn writeFunc) error {
 	case group := <-w.lead:
 		c.run(group)
 		c.handOff()
+	}
+	if w.panicked != nil {
+		panic(w.panicked) // in the caller's goroutine, as a write alone would
 	}
 	return w.err
 }
@@ -124,7 +141,7 @@ func (c *committer) run(group []*pendingWrite) {
 		live = append(live, w)
 	}
 	if len(live) == 1 {
-		live[0].finish(c.db.RunInTx(live[0].ctx, nil, live[0].fn))
+		live[0].finish(c.db.RunInTx(live[0].ctx, nil, live[0].call))
 		return
 	}
 	if len(live) == 0 {
@@ -137,7 +154,8 @@ func (c *committer) run(group []*pendingWrite) {
 	for i, w := range live {
 		switch {
 		case !ok || retry[i]:
-			w.finish(c.db.RunInTx(w.ctx, nil, w.fn))
+			w.panicked = nil
+			w.finish(c.db.RunInTx(w.ctx, nil, w.call))
 		default:
 			w.finish(results[i])
 		}
@@ -164,7 +182,7 @@ func (c *committer) runShared(group []*pendingWrite) (results []error, retry []b
 			_ = tx.Rollback()
 			return nil, nil, false
 		}
-		err := w.fn(context.WithoutCancel(w.ctx), tx)
+		err := w.call(context.WithoutCancel(w.ctx), tx)
 		if err != nil {
 			if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT qleet_write"); rerr != nil {
 				_ = tx.Rollback()

@@ -257,6 +257,45 @@ func TestGroupCommit(t *testing.T) {
 				require.NoError(t, err)
 			})
 
+			t.Run("a write that panics in a group panics its own caller, and the others commit", func(t *testing.T) {
+				t.Parallel()
+				s := openGroupStore(t, storeURL(t, dialect))
+				release := holdLanes(t, s)
+				panicked := make(chan any, 1)
+				created := make(chan error, 2)
+				go func() {
+					_, err := s.Create(t.Context(), groupCreate("before"))
+					created <- err
+				}()
+				waitQueued(t, s, 1)
+				go func() {
+					defer func() { panicked <- recover() }()
+					_ = s.write(t.Context(), func(ctx context.Context, tx bun.Tx) error {
+						if err := s.insertOutbox(ctx, tx, "workload_instances", "panicked"); err != nil {
+							return err
+						}
+						panic("boom")
+					})
+				}()
+				waitQueued(t, s, 2)
+				go func() {
+					_, err := s.Create(t.Context(), groupCreate("after"))
+					created <- err
+				}()
+				waitQueued(t, s, 3)
+				release()
+				require.Equal(t, "boom", <-panicked)
+				require.NoError(t, <-created)
+				require.NoError(t, <-created)
+				for _, name := range []string{"before", "after"} {
+					_, err := s.GetByName(t.Context(), "workload_instances", name)
+					require.NoError(t, err, name)
+				}
+				require.Zero(t, outboxCount(t, s)["panicked"], "the panicked write left nothing")
+				_, err := s.Create(t.Context(), groupCreate("later"))
+				require.NoError(t, err, "the lanes still work")
+			})
+
 			t.Run("a crash mid-group loses no acknowledged write", func(t *testing.T) {
 				t.Parallel()
 				testCrashLosesNothingAcknowledged(t, storeURL(t, dialect))
