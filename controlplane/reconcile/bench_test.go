@@ -3,7 +3,9 @@ package reconcile_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -112,14 +114,17 @@ func BenchmarkRequeueStarvation(b *testing.B) {
 	}
 }
 
-// BenchmarkFullResync measures a restarted controller's full resync of 2,000 Ready objects with a no-op
-// reconciler, from Start until every object has been reconciled, side by side: each reconcile reading
-// its object (get-each, as before) and reconciles handed the copy their pass listed (listed). It reports
-// the reads of single objects per pass and the copies used.
+// BenchmarkFullResync measures a restarted controller's full resync of 2,000 Ready objects
+// ($QLEET_RESYNC_OBJECTS to change) with a no-op reconciler, from Start until every object has been
+// reconciled, side by side: each reconcile reading its object (get-each, as before) and reconciles handed
+// the copy their pass listed (listed). It reports the reads of single objects per pass and the copies used.
 //
 //	go test -run '^$' -bench BenchmarkFullResync -benchtime 3x ./controlplane/reconcile/
 func BenchmarkFullResync(b *testing.B) {
-	const n = 2000
+	n := 2000
+	if v, err := strconv.Atoi(os.Getenv("QLEET_RESYNC_OBJECTS")); err == nil && v > 0 {
+		n = v
+	}
 	bd := setup(b, setupOpts{})
 	ids := bd.readyDefs(b, n)
 	cons, err := bd.broker.Consumer(context.Background(), client.KindWorkloadDefinition)
