@@ -353,25 +353,29 @@ func (r *Runner) layersQleet(ctx context.Context, round int) (layerClock, time.D
 	defer cp.close() // stops the local cluster too
 	cl := cp.client
 
+	// The declarations are five creates: a minute for them all, so that an API that does not answer fails
+	// the round soon instead of holding it for the whole wait.
+	cctx, ccancel := context.WithTimeout(ctx, time.Minute)
+	defer ccancel()
 	start := time.Now()
-	if _, err := cl.RuntimeProfiles().Create(ctx, &client.RuntimeProfile{Meta: client.Meta{Name: "default"},
+	if _, err := cl.RuntimeProfiles().Create(cctx, &client.RuntimeProfile{Meta: client.Meta{Name: "default"},
 		Spec: client.RuntimeProfileSpec{Provider: client.ProviderLocal, Regions: []string{layersRegion}, Nodes: 1}}); err != nil {
 		return nil, 0, fmt.Errorf("create profile: %w", err)
 	}
-	def, err := cl.WorkloadDefinitions().Create(ctx, layersDefinition())
+	def, err := cl.WorkloadDefinitions().Create(cctx, layersDefinition())
 	if err != nil {
 		return nil, 0, fmt.Errorf("create definition: %w", err)
 	}
-	inst, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: layersApp},
+	inst, err := cl.WorkloadInstances().Create(cctx, &client.WorkloadInstance{Meta: client.Meta{Name: layersApp},
 		Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, Placement: &client.Placement{Regions: []string{layersRegion}}}})
 	if err != nil {
 		return nil, 0, fmt.Errorf("create instance: %w", err)
 	}
-	db, err := cl.Databases().Create(ctx, &client.Database{Meta: client.Meta{Name: layersDB}, Spec: client.DatabaseSpec{InstanceID: inst.ID}})
+	db, err := cl.Databases().Create(cctx, &client.Database{Meta: client.Meta{Name: layersDB}, Spec: client.DatabaseSpec{InstanceID: inst.ID}})
 	if err != nil {
 		return nil, 0, fmt.Errorf("create database: %w", err)
 	}
-	gw, err := cl.Gateways().Create(ctx, &client.Gateway{Meta: client.Meta{Name: layersApp}, Spec: client.GatewaySpec{InstanceID: inst.ID, Hosts: []string{layersHost}}})
+	gw, err := cl.Gateways().Create(cctx, &client.Gateway{Meta: client.Meta{Name: layersApp}, Spec: client.GatewaySpec{InstanceID: inst.ID, Hosts: []string{layersHost}}})
 	if err != nil {
 		return nil, 0, fmt.Errorf("create gateway: %w", err)
 	}
