@@ -162,7 +162,9 @@ type Token struct {
 	ExpiresAt *time.Time
 }
 
-// Store is the seam between the control plane and its database. Every method is one transaction.
+// Store is the seam between the control plane and its database. Every method is atomic and sees one
+// snapshot. Concurrent writes may share one transaction (group commit), each in a savepoint of its own:
+// a write fails or succeeds alone, and returns only after the transaction holding it has committed.
 type Store interface {
 	// Create inserts an object, its label and reference rows, and an outbox row for its kind.
 	Create(ctx context.Context, p *CreateParams) (*Object, error)
