@@ -74,6 +74,9 @@ func (s *bunStore) Create(ctx context.Context, p *CreateParams) (*Object, error)
 		if err != nil {
 			return err
 		}
+		if s.dialect == dialectPostgres && !s.separateInserts {
+			return insertCreatedPostgres(ctx, tx, row, p.Labels, refs)
+		}
 		if err := s.insertObject(ctx, tx, row); err != nil {
 			return err
 		}
@@ -606,6 +609,56 @@ func (s *bunStore) insertOutbox(ctx context.Context, tx bun.Tx, kind, objectID s
 	}
 	if err != nil {
 		return fmt.Errorf("insert outbox: %w", err)
+	}
+	return nil
+}
+
+// insertCreatedPostgres writes a new object's row, labels, references and outbox row in one round trip:
+// bun formats each INSERT with its values, and the simple query protocol runs them in order, stopping at
+// the first that fails (which fails the transaction, or the write's savepoint in a group).
+func insertCreatedPostgres(ctx context.Context, tx bun.Tx, row *objectRow, labels map[string]string, refs []Ref) error {
+	gen := tx.NewInsert().DB().QueryGen()
+	var b []byte
+	appendInsert := func(q *bun.InsertQuery) error {
+		if len(b) > 0 {
+			b = append(b, ";\n"...)
+		}
+		var err error
+		b, err = q.AppendQuery(gen, b)
+		return err
+	}
+	if err := appendInsert(tx.NewInsert().Model(row).Returning("NULL")); err != nil {
+		return err
+	}
+	if len(labels) > 0 {
+		rows := labelRows(row.ID, labels)
+		if err := appendInsert(tx.NewInsert().Model(&rows)); err != nil {
+			return err
+		}
+	}
+	if len(refs) > 0 {
+		rows := make([]refRow, len(refs))
+		for i, r := range refs {
+			rows[i] = refRow{FromID: row.ID, FromKind: row.Kind, ToID: r.ID, ToKind: r.Kind, Via: refsFromSpec}
+		}
+		if err := appendInsert(tx.NewInsert().Model(&rows)); err != nil {
+			return err
+		}
+	}
+	outbox := &outboxRow{Kind: row.Kind, ObjectID: row.ID, CreatedAt: now(), TraceParent: telemetry.Traceparent(ctx)}
+	if err := appendInsert(tx.NewInsert().Model(outbox).ExcludeColumn("id")); err != nil {
+		return err
+	}
+	// The *sql.Tx, not bun's: the text is formatted already, and pgdriver sends a query without
+	// arguments as it is.
+	if _, err := tx.Tx.ExecContext(ctx, string(b)); err != nil {
+		switch {
+		case isUniqueViolation(err):
+			return ErrNameTaken // the only unique key a new object's rows can break is its name
+		case isForeignKeyViolation(err):
+			return fmt.Errorf("%w: a referenced object", ErrNotFound)
+		}
+		return err
 	}
 	return nil
 }

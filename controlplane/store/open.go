@@ -49,7 +49,8 @@ type Config struct {
 	// pool's size, 1 on SQLite); -1 turns group commit off. Only benchmarks set it.
 	writeLanes int
 	// unpreparedWrites makes SQLite's hot inserts go through bun's formatted queries, as on PostgreSQL,
-	// instead of prepared statements. Only benchmarks set it.
+	// instead of prepared statements; on PostgreSQL it makes Create send its inserts one by one instead of
+	// in one round trip. Only benchmarks set it.
 	unpreparedWrites bool
 }
 
@@ -85,6 +86,8 @@ type bunStore struct {
 	writes *committer
 	// prepared holds SQLite's prepared write statements by query (see execPrepared); set once at open.
 	prepared map[string]*sql.Stmt
+	// separateInserts makes Create on PostgreSQL send each insert in a round trip of its own (benchmarks).
+	separateInserts bool
 }
 
 var _ Store = (*bunStore)(nil)
@@ -152,6 +155,7 @@ func openDialect(cfg Config) (*bunStore, error) {
 		lanes = s.wdb.DB.Stats().MaxOpenConnections
 	}
 	s.writes = newCommitter(s.wdb, lanes)
+	s.separateInserts = cfg.unpreparedWrites
 	return s, nil
 }
 
