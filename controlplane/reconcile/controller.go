@@ -933,13 +933,10 @@ func (c *Controller[S, T]) publishResync(ctx context.Context, objs []*client.Obj
 	for i, f := range futs {
 		id := objs[i].ID
 		select {
-		case ack := <-f.Ok():
+		case <-f.Ok():
+			// A duplicate (another replica notified it in this bucket) keeps the copy: that replica's
+			// message names the resource version it listed, and the copy serves it if it is the same.
 			n++
-			if ack != nil && ack.Duplicate {
-				// Another replica (or an earlier pass in this bucket) notified it: its message carries no
-				// copy of ours.
-				listed.drop(id, tags[id])
-			}
 		case err := <-f.Err():
 			listed.drop(id, tags[id])
 			if firstErr == nil {

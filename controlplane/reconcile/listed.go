@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,8 +19,10 @@ import (
 )
 
 // ListedHeader is the header of a resync notification whose object the publishing replica holds from its
-// listing: "<nonce>-<page>-<resource version>", page counting the pages this controller listed. Only that replica, and only for that message, may hand
-// the listed copy to the reconcile instead of reading the object again.
+// listing: "<nonce>-<page>-<resource version>", page counting the pages that controller listed. A
+// replica that holds a copy of the object at that resource version may hand it to the reconcile instead
+// of reading the object again (see listedCopies); a notification without it may say that the object
+// changed.
 const ListedHeader = "Qleet-Listed"
 
 // Listed copies: why a reconcile may use the object its resync pass listed instead of a GET.
@@ -28,13 +31,15 @@ const ListedHeader = "Qleet-Listed"
 // read earlier, at the listing (L), so by itself it may be stale. It is used only when all of these hold,
 // checked after the reconcile took the object's lock (at revision R of the lock bucket):
 //
-//  1. The message is the resync notification published for exactly this copy (ListedHeader carries this
-//     controller instance's nonce, the pass and the resource version). Any other notification (an outbox
-//     write, a requeue, another replica's resync) reads the object as before.
+//  1. The message is a resync notification (ListedHeader) for the copy's resource version, published by
+//     this replica or by another that listed the same version (replicas' passes de-duplicate by message
+//     id, so either one's message may come). Any other notification (an outbox write, a requeue, a
+//     dependency's change) reads the object as before.
 //  2. No other notification for the object was published since L. Every write but the controller's own
 //     status write puts an outbox row in its transaction, and the relay publishes it on the object's
 //     subject; this replica sees every publish on its kind's subjects (a plain subscription beside the
-//     work queue), and a copy is dropped at the first one that is not its own resync message. Before
+//     work queue), and a copy is dropped at the first one that is not a resync notification for its
+//     version. Before
 //     deciding, the reconcile waits until that subscription has handled everything it received, which
 //     on one NATS connection includes everything published before the lock was granted.
 //  3. Nobody took, renewed, released or lost the object's lock since L, except this reconcile: a watch on
@@ -183,14 +188,20 @@ func (l *listedCopies[S, T]) onNotification(m *nats.Msg) {
 	tag := m.Header.Get(ListedHeader)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if cp := l.copies[id]; cp != nil && cp.tag != tag {
+	if cp := l.copies[id]; cp != nil && !listedAt(tag, cp.obj.ResourceVersion) {
 		delete(l.copies, id)
 		l.invalidated.Add(1)
 		l.cond.Broadcast()
 	}
-	if l.listing > 0 && !strings.HasPrefix(tag, l.nonce+"-") {
+	if l.listing > 0 && tag == "" {
 		l.events = append(l.events, id)
 	}
+}
+
+// listedAt reports whether tag is a ListedHeader for resource version rv.
+func listedAt(tag string, rv int64) bool {
+	i := strings.LastIndexByte(tag, '-')
+	return i >= 0 && tag[i+1:] == strconv.FormatInt(rv, 10)
 }
 
 // onLock records a lock entry of object id (acquired, renewed, released or expired) at revision rev.
@@ -269,7 +280,7 @@ func (l *listedCopies[S, T]) hold(mark listingMark, objs []*client.Object[S, T])
 	return tags
 }
 
-// drop forgets the copy of id held under tag (its message was a duplicate, or its publish failed).
+// drop forgets the copy of id held under tag (its publish failed).
 func (l *listedCopies[S, T]) drop(id, tag string) {
 	if l == nil || tag == "" {
 		return
@@ -333,7 +344,7 @@ func (l *listedCopies[S, T]) take(id string, m jetstream.Msg, rev uint64) *clien
 		return nil
 	}
 	tag := m.Headers().Get(ListedHeader)
-	if !strings.HasPrefix(tag, l.nonce+"-") {
+	if tag == "" {
 		return nil
 	}
 	// (2) Let the subscription handle every notification received before the lock was granted.
@@ -354,8 +365,8 @@ func (l *listedCopies[S, T]) take(id string, m jetstream.Msg, rev uint64) *clien
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	cp := l.copies[id]
-	if cp == nil || cp.tag != tag {
-		return nil // dropped by a notification or a lock entry, or expired: counted there
+	if cp == nil || !listedAt(tag, cp.obj.ResourceVersion) {
+		return nil // none, dropped by a notification, or of another version (which a lock entry will clear)
 	}
 	delete(l.copies, id)
 	l.cond.Broadcast()

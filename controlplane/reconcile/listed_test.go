@@ -149,6 +149,26 @@ func TestResyncReconcilesListedObjects(t *testing.T) {
 			require.Zero(t, st.Held, "copies left after every object was reconciled")
 		})
 	}
+
+	// Two replicas list at once; their notifications de-duplicate, and each serves the other's with its
+	// own copy of the same version.
+	t.Run("two-replicas", func(t *testing.T) {
+		var seen seenSet
+		rec := recFunc(func(ctx context.Context, obj *defObj) (reconcile.Result, error) {
+			seen.add(obj)
+			return reconcile.Result{}, nil
+		})
+		cfg := reconcile.Config{Workers: 4, ResyncInterval: 57 * time.Minute}
+		clA, getsA := b.countingClient(t)
+		clB, getsB := b.countingClient(t)
+		a, stopA := b.runWith(t, clA, rec, cfg)
+		c, stopB := b.runWith(t, clB, rec, cfg)
+		require.Eventually(t, func() bool { return seen.all(ids) }, 60*time.Second, 10*time.Millisecond)
+		stopA()
+		stopB()
+		require.Zero(t, getsA.total()+getsB.total(), "reads of single objects")
+		require.Equal(t, int64(len(ids)), a.ListedStats().Hits+c.ListedStats().Hits)
+	})
 }
 
 // A write that lands between the listing and the reconcile, and a reconcile by someone else (here: a
