@@ -100,7 +100,7 @@ func (r *Runner) deleteTerraform(ctx context.Context, k *kubeRig, gone *namespac
 		tfRow.Skipped = "terraform-provider-qleet not found in " + r.cfg.ProviderDir + " (make build)"
 	}
 	if tfRow.Skipped == "" {
-		if d, err := r.terraformDestroy(ctx, k, gone, n); err != nil {
+		if d, err := r.terraformDestroy(ctx, k, n); err != nil {
 			tfRow.Skipped = err.Error()
 		} else {
 			tfRow.WallS = seconds(d)
@@ -108,14 +108,14 @@ func (r *Runner) deleteTerraform(ctx context.Context, k *kubeRig, gone *namespac
 	}
 	s, wall, errs := r.deleteClientGo(ctx, k, gone, fmt.Sprintf("dtf%d-c", n), n, terraformParallelism)
 	cgRow.Latency, cgRow.SamplesMS, cgRow.WallS, cgRow.Errors = stats.Summarize(s), stats.MS(s), seconds(wall), errs
-	cgRow.RatioWall = 1
+	cgRow.RatioP50, cgRow.RatioP99, cgRow.RatioWall = 1, 1, 1
 	tfRow.RatioWall = stats.Ratio(tfRow.WallS, cgRow.WallS)
 	res.Rows = append(res.Rows, cgRow, tfRow)
 }
 
 // terraformDestroy applies n instances with terraform (not timed) and times `terraform destroy`, which
 // returns when every instance is gone. It checks that their namespaces are gone too.
-func (r *Runner) terraformDestroy(ctx context.Context, k *kubeRig, gone *namespaceWatcher, n int) (time.Duration, error) {
+func (r *Runner) terraformDestroy(ctx context.Context, k *kubeRig, n int) (time.Duration, error) {
 	dir := filepath.Join(r.cfg.WorkDir, fmt.Sprintf("tf-delete-%d", n))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return 0, err
@@ -174,7 +174,8 @@ resource "qleet_workload_instance" "w" {
 	}
 	left := 0
 	for i := range n {
-		if gone.exists(fmt.Sprintf("dtf%d-q%03d", n, i)) {
+		_, err := k.cluster.kube.Clientset.CoreV1().Namespaces().Get(ctx, fmt.Sprintf("dtf%d-q%03d", n, i), metav1.GetOptions{})
+		if !apierrors.IsNotFound(err) {
 			left++
 		}
 	}
@@ -234,8 +235,9 @@ func (r *Runner) deleteQleet(ctx context.Context, k *kubeRig, gone *namespaceWat
 			}
 		}
 		d := time.Since(t0)
-		if gone.exists(names[i]) {
-			return fmt.Errorf("instance %s gone from the API while its namespace is still in the cluster", names[i])
+		// Read from the API server, not the watch, which may lag the control plane's own by a few ms.
+		if _, err := k.cluster.kube.Clientset.CoreV1().Namespaces().Get(dctx, names[i], metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("instance %s gone from the API while its namespace is still in the cluster (%v)", names[i], err)
 		}
 		mu.Lock()
 		samples = append(samples, d)
