@@ -66,7 +66,8 @@ func (b *bundle) readyDefs(t testing.TB, n int) []string {
 		ids[i] = b.createDef(t, fmt.Sprintf("def-%d", i)).ID
 	}
 	stop := b.run(t, recFunc(func(ctx context.Context, obj *defObj) (reconcile.Result, error) { return reconcile.Result{}, nil }),
-		reconcile.Config{Workers: 4, ResyncInterval: time.Hour})
+		reconcile.Config{Workers: 16, ResyncInterval: time.Hour})
+	limit, tick := 60*time.Second+time.Duration(n)*20*time.Millisecond, max(20*time.Millisecond, time.Duration(n)*50*time.Microsecond)
 	require.Eventually(t, func() bool {
 		for obj, err := range b.client.WorkloadDefinitions().All(context.Background(), client.ListOptions{Limit: 1000}) {
 			if err != nil || !client.Reconciled(obj.Generation, client.CommonStatus(obj)) {
@@ -74,7 +75,7 @@ func (b *bundle) readyDefs(t testing.TB, n int) []string {
 			}
 		}
 		return true
-	}, 60*time.Second, 20*time.Millisecond)
+	}, limit, tick)
 	// ... and until its queue is empty, so that no notification of this controller is left for the next.
 	cons, err := b.broker.Consumer(context.Background(), client.KindWorkloadDefinition)
 	require.NoError(t, err)
