@@ -39,9 +39,9 @@ const ListedHeader = "Qleet-Listed"
 //     status write puts an outbox row in its transaction, and the relay publishes it on the object's
 //     subject; this replica sees every publish on its kind's subjects (a plain subscription beside the
 //     work queue), and a copy is dropped at the first one that is not a resync notification for its
-//     version. Before
-//     deciding, the reconcile waits until that subscription has handled everything it received, which
-//     on one NATS connection includes everything published before the lock was granted.
+//     version. Before deciding, the reconcile waits until that subscription has handled everything it
+//     received, which on one NATS connection to one server includes everything published before the
+//     lock was granted (across a NATS cluster, messages routed from other servers may come later).
 //  3. Nobody took, renewed, released or lost the object's lock since L, except this reconcile: a watch on
 //     the lock bucket records the first lock entry of the object after the listing, and the reconcile
 //     waits until the watch has delivered its own acquisition (revision R); an earlier entry (< R) means
@@ -56,8 +56,9 @@ const ListedHeader = "Qleet-Listed"
 // is one committed after L whose outbox row the relay has not published yet when the lock is granted
 // (relay lag, milliseconds): its notification still comes, and that reconcile reads the object; and the
 // status write of this one carries If-Match L's resource version, so it fails (409) and requeues instead
-// of recording the stale generation as reconciled. Objects whose lock is held during the listing, or
-// touched while a page is listed, are not held at all.
+// of recording the stale generation as reconciled. Objects notified or locked while their page is
+// listed are not held at all; those locked across the listing are held, but their release or expiry
+// comes before R and disqualifies the copy.
 type listedCopies[S any, T any] struct {
 	kind  string
 	max   int
