@@ -37,7 +37,9 @@ type Config struct {
 	Cluster *kube.Cluster
 	// OnChange is called with an instance id when the health of an object it applied changes, or when
 	// one of its objects is deleted: at once for the first change, and once more at the end of the
-	// Debounce window when further changes came within it. May be nil.
+	// Debounce window when further changes came within it. A workload whose rollout completes (its
+	// status shows every replica updated and available at its generation) calls at once even within the
+	// window: that change ends the instance's wait for readiness. May be nil.
 	OnChange func(instanceID string)
 	// Debounce coalesces changes of one instance (default 100ms).
 	Debounce time.Duration
@@ -150,7 +152,7 @@ func (a *Agent) healthHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerDetailedFuncs{
 		UpdateFunc: func(oldObj, newObj any) {
 			if healthKey(oldObj) != healthKey(newObj) {
-				a.changed(newObj)
+				a.changed(newObj, rolledOut(newObj) && !rolledOut(oldObj))
 			}
 		},
 		DeleteFunc: func(obj any) {
@@ -158,13 +160,14 @@ func (a *Agent) healthHandler() cache.ResourceEventHandler {
 				obj = tomb.Obj
 			}
 			if _, isPod := obj.(*corev1.Pod); !isPod {
-				a.changed(obj)
+				a.changed(obj, false)
 			}
 		},
 	}
 }
 
-func (a *Agent) changed(obj any) {
+// changed notes a change of obj's instance; urgent calls OnChange at once even within the window.
+func (a *Agent) changed(obj any, urgent bool) {
 	m, ok := obj.(metav1.Object)
 	if !ok || a.cfg.OnChange == nil {
 		return
@@ -178,6 +181,12 @@ func (a *Agent) changed(obj any) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if _, open := a.pending[id]; open {
+		if urgent {
+			// The call now sees this change; only later changes need the one at the window's end.
+			a.pending[id] = false
+			go a.cfg.OnChange(id)
+			return
+		}
 		a.pending[id] = true
 		return
 	}
@@ -192,6 +201,23 @@ func (a *Agent) changed(obj any) {
 			a.cfg.OnChange(id)
 		}
 	})
+}
+
+// rolledOut reports whether obj is a workload whose status shows its rollout complete: observed at its
+// generation, with every desired replica updated, ready and available.
+func rolledOut(obj any) bool {
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		s, want := o.Status, deref(o.Spec.Replicas)
+		return s.ObservedGeneration >= o.Generation && s.Replicas == want && s.UpdatedReplicas == want && s.AvailableReplicas == want
+	case *appsv1.StatefulSet:
+		s, want := o.Status, deref(o.Spec.Replicas)
+		return s.ObservedGeneration >= o.Generation && s.Replicas == want && s.UpdatedReplicas == want && s.AvailableReplicas == want
+	case *appsv1.DaemonSet:
+		s := o.Status
+		return s.ObservedGeneration >= o.Generation && s.UpdatedNumberScheduled == s.DesiredNumberScheduled && s.NumberAvailable == s.DesiredNumberScheduled
+	}
+	return false
 }
 
 // healthKey summarizes what readiness depends on; a change of key is a change of health.

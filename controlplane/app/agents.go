@@ -15,7 +15,13 @@ import (
 // connection details share one), so that instance health changes and Kubernetes warnings reach the API
 // without polling. It follows the runtimes list every interval.
 type agents struct {
-	cl       *client.Client
+	cl *client.Client
+	// queue, when set, takes the agents' notifications straight to the instance controller's consumer
+	// (a publish, like a requeue), instead of a request to the API and its outbox; the API stays the
+	// fallback when the publish fails.
+	queue interface {
+		Publish(ctx context.Context, kind, id, msgID string) error
+	}
 	conn     *kube.Connector
 	log      *slog.Logger
 	interval time.Duration
@@ -96,8 +102,13 @@ func (s *agents) sync(ctx context.Context) {
 			// Short: the agent's notification sits on the apply-to-ready path of every rollout.
 			Debounce: 20 * time.Millisecond,
 			OnChange: func(instanceID string) {
-				// Through the API and its outbox, like every notification: a change seen while the
-				// broker is down is not lost.
+				// Straight to the broker, like a requeue: this agent runs in the controllers' process,
+				// and the API's request, transaction and outbox relay were hops on the apply-to-ready
+				// path (make bench, apply section). A notification is only a nudge to re-read.
+				if s.queue != nil && s.queue.Publish(ctx, client.KindWorkloadInstance, instanceID, "") == nil {
+					return
+				}
+				// Through the API and its outbox: a change seen while the broker is down is not lost.
 				if err := s.cl.WorkloadInstances().RequestReconcile(ctx, instanceID); err != nil && ctx.Err() == nil && !client.IsNotFound(err) {
 					s.log.Warn("agent: notify instance", "id", instanceID, "err", err)
 				}

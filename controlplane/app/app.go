@@ -51,7 +51,7 @@ type Config struct {
 	APIEndpoint     string
 	ControllerToken string
 	// Workers per controller (default 16: reconciles mostly wait on the network, the same default as
-	// `qleet server --workers`).
+	// `qleet server --workers`). The workload_instance controller gets four times as many.
 	Workers int
 	// ResyncInterval and DriftInterval tune the controllers' safety net (defaults 30s and 60s).
 	ResyncInterval time.Duration

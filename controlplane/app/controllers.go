@@ -72,7 +72,7 @@ func (a *App) startControllers(ctx context.Context, endpoint, token string) erro
 		reconcile.New(a.Broker, cl.Gateways(), &gateway.Reconciler{Client: cl, Connector: conn}, cfg),
 		reconcile.New(a.Broker, cl.DomainNames(), &gateway.DomainReconciler{Client: cl, Accounts: accounts}, cfg),
 	)
-	ctrls = append(ctrls, &agents{cl: cl, conn: conn, log: a.log, interval: 2 * time.Second, running: map[string]runningAgent{}})
+	ctrls = append(ctrls, &agents{cl: cl, queue: a.Broker, conn: conn, log: a.log, interval: 2 * time.Second, running: map[string]runningAgent{}})
 	for _, c := range ctrls {
 		cctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
@@ -105,5 +105,15 @@ func (a *App) instanceController(cl *client.Client, conn *kube.Connector, render
 	if a.cfg.SimulateCompute {
 		return reconcile.New(a.Broker, cl.WorkloadInstances(), &workload.NoopInstanceReconciler{Client: cl, Renderer: renderer}, cfg)
 	}
-	return reconcile.New(a.Broker, cl.WorkloadInstances(), &workload.InstanceReconciler{Client: cl, Connector: conn, Renderer: renderer, ProgressDeadline: a.cfg.ProgressDeadline, CleanupGrace: a.cfg.CleanupGrace}, cfg)
+	return reconcile.New(a.Broker, cl.WorkloadInstances(), &workload.InstanceReconciler{Client: cl, Connector: conn, Renderer: renderer, ProgressDeadline: a.cfg.ProgressDeadline, CleanupGrace: a.cfg.CleanupGrace}, instanceConfig(cfg))
+}
+
+// instanceConfig gives the workload_instance controller four times the workers of the others: its
+// reconciles mostly wait on clusters (an apply to a busy API server takes about a second), and a
+// reconcile whose cluster already has its most applies in flight (kube.Cluster.ApplyConcurrency) lets
+// its worker go at once (kube.TryApply), so that one slow cluster never holds more workers than that,
+// and the reconciles that only read health from the cache keep their turn (make bench, churn).
+func instanceConfig(cfg reconcile.Config) reconcile.Config {
+	cfg.Workers *= 4
+	return cfg
 }

@@ -207,10 +207,31 @@ const crdEstablishTimeout = 30 * time.Second
 // error, an *ApplyError naming the object ("Widget/foo: no matches for kind ..."); IsInvalid tells
 // whether retrying can help. It returns the applied objects in apply order, each with what it put back
 // when the live object had drifted (see AppliedRef.Drift). objs are not modified.
+//
+// At most the cluster's ApplyConcurrency applies run at once; Apply waits for a slot (TryApply does not).
 func Apply(ctx context.Context, cl *Cluster, owner Owner, objs []*unstructured.Unstructured) ([]AppliedRef, error) {
+	return apply(ctx, cl, owner, objs, true)
+}
+
+// ErrClusterBusy says that the cluster already has its ApplyConcurrency applies in flight.
+var ErrClusterBusy = errors.New("the cluster has its most applies in flight")
+
+// TryApply is Apply, except that it answers ErrClusterBusy at once, having applied nothing, when the
+// cluster has ApplyConcurrency applies in flight: a reconcile can then let its worker go, rather than
+// hold it while a slow API server works through the applies before it.
+func TryApply(ctx context.Context, cl *Cluster, owner Owner, objs []*unstructured.Unstructured) ([]AppliedRef, error) {
+	return apply(ctx, cl, owner, objs, false)
+}
+
+func apply(ctx context.Context, cl *Cluster, owner Owner, objs []*unstructured.Unstructured, wait bool) ([]AppliedRef, error) {
 	if owner.InstanceID == "" {
 		return nil, errors.New("apply: owner has no instance id")
 	}
+	release, err := cl.applySlot(ctx, wait)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	prepared := make([]*unstructured.Unstructured, 0, len(objs))
 	for _, o := range objs {
 		if o.GetKind() == "" || o.GetAPIVersion() == "" || o.GetName() == "" {
@@ -250,6 +271,38 @@ func Apply(ctx context.Context, cl *Cluster, owner Owner, objs []*unstructured.U
 		cl.Mapper.Reset()
 	}
 	return refs, nil
+}
+
+// DefaultApplyConcurrency is the default of Cluster.ApplyConcurrency: enough applies in flight for a
+// busy cluster's API server (one that answers an apply in about a second under load, as kubesim does
+// on a shared machine during make bench's churn), few enough not to swamp it.
+const DefaultApplyConcurrency = 32
+
+// applySlot takes one of the cluster's ApplyConcurrency slots, waiting for one when wait is set, else
+// answering ErrClusterBusy, and returns its release.
+func (cl *Cluster) applySlot(ctx context.Context, wait bool) (func(), error) {
+	cl.slotsOnce.Do(func() {
+		n := cl.ApplyConcurrency
+		if n <= 0 {
+			n = DefaultApplyConcurrency
+		}
+		cl.applySlots = make(chan struct{}, n)
+	})
+	release := func() { <-cl.applySlots }
+	select {
+	case cl.applySlots <- struct{}{}:
+		return release, nil
+	default:
+		if !wait {
+			return nil, ErrClusterBusy
+		}
+	}
+	select {
+	case cl.applySlots <- struct{}{}:
+		return release, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("apply: waiting for a slot: %w", ctx.Err())
+	}
 }
 
 // prepare copies o, adds the ownership labels to it and to its pod template, and records the hash of

@@ -41,6 +41,16 @@ type Cache struct {
 	informers map[schema.GroupKind]cache.SharedIndexInformer
 	// syncDeadline is, per kind, the end of the wait for its watch's first fill.
 	syncDeadline map[schema.GroupKind]time.Time
+
+	// waiters holds, per instance id, the channel that the next change of one of its cached objects
+	// closes (see Changed).
+	waitMu  sync.Mutex
+	waiters map[string]*changeWaiter
+}
+
+type changeWaiter struct {
+	ch chan struct{}
+	n  int
 }
 
 // typedKinds are cached through typed informers (smaller than unstructured, and what the agent's
@@ -90,6 +100,7 @@ func (cl *Cluster) Cache() *Cache {
 			stop:         make(chan struct{}),
 			informers:    map[schema.GroupKind]cache.SharedIndexInformer{},
 			syncDeadline: map[schema.GroupKind]time.Time{},
+			waiters:      map[string]*changeWaiter{},
 		}
 	})
 	return cl.cache
@@ -160,8 +171,60 @@ func (c *Cache) informer(gk schema.GroupKind, version string) (cache.SharedIndex
 		}
 		c.dyn.Start(c.stop)
 	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.wake,
+		UpdateFunc: func(_, obj any) { c.wake(obj) },
+		DeleteFunc: c.wake,
+	}); err != nil {
+		return nil, err
+	}
 	c.informers[gk] = inf
 	return inf, nil
+}
+
+// Changed returns a channel that is closed at the next change the cache sees (an add, update or
+// delete) of an object labelled for instanceID, and a func that releases it. Call it before reading the
+// cache, so that no change between the read and the wait is missed. A reconcile that has just applied
+// waits on it for its workload to become ready, rather than ending and being notified again.
+func (c *Cache) Changed(instanceID string) (<-chan struct{}, func()) {
+	c.waitMu.Lock()
+	defer c.waitMu.Unlock()
+	w, ok := c.waiters[instanceID]
+	if !ok {
+		w = &changeWaiter{ch: make(chan struct{})}
+		c.waiters[instanceID] = w
+	}
+	w.n++
+	return w.ch, func() {
+		c.waitMu.Lock()
+		defer c.waitMu.Unlock()
+		if c.waiters[instanceID] == w {
+			if w.n--; w.n == 0 {
+				delete(c.waiters, instanceID)
+			}
+		}
+	}
+}
+
+// wake closes the Changed channel of the instance that obj is labelled for, if anyone waits on it.
+func (c *Cache) wake(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return
+	}
+	id := m.GetLabels()[LabelInstanceID]
+	if id == "" {
+		return
+	}
+	c.waitMu.Lock()
+	defer c.waitMu.Unlock()
+	if w, ok := c.waiters[id]; ok {
+		close(w.ch)
+		delete(c.waiters, id)
+	}
 }
 
 // Get returns the cached object ref names, as unstructured content (a copy the caller may keep), or nil

@@ -142,3 +142,31 @@ func TestConnectorSharesClusters(t *testing.T) {
 	require.NoError(t, err)
 	require.NotSame(t, a, c, "a fresh cluster after the old one was closed")
 }
+
+// TestCacheChangedWakesOnTheInstancesObjects checks Cache.Changed: the channel of an instance closes
+// when the cache sees a change of an object labelled for it, and not for another instance's.
+func TestCacheChangedWakesOnTheInstancesObjects(t *testing.T) {
+	cl := connect(t)
+	t.Cleanup(cl.Close)
+	ctx := context.Background()
+	_, err := cl.Cache().Informer(ctx, kube.DeploymentKind, "v1")
+	require.NoError(t, err)
+
+	mine, releaseMine := cl.Cache().Changed("inst-changed")
+	defer releaseMine()
+	other, releaseOther := cl.Cache().Changed("inst-other")
+	defer releaseOther()
+	_, err = kube.Apply(ctx, cl, kube.Owner{InstanceID: "inst-changed", Namespace: "changed"},
+		[]*unstructured.Unstructured{namespace(t, "changed"), deployment(t, "web", 1, "10m")})
+	require.NoError(t, err)
+	select {
+	case <-mine:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the instance's Deployment was added to the cache, and its waiter was not woken")
+	}
+	select {
+	case <-other:
+		t.Fatal("another instance's waiter was woken")
+	default:
+	}
+}

@@ -35,6 +35,12 @@ type Cluster struct {
 	Dynamic dynamic.Interface
 	// Mapper maps kinds to resources; Reset it when CRDs appear.
 	Mapper meta.ResettableRESTMapper
+	// ApplyConcurrency bounds the Apply calls in flight to this cluster at once, whoever makes them
+	// (default DefaultApplyConcurrency). Set it before the first Apply.
+	ApplyConcurrency int
+
+	slotsOnce  sync.Once
+	applySlots chan struct{}
 
 	cacheOnce sync.Once
 	cache     *Cache
@@ -50,6 +56,8 @@ type ConnectorConfig struct {
 	// QPS and Burst are client-side rate limits (defaults 100 and 200).
 	QPS   float32
 	Burst int
+	// ApplyConcurrency is each Cluster's ApplyConcurrency (default DefaultApplyConcurrency).
+	ApplyConcurrency int
 	// Sources connect to the runtimes of providers that no kubeconfig describes, by provider name (e.g.
 	// "eks": an endpoint and tokens from the cloud). A source is called once per runtime until Forget.
 	Sources map[string]RESTConfigSource
@@ -142,7 +150,7 @@ func (c *Connector) connectSource(ctx context.Context, rt *client.KubernetesRunt
 		return nil, fmt.Errorf("kubernetes_runtime %q: %w", rt.Name, err)
 	}
 	rc.Timeout, rc.QPS, rc.Burst, rc.UserAgent = c.cfg.Timeout, c.cfg.QPS, c.cfg.Burst, "qleet-controller"
-	cl, err := NewCluster(rc)
+	cl, err := c.newCluster(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes_runtime %q: %w", rt.Name, err)
 	}
@@ -242,7 +250,17 @@ func (c *Connector) open(raw []byte, kubeContext string) (*Cluster, error) {
 	rc.QPS = c.cfg.QPS
 	rc.Burst = c.cfg.Burst
 	rc.UserAgent = "qleet-controller"
-	return NewCluster(rc)
+	return c.newCluster(rc)
+}
+
+// newCluster is NewCluster with the connector's per-cluster settings.
+func (c *Connector) newCluster(rc *rest.Config) (*Cluster, error) {
+	cl, err := NewCluster(rc)
+	if err != nil {
+		return nil, err
+	}
+	cl.ApplyConcurrency = c.cfg.ApplyConcurrency
+	return cl, nil
 }
 
 // NewCluster builds the clients of a Cluster from a REST config.

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -64,6 +65,10 @@ type HealthOptions struct {
 	// the generation in the ref, and from the API server otherwise. The agent's notifications come
 	// from the same cache, so a reconcile they trigger sees what triggered it.
 	Cached bool
+	// CachedOnly reads workloads only from the cache: one the cache does not hold at the ref's
+	// generation yet is not ready ("not in the cache yet"), and the API server is not asked. Use it to
+	// re-read health on every change the cache sees (Cache.Changed) without a request each time.
+	CachedOnly bool
 }
 
 // HasStatus reports whether Health judges objects of this kind by their status rather than by their
@@ -87,7 +92,14 @@ func HealthWith(ctx context.Context, cl *Cluster, refs []AppliedRef, opts Health
 			rep.Objects = append(rep.Objects, obj)
 			continue
 		}
-		ready, msg := objectHealth(ctx, cl, r, opts.Cached, &rep)
+		mode := readLive
+		switch {
+		case opts.CachedOnly:
+			mode = readCacheOnly
+		case opts.Cached:
+			mode = readCached
+		}
+		ready, msg := objectHealth(ctx, cl, r, mode, &rep)
 		obj.Ready, obj.Message = ready, msg
 		rep.Ready = rep.Ready && ready
 		rep.Objects = append(rep.Objects, obj)
@@ -95,12 +107,25 @@ func HealthWith(ctx context.Context, cl *Cluster, refs []AppliedRef, opts Health
 	return rep
 }
 
-func objectHealth(ctx context.Context, cl *Cluster, r AppliedRef, cached bool, rep *HealthReport) (bool, string) {
+// readMode says where health reads workloads from.
+type readMode int
+
+const (
+	readLive      readMode = iota // the API server
+	readCached                    // the cache when it holds the ref's generation, else the API server
+	readCacheOnly                 // the cache only
+)
+
+// errNotCachedYet says the cache does not hold a workload at the generation just applied.
+var errNotCachedYet = errors.New("not in the cache yet")
+
+func objectHealth(ctx context.Context, cl *Cluster, r AppliedRef, mode readMode, rep *HealthReport) (bool, string) {
+	cached := mode != readLive
 	gk := r.GroupKind()
 	opts := metav1.GetOptions{}
 	switch gk {
 	case schema.GroupKind{Group: "apps", Kind: "Deployment"}:
-		d, err := read(ctx, cl, r, cached, func() (*appsv1.Deployment, error) {
+		d, err := read(ctx, cl, r, mode, func() (*appsv1.Deployment, error) {
 			return cl.Clientset.AppsV1().Deployments(r.Namespace).Get(ctx, r.Name, opts)
 		})
 		if err != nil {
@@ -119,7 +144,7 @@ func objectHealth(ctx context.Context, cl *Cluster, r AppliedRef, cached bool, r
 		}
 		return ready, msg
 	case schema.GroupKind{Group: "apps", Kind: "StatefulSet"}:
-		s, err := read(ctx, cl, r, cached, func() (*appsv1.StatefulSet, error) {
+		s, err := read(ctx, cl, r, mode, func() (*appsv1.StatefulSet, error) {
 			return cl.Clientset.AppsV1().StatefulSets(r.Namespace).Get(ctx, r.Name, opts)
 		})
 		if err != nil {
@@ -138,7 +163,7 @@ func objectHealth(ctx context.Context, cl *Cluster, r AppliedRef, cached bool, r
 		}
 		return ready, msg
 	case schema.GroupKind{Group: "apps", Kind: "DaemonSet"}:
-		ds, err := read(ctx, cl, r, cached, func() (*appsv1.DaemonSet, error) {
+		ds, err := read(ctx, cl, r, mode, func() (*appsv1.DaemonSet, error) {
 			return cl.Clientset.AppsV1().DaemonSets(r.Namespace).Get(ctx, r.Name, opts)
 		})
 		if err != nil {
@@ -153,7 +178,7 @@ func objectHealth(ctx context.Context, cl *Cluster, r AppliedRef, cached bool, r
 		}
 		return ready, msg
 	case schema.GroupKind{Group: "batch", Kind: "Job"}:
-		j, err := read(ctx, cl, r, cached, func() (*batchv1.Job, error) {
+		j, err := read(ctx, cl, r, mode, func() (*batchv1.Job, error) {
 			return cl.Clientset.BatchV1().Jobs(r.Namespace).Get(ctx, r.Name, opts)
 		})
 		if err != nil {
@@ -178,13 +203,17 @@ func objectHealth(ctx context.Context, cl *Cluster, r AppliedRef, cached bool, r
 
 // read returns the cached object when asked to and the cache holds it at or after the ref's generation
 // (a cache that lags an apply just made must not report the previous rollout's health), else get's.
-func read[T metav1.Object](ctx context.Context, cl *Cluster, r AppliedRef, cached bool, get func() (T, error)) (T, error) {
-	if cached {
+func read[T metav1.Object](ctx context.Context, cl *Cluster, r AppliedRef, mode readMode, get func() (T, error)) (T, error) {
+	if mode != readLive {
 		if obj, err := cl.Cache().object(ctx, r); err == nil && obj != nil {
 			if t, ok := obj.(T); ok && t.GetGeneration() >= r.Generation {
 				return t, nil
 			}
 		}
+	}
+	if mode == readCacheOnly {
+		var zero T
+		return zero, errNotCachedYet
 	}
 	return get()
 }

@@ -8,9 +8,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -58,7 +60,17 @@ type InstanceReconciler struct {
 	// replicas' counts or in what it waits for) before it is Stalled (default 10m, like a Deployment's
 	// progressDeadlineSeconds). A Deployment whose own deadline passes stalls it at once.
 	ProgressDeadline time.Duration
+	// ReadyWait is how long a reconcile that has just applied waits on the cluster's cache for what it
+	// applied to become ready, so that a quick rollout ends Ready in the reconcile that applied it
+	// rather than in a later one the agent asks for (default 1s; negative: no wait). It waits only when
+	// the apply itself took less than a quarter of ReadyWait (a slow API server means a slow rollout),
+	// and only when fewer than ReadyWaiters reconciles wait at once, so that waits never hold many
+	// workers.
+	ReadyWait time.Duration
+	// ReadyWaiters bounds the reconciles that wait for readiness at once (default 4).
+	ReadyWaiters int
 
+	waiting  atomic.Int32 // reconciles waiting for readiness now
 	mu       sync.Mutex
 	recent   map[string]recentApply  // instance id -> what was last applied while not ready
 	progress map[string]progressMark // instance id -> the last progress seen while not ready
@@ -166,20 +178,35 @@ func (r *InstanceReconciler) rollout(ctx context.Context, def *client.WorkloadDe
 	owner := kube.Owner{InstanceID: inst.ID, Namespace: Namespace(inst), Previous: previous, Adopt: inst.Spec.Adopt, ClusterScoped: def.Spec.ClusterScoped}
 	hash := desiredHash(rt.ID, objs)
 	applied, fresh := r.recentlyApplied(key, hash)
+	var applyTook time.Duration // how long an apply made now took; zero when nothing was applied
 	if !fresh {
 		// The drift check: when the cluster's cache shows every object as the apply would leave it
 		// (and nothing to prune), there is nothing to apply.
 		if refs, ok := kube.InSync(ctx, cl, owner, objs); ok && sameRefs(refs, previous) {
 			applied = refs
-		} else if applied, err = r.apply(ctx, cl, inst, ps, owner, objs); err != nil {
-			r.forget(key)
-			return reconcile.Result{}, err
+		} else {
+			start := time.Now()
+			applied, err = r.apply(ctx, cl, inst, ps, owner, objs)
+			if errors.Is(err, kube.ErrClusterBusy) {
+				// Nothing applied: the worker goes back to the pool, and the instance to the back of
+				// the queue, rather than wait on a slow API server.
+				ps.Message = fmt.Sprintf("waiting to apply: kubernetes_runtime %q has its most applies in flight", rt.Name)
+				return reconcile.Result{RequeueAfter: clusterBusyRetry + rand.N(clusterBusyRetry/2)}, nil
+			}
+			if err != nil {
+				r.forget(key)
+				return reconcile.Result{}, err
+			}
+			applyTook = max(time.Since(start), time.Nanosecond)
 		}
 	}
 
 	// Everything was applied (or found in sync) just now or moments ago (fresh): existence needs no
 	// second look.
 	rep := kube.HealthWith(ctx, cl, applied, kube.HealthOptions{AssumeExist: true, Cached: true})
+	if !rep.Ready && applyTook > 0 && !missing(rep) {
+		rep = r.awaitReady(ctx, cl, inst.ID, applied, applyTook, rep)
+	}
 	ps.Objects = rep.Objects
 	ps.Replicas = rep.Replicas
 	ps.ReadyReplicas = rep.ReadyReplicas
@@ -196,6 +223,53 @@ func (r *InstanceReconciler) rollout(ctx context.Context, def *client.WorkloadDe
 	}
 	r.forget(key)
 	return reconcile.Result{}, nil
+}
+
+// clusterBusyRetry is how soon an instance whose cluster had its most applies in flight is tried again
+// (plus up to half as much again, so that the instances turned away together do not return together).
+const clusterBusyRetry = time.Second
+
+// awaitReady waits, after an apply that took applyTook, for the cluster's cache to show the applied
+// objects ready, within ReadyWait (see there), and returns the last health read. Every change of the
+// instance's cached objects (its workload's status, its pods) reads health again from the cache.
+func (r *InstanceReconciler) awaitReady(ctx context.Context, cl *kube.Cluster, instanceID string, applied []kube.AppliedRef, applyTook time.Duration, rep kube.HealthReport) kube.HealthReport {
+	wait := r.ReadyWait
+	if wait == 0 {
+		wait = time.Second
+	}
+	waiters := int32(r.ReadyWaiters)
+	if waiters <= 0 {
+		waiters = 4
+	}
+	if wait < 0 || applyTook > wait/4 {
+		return rep
+	}
+	if r.waiting.Add(1) > waiters {
+		r.waiting.Add(-1)
+		return rep
+	}
+	defer r.waiting.Add(-1)
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		// From the cache only: a wake-up costs no request, and the change that makes it ready wakes it.
+		changed, release := cl.Cache().Changed(instanceID)
+		now := kube.HealthWith(ctx, cl, applied, kube.HealthOptions{AssumeExist: true, CachedOnly: true})
+		if now.Ready {
+			release()
+			return now
+		}
+		select {
+		case <-changed:
+			release()
+		case <-timer.C:
+			release()
+			return kube.HealthWith(ctx, cl, applied, kube.HealthOptions{AssumeExist: true, Cached: true})
+		case <-ctx.Done():
+			release()
+			return rep
+		}
+	}
 }
 
 // stall reports a rollout that made no progress within ProgressDeadline, or whose Deployment passed its
@@ -233,7 +307,10 @@ func (r *InstanceReconciler) stall(id, hash string, rep kube.HealthReport) *reco
 
 // apply applies the rendered objects, records drift, and prunes what is no longer rendered.
 func (r *InstanceReconciler) apply(ctx context.Context, cl *kube.Cluster, inst *client.WorkloadInstance, ps *client.PlacementStatus, owner kube.Owner, objs []*unstructured.Unstructured) ([]kube.AppliedRef, error) {
-	applied, err := kube.Apply(ctx, cl, owner, objs)
+	applied, err := kube.TryApply(ctx, cl, owner, objs)
+	if errors.Is(err, kube.ErrClusterBusy) {
+		return nil, err
+	}
 	if err != nil {
 		// Record what is in the cluster now (what this apply reached, plus what was there before), so
 		// that status tells the truth and a later prune or delete finds everything.
