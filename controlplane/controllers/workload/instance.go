@@ -496,7 +496,11 @@ func (r *InstanceReconciler) awaitGone(cl *kube.Cluster, key, instanceID string,
 	stop, _ := cl.Cache().WhenGone(left, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := r.Client.WorkloadInstances().RequestReconcile(ctx, instanceID); err != nil && !client.IsNotFound(err) {
+		err := r.Client.WorkloadInstances().RequestReconcile(ctx, instanceID)
+		switch {
+		case client.IsNotFound(err):
+			r.doneDeleting(key) // finalized already (by another replica, say): forget it
+		case err != nil:
 			reconcile.Logger(ctx).Warn("reconcile request after cleanup failed; the requeue will look again", "id", instanceID, "err", err)
 		}
 	})
