@@ -236,8 +236,12 @@ func (r *Runner) deleteQleet(ctx context.Context, k *kubeRig, gone *namespaceWat
 		}
 		d := time.Since(t0)
 		// Read from the API server, not the watch, which may lag the control plane's own by a few ms.
-		if _, err := k.cluster.kube.Clientset.CoreV1().Namespaces().Get(dctx, names[i], metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("instance %s gone from the API while its namespace is still in the cluster (%w)", names[i], err)
+		_, err := k.cluster.kube.Clientset.CoreV1().Namespaces().Get(dctx, names[i], metav1.GetOptions{})
+		switch {
+		case err == nil:
+			return fmt.Errorf("instance %s gone from the API while its namespace is still in the cluster", names[i])
+		case !apierrors.IsNotFound(err):
+			return fmt.Errorf("instance %s: check its namespace: %w", names[i], err)
 		}
 		mu.Lock()
 		samples = append(samples, d)
