@@ -91,7 +91,7 @@ type Config struct {
 	LayersGraphRounds int
 	// DeleteN is the large batch of the delete section (default 100; the small one is 1).
 	DeleteN int
-	// DeleteRounds is the rounds per method of the delete section at N=1 (default 5).
+	// DeleteRounds is the rounds per method of the delete section at N=1 (default 3; the section takes about 5 min at its defaults).
 	DeleteRounds int
 	// DeleteTFN is how many instances `terraform destroy` removes in the delete section (default 100).
 	DeleteTFN int
@@ -152,7 +152,7 @@ func (c *Config) applyDefaults() {
 	def(&c.LayersGraphObjects, 10000)
 	def(&c.LayersGraphRounds, 10)
 	def(&c.DeleteN, 100)
-	def(&c.DeleteRounds, 5)
+	def(&c.DeleteRounds, 3)
 	def(&c.DeleteTFN, 100)
 	if c.ScaleReplicas == nil {
 		one := 1

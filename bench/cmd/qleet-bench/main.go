@@ -81,7 +81,7 @@ func run(ctx context.Context, args []string) error {
 	layersGraphObjects := fs.Int("layers-graph-objects", 10000, "layers: objects stored for the graph endpoint")
 	layersGraphRounds := fs.Int("layers-graph-rounds", 10, "layers: times each graph query is timed")
 	deleteN := fs.Int("delete-n", 100, "delete: the large batch deleted through the API and with client-go (the small one is 1)")
-	deleteRounds := fs.Int("delete-rounds", 5, "delete: rounds per method at N=1")
+	deleteRounds := fs.Int("delete-rounds", 3, "delete: rounds per method at N=1")
 	deleteTFN := fs.Int("delete-tf-n", 100, "delete: instances removed by terraform destroy")
 	out := fs.String("out", "", "results directory (default <repo>/bench/results)")
 	workDir := fs.String("work-dir", "", "where clusters and data dirs go (default: a temporary directory, removed)")
