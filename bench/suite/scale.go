@@ -3,7 +3,6 @@ package suite
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -237,109 +236,40 @@ func (r *Runner) churn(ctx context.Context, res *report.ScaleResult, cp *control
 	directDefObj := *def
 	directDefObj.Name = directDef
 
-	insts := cp.client.WorkloadInstances()
-	var mu sync.Mutex
-	var created, updated, direct []time.Duration
-	var errs atomic.Int64
-	var wg sync.WaitGroup
-	fail := func(what string, err error) {
-		if errs.Add(1) <= 3 {
-			r.log.Warn("scale churn: "+what+" failed", "err", err)
-		}
-	}
-	record := func(into *[]time.Duration, d time.Duration) {
-		mu.Lock()
-		*into = append(*into, d)
-		mu.Unlock()
-	}
-	wait := func(id string) error {
-		wctx, cancel := context.WithTimeout(ctx, min(3*time.Minute, r.cfg.ScaleTimeout))
-		defer cancel()
-		_, err := insts.WaitReconciled(wctx, id)
-		return err
-	}
-
-	createEvery := time.Duration(float64(time.Second) * 10 / r.cfg.ChurnRate)
-	updateEvery := time.Duration(float64(time.Second) / r.cfg.ChurnRate)
-	r.log.Info("scale: churn", "updates_per_s", r.cfg.ChurnRate, "for", r.cfg.ChurnDuration)
 	stopProf := r.profileCPU("scale-churn")
-	start := time.Now()
-	end := start.Add(r.cfg.ChurnDuration)
-	upd := time.NewTicker(updateEvery)
-	crt := time.NewTicker(createEvery)
-	n := 0
-	for time.Now().Before(end) && ctx.Err() == nil {
-		select {
-		case <-upd.C:
-			n++
-			id := ids[rand.IntN(len(ids))]
-			wg.Add(1)
-			go func(n int) {
-				defer wg.Done()
-				t0 := time.Now()
-				patch := map[string]any{"spec": map[string]any{"env": []client.EnvVar{{Name: "CHURN", Value: strconv.Itoa(n)}}}}
-				if _, err := insts.Patch(ctx, id, patch); err != nil {
-					fail("update", err)
-					return
-				}
-				if err := wait(id); err != nil {
-					fail("update wait", err)
-					return
-				}
-				record(&updated, time.Since(t0))
-			}(n)
-		case <-crt.C:
-			n++
-			wg.Add(2)
-			go func(n int) {
-				defer wg.Done()
-				t0 := time.Now()
-				obj, err := insts.Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "churn" + strconv.Itoa(n)}, Spec: specFor(n)})
-				if err != nil {
-					fail("create", err)
-					return
-				}
-				if err := wait(obj.ID); err != nil {
-					fail("create wait", err)
-					return
-				}
-				record(&created, time.Since(t0))
-			}(n)
-			go func(n int) {
-				defer wg.Done()
-				ci := n % len(clusters)
-				name := "direct" + strconv.Itoa(n)
-				objs, err := renderDirect(ctx, &directDefObj, name, "scale-direct")
-				if err != nil {
-					fail("direct render", err)
-					return
-				}
-				wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-				defer cancel()
-				t0 := time.Now()
-				if err := ssa(wctx, clusters[ci].kube, objs); err != nil {
-					fail("direct apply", err)
-					return
-				}
-				if _, err := watchers[ci].wait(wctx, "scale-direct", name); err != nil {
-					fail("direct wait", err)
-					return
-				}
-				record(&direct, time.Since(t0))
-			}(n)
-		}
-	}
-	upd.Stop()
-	crt.Stop()
-	res.ChurnWindowS = seconds(time.Since(start))
-	wg.Wait()
+	out := runChurn(ctx, churnLoad{
+		Insts: cp.client.WorkloadInstances(), IDs: ids, SpecFor: specFor, Rate: r.cfg.ChurnRate, Duration: r.cfg.ChurnDuration,
+		WaitLimit: min(3*time.Minute, r.cfg.ScaleTimeout), Prefix: "scale", Log: r.log,
+		Beside: func(ctx context.Context, n int, record func(time.Duration), fail func(string, error)) {
+			ci := n % len(clusters)
+			name := "direct" + strconv.Itoa(n)
+			objs, err := renderDirect(ctx, &directDefObj, name, "scale-direct")
+			if err != nil {
+				fail("direct render", err)
+				return
+			}
+			wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+			defer cancel()
+			t0 := time.Now()
+			if err := ssa(wctx, clusters[ci].kube, objs); err != nil {
+				fail("direct apply", err)
+				return
+			}
+			if _, err := watchers[ci].wait(wctx, "scale-direct", name); err != nil {
+				fail("direct wait", err)
+				return
+			}
+			record(time.Since(t0))
+		},
+	})
 	stopProf()
-	res.CreateToReconciled = stats.Summarize(created)
-	res.UpdateToReconciled = stats.Summarize(updated)
-	res.DirectCreateToAvailable = stats.Summarize(direct)
-	res.ChurnSamplesMS = stats.MS(created)
-	res.DirectSamplesMS = stats.MS(direct)
-	res.Errors += int(errs.Load())
+	res.ChurnWindowS = seconds(out.Window)
+	res.CreateToReconciled = stats.Summarize(out.Created)
+	res.UpdateToReconciled = stats.Summarize(out.Updated)
+	res.DirectCreateToAvailable = stats.Summarize(out.Beside)
+	res.ChurnSamplesMS = stats.MS(out.Created)
+	res.DirectSamplesMS = stats.MS(out.Beside)
+	res.Errors += out.Errors
 	return nil
 }
 

@@ -3,7 +3,6 @@ package suite
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -295,79 +294,12 @@ func (r *Runner) simChurn(ctx context.Context, row *report.SimRow, insts *client
 		row.Notes = append(row.Notes, "no instances to churn")
 		return
 	}
-	var mu sync.Mutex
-	var created, updated []time.Duration
-	var errs atomic.Int64
-	var wg sync.WaitGroup
-	fail := func(what string, err error) {
-		if errs.Add(1) <= 3 {
-			r.log.Warn("sim churn: "+what+" failed", "err", err)
-		}
-	}
-	record := func(into *[]time.Duration, d time.Duration) {
-		mu.Lock()
-		*into = append(*into, d)
-		mu.Unlock()
-	}
-	wait := func(id string) error {
-		wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-		defer cancel()
-		_, err := insts.WaitReconciled(wctx, id)
-		return err
-	}
-	r.log.Info("sim: churn", "updates_per_s", r.cfg.SimRate, "for", r.cfg.SimChurnDuration)
-	upd := time.NewTicker(time.Duration(float64(time.Second) / r.cfg.SimRate))
-	crt := time.NewTicker(time.Duration(float64(time.Second) * 10 / r.cfg.SimRate))
-	defer upd.Stop()
-	defer crt.Stop()
-	start := time.Now()
-	end := start.Add(r.cfg.SimChurnDuration)
-	seqNo := 0
-	for time.Now().Before(end) && ctx.Err() == nil {
-		select {
-		case <-upd.C:
-			seqNo++
-			id := ids[rand.IntN(len(ids))]
-			wg.Add(1)
-			go func(k int) {
-				defer wg.Done()
-				t0 := time.Now()
-				patch := map[string]any{"spec": map[string]any{"env": []client.EnvVar{{Name: "CHURN", Value: strconv.Itoa(k)}}}}
-				if _, err := insts.Patch(ctx, id, patch); err != nil {
-					fail("update", err)
-					return
-				}
-				if err := wait(id); err != nil {
-					fail("update wait", err)
-					return
-				}
-				record(&updated, time.Since(t0))
-			}(seqNo)
-		case <-crt.C:
-			seqNo++
-			wg.Add(1)
-			go func(k int) {
-				defer wg.Done()
-				t0 := time.Now()
-				obj, err := insts.Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "simchurn" + strconv.Itoa(k)}, Spec: specFor(k)})
-				if err != nil {
-					fail("create", err)
-					return
-				}
-				if err := wait(obj.ID); err != nil {
-					fail("create wait", err)
-					return
-				}
-				record(&created, time.Since(t0))
-			}(seqNo)
-		case <-ctx.Done():
-		}
-	}
-	row.ChurnWindowS = seconds(time.Since(start))
-	wg.Wait()
-	row.UpdateToReconciled = stats.Summarize(updated)
-	row.CreateToReconciled = stats.Summarize(created)
-	row.Errors += int(errs.Load())
+	out := runChurn(ctx, churnLoad{Insts: insts, IDs: ids, SpecFor: specFor, Rate: r.cfg.SimRate,
+		Duration: r.cfg.SimChurnDuration, WaitLimit: 3 * time.Minute, Prefix: "sim", Log: r.log})
+	row.ChurnWindowS = seconds(out.Window)
+	row.UpdateToReconciled = stats.Summarize(out.Updated)
+	row.CreateToReconciled = stats.Summarize(out.Created)
+	row.Errors += out.Errors
 }
 
 // heapInUseMB is this process's Go heap in use.
