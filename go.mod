@@ -49,6 +49,7 @@ require (
 	helm.sh/helm/v3 v3.16.4
 	k8s.io/api v0.31.4
 	k8s.io/apimachinery v0.31.4
+	k8s.io/cli-runtime v0.31.3
 	k8s.io/client-go v0.31.4
 	k8s.io/klog/v2 v2.130.1
 	modernc.org/sqlite v1.61.1
@@ -257,7 +258,6 @@ require (
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 	k8s.io/apiextensions-apiserver v0.31.3 // indirect
 	k8s.io/apiserver v0.31.3 // indirect
-	k8s.io/cli-runtime v0.31.3 // indirect
 	k8s.io/component-base v0.31.3 // indirect
 	k8s.io/kube-openapi v0.0.0-20240228011516-70dd3763d340 // indirect
 	k8s.io/kubectl v0.31.3 // indirect
