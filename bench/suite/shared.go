@@ -34,7 +34,12 @@ func (r *Runner) rig(ctx context.Context) (*kubeRig, error) {
 	}
 	// kwok nodes take up to 1000 pods each; leave room for every method's workloads at once.
 	nodes := max(3, (4*r.cfg.N*r.cfg.Replicas+4*100*r.cfg.Replicas)/800+1)
-	c, err := r.startCluster(ctx, "apply", nodes)
+	r.rigs++
+	name := "apply"
+	if r.rigs > 1 {
+		name = fmt.Sprintf("apply%d", r.rigs) // a fresh cluster and data dir, not the closed rig's
+	}
+	c, err := r.startCluster(ctx, name, nodes)
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +54,7 @@ func (r *Runner) rig(ctx context.Context) (*kubeRig, error) {
 		return nil, err
 	}
 	if k.cp, err = r.startControlPlane(ctx, app.Config{
-		DataDir: filepath.Join(r.cfg.WorkDir, "cp-apply"), API: true, Controllers: true,
+		DataDir: filepath.Join(r.cfg.WorkDir, "cp-"+name), API: true, Controllers: true,
 		KubesimBinary: r.cfg.KubesimBinary,
 	}); err != nil {
 		return nil, err

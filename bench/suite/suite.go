@@ -203,6 +203,9 @@ type Runner struct {
 	log    *slog.Logger
 	res    *report.Results
 	shared *kubeRig // the apply and Terraform sections' cluster and control plane
+	// rigs counts the shared rigs started: one closed before the scale and sim sections is started again,
+	// fresh, for the sections after them.
+	rigs int
 }
 
 // Run runs the selected sections in order and records their results in res. A section that fails is
