@@ -289,27 +289,10 @@ func countReconciled(ctx context.Context, insts *client.Resource[client.Workload
 	return n, ids, nil
 }
 
-// reconcileCount is how many reconciles of kind have finished in this control plane, from its metrics.
-func reconcileCount(a *app.App, kind string) int {
-	mfs, err := a.Registry.Gather()
-	if err != nil {
-		return 0
-	}
-	total := 0
-	for _, mf := range mfs {
-		if mf.GetName() != "qleet_reconcile_duration_seconds" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "kind" && l.GetValue() == kind {
-					total += int(m.GetHistogram().GetSampleCount())
-				}
-			}
-		}
-	}
-	return total
-}
+// reconcileCount is how many reconciles of kind have finished in this control plane. It reads the
+// controllers' counter, not a metrics scrape: a scrape also counts every object in the store, which polled
+// every 100 ms would load the very resync it measures.
+func reconcileCount(a *app.App, kind string) int { return int(a.ReconcilesFinished(kind)) }
 
 func round1(x float64) float64 { return float64(int(x*10+0.5)) / 10 }
 func round3(x float64) float64 { return float64(int(x*1000+0.5)) / 1000 }

@@ -174,17 +174,19 @@ type App struct {
 	// Registry holds the Prometheus metrics.
 	Registry *prometheus.Registry
 
-	relay    *broker.Relay
-	httpSrv  *http.Server
-	ln       net.Listener
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	errMu    sync.Mutex
-	runErr   error
-	failed   chan struct{} // closed by the first part that fails
-	started  atomic.Bool   // every part is running
-	closers  []func(context.Context)
-	ctrlStop []func()
+	relay *broker.Relay
+	// reconcileMetrics are the controllers' metrics, when they run.
+	reconcileMetrics *reconcile.Metrics
+	httpSrv          *http.Server
+	ln               net.Listener
+	cancel           context.CancelFunc
+	wg               sync.WaitGroup
+	errMu            sync.Mutex
+	runErr           error
+	failed           chan struct{} // closed by the first part that fails
+	started          atomic.Bool   // every part is running
+	closers          []func(context.Context)
+	ctrlStop         []func()
 }
 
 // Start brings the control plane up and returns once it serves. Stop it with Close.
@@ -353,6 +355,10 @@ func (a *App) ensureToken(ctx context.Context, file, name, role string) (string,
 	}
 	return tok, nil
 }
+
+// ReconcilesFinished is how many reconciles of kind this process's controllers have finished (0 when they
+// do not run here), read without a metrics scrape.
+func (a *App) ReconcilesFinished(kind string) int64 { return a.reconcileMetrics.Finished(kind) }
 
 // DataDir returns the absolute data directory.
 func (a *App) DataDir() string { return a.cfg.DataDir }

@@ -39,6 +39,7 @@ func (a *App) startControllers(ctx context.Context, endpoint, token string) erro
 		return err
 	}
 	metrics := reconcile.NewMetrics(a.Registry)
+	a.reconcileMetrics = metrics
 	cfg := a.controllerConfig()
 	cfg.Metrics = metrics
 	if a.cfg.LockTTL > 0 {

@@ -61,3 +61,47 @@ func TestLockAcquisitionsAreCountedByResult(t *testing.T) {
 	require.GreaterOrEqual(t, counterValue(t, reg, "qleet_lock_acquisitions_total", acquired), 1.0, "the acquisition that won is counted")
 	require.Zero(t, counterValue(t, reg, "qleet_lock_acquisitions_total", map[string]string{"result": "error"}))
 }
+
+// histogramCount is the summed sample count of the histogram family name for kind in reg.
+func histogramCount(t *testing.T, reg *prometheus.Registry, name, kind string) uint64 {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	var n uint64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "kind" && lp.GetValue() == kind {
+					n += m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	return n
+}
+
+func TestFinishedCountsWhatTheDurationHistogramCounts(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	reg := prometheus.NewRegistry()
+	metrics := reconcile.NewMetrics(reg)
+	require.Zero(t, metrics.Finished("workload_definition"))
+	var nilMetrics *reconcile.Metrics
+	require.Zero(t, nilMetrics.Finished("workload_definition"), "a nil Metrics counts nothing")
+
+	b.run(t, recFunc(func(ctx context.Context, obj *defObj) (reconcile.Result, error) { return reconcile.Result{}, nil }),
+		reconcile.Config{Metrics: metrics, ResyncInterval: time.Hour})
+	for _, name := range []string{"a", "b", "c"} {
+		def := b.createDef(t, name)
+		_, err := b.client.WorkloadDefinitions().WaitReconciled(waitCtx(t, 20*time.Second), def.ID)
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool {
+		n := metrics.Finished("workload_definition")
+		return n >= 3 && uint64(n) == histogramCount(t, reg, "qleet_reconcile_duration_seconds", "workload_definition")
+	}, 10*time.Second, 10*time.Millisecond)
+	require.Zero(t, metrics.Finished("workload_instance"), "counted per kind")
+}
