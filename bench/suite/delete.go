@@ -125,31 +125,7 @@ func (r *Runner) terraformDestroy(ctx context.Context, k *kubeRig, n int) (time.
 	if err := os.WriteFile(rc, fmt.Appendf(nil, "provider_installation {\n  dev_overrides {\n    \"qleetos/qleet\" = %q\n  }\n  direct {}\n}\n", abs), 0o600); err != nil {
 		return 0, err
 	}
-	main := fmt.Sprintf(`terraform {
-  required_providers {
-    qleet = { source = "qleetos/qleet" }
-  }
-}
-
-provider "qleet" {
-  endpoint = %q
-  token    = %q
-}
-
-resource "qleet_workload_definition" "web" {
-  name       = "dtf%d-web"
-  containers = [{ name = "web", image = %q }]
-  replicas   = %d
-}
-
-resource "qleet_workload_instance" "w" {
-  count         = %d
-  name          = format("dtf%d-q%%03d", count.index)
-  definition_id = qleet_workload_definition.web.id
-  runtime_id    = %q
-}
-`, k.cp.app.Endpoint, k.cp.app.AdminToken, n, benchImage, r.cfg.Replicas, n, n, k.runtime.ID)
-	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(main), 0o600); err != nil {
+	if err := writeInstancesConfig(dir, "dtf", k, r.cfg.Replicas, n); err != nil {
 		return 0, err
 	}
 	tf := func(args ...string) (time.Duration, error) {
@@ -174,7 +150,7 @@ resource "qleet_workload_instance" "w" {
 	}
 	left := 0
 	for i := range n {
-		_, err := k.cluster.kube.Clientset.CoreV1().Namespaces().Get(ctx, fmt.Sprintf("dtf%d-q%03d", n, i), metav1.GetOptions{})
+		_, err := k.cluster.kube.Clientset.CoreV1().Namespaces().Get(ctx, fmt.Sprintf("dtf%d-w%03d", n, i), metav1.GetOptions{})
 		if !apierrors.IsNotFound(err) {
 			left++
 		}

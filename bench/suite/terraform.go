@@ -82,31 +82,7 @@ func (r *Runner) terraformOnce(ctx context.Context, k *kubeRig, rc string, n int
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	main := fmt.Sprintf(`terraform {
-  required_providers {
-    qleet = { source = "qleetos/qleet" }
-  }
-}
-
-provider "qleet" {
-  endpoint = %q
-  token    = %q
-}
-
-resource "qleet_workload_definition" "web" {
-  name       = "tf%d-web"
-  containers = [{ name = "web", image = %q }]
-  replicas   = %d
-}
-
-resource "qleet_workload_instance" "w" {
-  count         = %d
-  name          = format("tf%d-w%%03d", count.index)
-  definition_id = qleet_workload_definition.web.id
-  runtime_id    = %q
-}
-`, k.cp.app.Endpoint, k.cp.app.AdminToken, n, benchImage, r.cfg.Replicas, n, n, k.runtime.ID)
-	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(main), 0o600); err != nil {
+	if err := writeInstancesConfig(dir, "tf", k, r.cfg.Replicas, n); err != nil {
 		return err
 	}
 	tf := func(args ...string) (time.Duration, int, error) {
@@ -165,4 +141,34 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, " | ")
+}
+
+// writeInstancesConfig writes dir/main.tf: the provider pointed at k's control plane, one definition named
+// <prefix><n>-web and n instances of it (<prefix><n>-w000, ...) on k's runtime.
+func writeInstancesConfig(dir, prefix string, k *kubeRig, replicas, n int) error {
+	main := fmt.Sprintf(`terraform {
+  required_providers {
+    qleet = { source = "qleetos/qleet" }
+  }
+}
+
+provider "qleet" {
+  endpoint = %q
+  token    = %q
+}
+
+resource "qleet_workload_definition" "web" {
+  name       = "%s%d-web"
+  containers = [{ name = "web", image = %q }]
+  replicas   = %d
+}
+
+resource "qleet_workload_instance" "w" {
+  count         = %d
+  name          = format("%s%d-w%%03d", count.index)
+  definition_id = qleet_workload_definition.web.id
+  runtime_id    = %q
+}
+`, k.cp.app.Endpoint, k.cp.app.AdminToken, prefix, n, benchImage, replicas, n, prefix, n, k.runtime.ID)
+	return os.WriteFile(filepath.Join(dir, "main.tf"), []byte(main), 0o600)
 }
