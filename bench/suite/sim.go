@@ -103,9 +103,12 @@ func (r *Runner) runSim(ctx context.Context) error {
 	}
 	defer cluster.stop()
 
-	row := r.simBackend(ctx, "SQLite, API + 1 controller app", "sqlite", "", cluster)
-	res.Rows = append(res.Rows, row)
-
+	if slices.Contains(r.cfg.SimBackends, "sqlite") {
+		res.Rows = append(res.Rows, r.simBackend(ctx, "SQLite, API + 1 controller app", "sqlite", "", cluster))
+	}
+	if !slices.Contains(r.cfg.SimBackends, "postgres") {
+		return nil
+	}
 	pgURL, pgStop, err := pgtest.StartServer(ctx)
 	name := fmt.Sprintf("PostgreSQL, API + %d controller replicas", r.cfg.SimReplicas)
 	if err != nil {

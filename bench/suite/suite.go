@@ -79,6 +79,8 @@ type Config struct {
 	SimChurnDuration, SimSteadyWindow time.Duration
 	// SimTimeout bounds how long the sim section waits for its instances to be reconciled (default 15m).
 	SimTimeout time.Duration
+	// SimBackends selects the sim section's backends, "sqlite" and/or "postgres" (default both).
+	SimBackends []string
 	// LayersRounds is how many times each method of the layers apply runs (default 3).
 	LayersRounds int
 	// LayersPlanRounds is how many plan previews are timed per store size (default 50).
@@ -142,6 +144,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.SimSteadyWindow == 0 {
 		c.SimSteadyWindow = 30 * time.Second
+	}
+	if len(c.SimBackends) == 0 {
+		c.SimBackends = []string{"sqlite", "postgres"}
 	}
 	if c.SimTimeout == 0 {
 		c.SimTimeout = 15 * time.Minute

@@ -75,6 +75,7 @@ func run(ctx context.Context, args []string) error {
 	simChurn := fs.Duration("sim-churn-duration", 30*time.Second, "sim: churn window")
 	simSteady := fs.Duration("sim-steady-window", 30*time.Second, "sim: steady-state sampling window")
 	simTimeout := fs.Duration("sim-timeout", 15*time.Minute, "sim: how long reconciling the created instances may take")
+	simBackends := fs.String("sim-backends", "sqlite,postgres", "sim: backends to run, sqlite and/or postgres")
 	layersRounds := fs.Int("layers-rounds", 3, "layers: rounds per method of the app-with-no-infrastructure apply")
 	layersPlanRounds := fs.Int("layers-plan-rounds", 50, "layers: plan previews timed per store size")
 	layersPlanObjects := fs.Int("layers-plan-objects", 300, "layers: the mid store size of the plan preview")
@@ -134,7 +135,7 @@ func run(ctx context.Context, args []string) error {
 		ScaleReplicas: scaleReplicas, ScaleTimeout: *scaleTimeout, SteadyWindow: *steady,
 		ChurnRate: *churnRate, ChurnDuration: *churnDur, ColdStarts: *coldStarts,
 		SimN: *simN, SimRuntimes: *simRuntimes, SimReplicas: *simReplicas, SimRate: *simRate,
-		SimChurnDuration: *simChurn, SimSteadyWindow: *simSteady, SimTimeout: *simTimeout,
+		SimChurnDuration: *simChurn, SimSteadyWindow: *simSteady, SimTimeout: *simTimeout, SimBackends: strings.Split(*simBackends, ","),
 		LayersRounds: *layersRounds, LayersPlanRounds: *layersPlanRounds, LayersPlanObjects: *layersPlanObjects,
 		LayersGraphObjects: *layersGraphObjects, LayersGraphRounds: *layersGraphRounds,
 		DeleteN: *deleteN, DeleteRounds: *deleteRounds, DeleteTFN: *deleteTFN,
