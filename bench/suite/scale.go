@@ -157,19 +157,9 @@ func (r *Runner) runScale(ctx context.Context) error {
 	r.log.Info("scale: steady state", "window", r.cfg.SteadyWindow)
 	time.Sleep(10 * time.Second)
 	stopProf := r.profileCPU("scale-steady")
-	before := readProcStat()
-	t0 := time.Now()
-	var rss []float64
-	for time.Since(t0) < r.cfg.SteadyWindow {
-		time.Sleep(time.Second)
-		rss = append(rss, readProcStat().rssMB)
-	}
-	after := readProcStat()
+	st := sampleSteady(r.cfg.SteadyWindow)
 	stopProf()
-	window := time.Since(t0)
-	res.SteadyWindowS = seconds(window)
-	res.SteadyCPUCores = round3((after.cpu - before.cpu).Seconds() / window.Seconds())
-	res.SteadyRSSMB, res.SteadyRSSMaxMB = round1(mean(rss)), round1(maxOf(rss))
+	res.SteadyWindowS, res.SteadyCPUCores, res.SteadyRSSMB, res.SteadyRSSMaxMB = st.windowS, st.cores, st.rssMean, st.rssMax
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	res.SteadyHeapMB = round1(float64(ms.HeapInuse) / (1 << 20))
@@ -303,4 +293,22 @@ func maxOf(xs []float64) float64 {
 		m = max(m, x)
 	}
 	return m
+}
+
+// steadySample is the process's CPU and RSS over a steady-state window.
+type steadySample struct{ windowS, cores, rssMean, rssMax float64 }
+
+// sampleSteady samples this process's RSS once a second for window, and its CPU over the whole window.
+func sampleSteady(window time.Duration) steadySample {
+	before := readProcStat()
+	t0 := time.Now()
+	var rss []float64
+	for time.Since(t0) < window {
+		time.Sleep(time.Second)
+		rss = append(rss, readProcStat().rssMB)
+	}
+	after := readProcStat()
+	took := time.Since(t0)
+	return steadySample{windowS: seconds(took), cores: round3((after.cpu - before.cpu).Seconds() / took.Seconds()),
+		rssMean: round1(mean(rss)), rssMax: round1(maxOf(rss))}
 }

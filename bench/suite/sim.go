@@ -233,19 +233,10 @@ func (r *Runner) simRun(ctx context.Context, row *report.SimRow, tag, pgURL stri
 	r.log.Info("sim: steady state", "window", r.cfg.SimSteadyWindow)
 	time.Sleep(5 * time.Second)
 	stopProf = r.profileCPU("sim-" + tag + "-steady")
-	before, beforeN := readProcStat(), plane.reconciles()
-	t0 := time.Now()
-	var rss []float64
-	for time.Since(t0) < r.cfg.SimSteadyWindow {
-		time.Sleep(time.Second)
-		rss = append(rss, readProcStat().rssMB)
-	}
-	after := readProcStat()
+	beforeN := plane.reconciles()
+	st := sampleSteady(r.cfg.SimSteadyWindow)
 	stopProf()
-	window := time.Since(t0)
-	row.SteadyWindowS = seconds(window)
-	row.SteadyCPUCores = round3((after.cpu - before.cpu).Seconds() / window.Seconds())
-	row.SteadyRSSMB, row.SteadyRSSMaxMB = round1(mean(rss)), round1(maxOf(rss))
+	row.SteadyWindowS, row.SteadyCPUCores, row.SteadyRSSMB, row.SteadyRSSMaxMB = st.windowS, st.cores, st.rssMean, st.rssMax
 	row.SteadyHeapMB = round1(heapInUseMB())
 	row.SteadyReconciles = plane.reconciles() - beforeN
 	// One Prometheus scrape of the API (its collectors count every object by kind and phase).
