@@ -71,6 +71,11 @@ type Config struct {
 	AckWait time.Duration
 	// MaxAckPending bounds the unacknowledged messages of each consumer. Default 1000.
 	MaxAckPending int
+	// RequestTimeout bounds one attempt of a JetStream request made by the broker's calls (locks,
+	// consumer create and info). Default 4s. A request that reaches a stream or consumer while it elects
+	// a new leader (its leader's node stopped) gets no reply at all, so a call retries an attempt that
+	// timed out, until its ctx ends, instead of waiting out the whole ctx on the lost one (see answered).
+	RequestTimeout time.Duration
 	// Name is the client connection name. Default "qleet".
 	Name string
 	// Logger receives connection events. Default slog.Default().
@@ -92,6 +97,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.MaxAckPending <= 0 {
 		c.MaxAckPending = 1000
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = 4 * time.Second
 	}
 	if c.Name == "" {
 		c.Name = "qleet"
@@ -150,6 +158,7 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 	}
 	b.nc = nc
 	js, err := jetstream.New(nc,
+		jetstream.WithDefaultTimeout(cfg.RequestTimeout),
 		jetstream.WithPublishAsyncMaxPending(4096),
 		jetstream.WithPublishAsyncTimeout(10*time.Second),
 	)
@@ -290,23 +299,105 @@ func ConsumerName(kind string) string { return ConsumerPrefix + kind }
 
 // Consumer creates or updates the durable pull consumer of a kind (reconcile_<kind>, filtered to
 // qleet.reconcile.<kind>.>). Any number of processes may consume from it; each message goes to one.
+// The consumer's Info retries a request that got no reply, like the broker's own calls (see answered).
 func (b *Broker) Consumer(ctx context.Context, kind string) (jetstream.Consumer, error) {
 	if err := validToken(kind); err != nil {
 		return nil, fmt.Errorf("broker: kind %q: %w", kind, err)
 	}
-	c, err := b.js.CreateOrUpdateConsumer(ctx, StreamName, jetstream.ConsumerConfig{
-		Durable:       ConsumerName(kind),
-		Description:   "reconcile " + kind,
-		FilterSubject: SubjectPrefix + kind + ".>",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       b.cfg.AckWait,
-		MaxDeliver:    -1,
-		MaxAckPending: b.cfg.MaxAckPending,
+	var c jetstream.Consumer
+	err := b.answered(ctx, time.Time{}, func(actx context.Context) error {
+		var err error
+		c, err = b.js.CreateOrUpdateConsumer(actx, StreamName, jetstream.ConsumerConfig{
+			Durable:       ConsumerName(kind),
+			Description:   "reconcile " + kind,
+			FilterSubject: SubjectPrefix + kind + ".>",
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       b.cfg.AckWait,
+			MaxDeliver:    -1,
+			MaxAckPending: b.cfg.MaxAckPending,
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("broker: consumer %s: %w", ConsumerName(kind), err)
 	}
-	return c, nil
+	return &consumer{Consumer: c, b: b}, nil
+}
+
+// consumer is a durable consumer whose Info retries a request that got no reply.
+type consumer struct {
+	jetstream.Consumer
+	b *Broker
+}
+
+// Info returns the consumer's state from its leader. While the consumer elects a leader, a request gets
+// no reply; Info then asks again, every RequestTimeout, until ctx ends (a ctx without a deadline gets
+// one attempt).
+func (c *consumer) Info(ctx context.Context) (*jetstream.ConsumerInfo, error) {
+	var info *jetstream.ConsumerInfo
+	err := c.b.answered(ctx, time.Time{}, func(actx context.Context) error {
+		var err error
+		info, err = c.Consumer.Info(actx)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("broker: consumer info: %w", err)
+	}
+	return info, nil
+}
+
+// answered runs attempt until it gets an answer, each attempt bounded by RequestTimeout. An attempt
+// that got none (see unanswered) is tried again after a short pause while ctx lasts and before limit
+// (the earlier of the two; limit zero: ctx's deadline, and one attempt when ctx has none). At least one
+// attempt runs, even when limit has passed.
+//
+// Why: nats-server drops a JetStream API request that reaches a replicated stream or consumer while it
+// elects a leader (the replicas that are not leader stay silent: jsConsumerInfoRequest and friends
+// "bail" once the group had a leader), and a publish to a stream with no leader gets no ack. The
+// client's request then waits for its context's deadline, however far off, although the new leader is
+// elected within a second or two. In TestCluster this turned the loss of the consumer's leader into a
+// 40 s stall: the consumer info sent right after the fetch saw "server shutdown" was dropped and waited
+// out the round's 45 s context, while fresh requests were answered after about one second.
+func (b *Broker) answered(ctx context.Context, limit time.Time, attempt func(context.Context) error) error {
+	if d, ok := ctx.Deadline(); ok && (limit.IsZero() || d.Before(limit)) {
+		limit = d
+	}
+	if limit.IsZero() {
+		limit = time.Now().Add(b.cfg.RequestTimeout)
+	}
+	pause := 50 * time.Millisecond
+	for {
+		end := time.Now().Add(b.cfg.RequestTimeout)
+		if limit.After(time.Now()) && limit.Before(end) {
+			end = limit
+		}
+		actx, cancel := context.WithDeadline(ctx, end)
+		err := attempt(actx)
+		cancel()
+		if err == nil || !unanswered(err) || ctx.Err() != nil || time.Until(limit) < pause {
+			return err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		pause = min(2*pause, 500*time.Millisecond)
+	}
+}
+
+// unanswered reports whether err means that a request got no answer: it timed out, found no responder,
+// or JetStream said it is not available for now (no leader yet). Such a request may or may not have
+// taken effect.
+func unanswered(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.Code == 503
 }
 
 // Publish notifies the controller of kind that object id needs reconciling. A non-empty msgID is sent as
