@@ -22,8 +22,10 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kubesim"
 )
 
-// Parts that are killed, in the order of Report.Kills.
-var Parts = []string{"api", "controller", "nats", "postgres"}
+// Parts that are killed, in the order of Report.Kills. "nats" is a NATS server at random; "nats-leader"
+// is the one that leads a reconcile consumer or the lock bucket (taking turns), found through the
+// JetStream API, so that every run makes those parts elect a new leader under load.
+var Parts = []string{"api", "controller", "nats", "nats-leader", "postgres"}
 
 // Config configures a run. Zero values take the documented defaults.
 type Config struct {
@@ -35,8 +37,9 @@ type Config struct {
 	// machine running kubesim absorbs without a backlog, mostly of namespaces terminating after
 	// deletes), so that the kills fall among the writes and convergence measures recovery, not backlog.
 	Rate float64
-	// KillsPerPart is how many times each part (an API replica, a controller replica, a NATS server,
-	// PostgreSQL) is killed during the writes (default 2).
+	// KillsPerPart is how many times each part (an API replica, a controller replica, a NATS server, the
+	// NATS server leading a consumer or the lock bucket, PostgreSQL) is killed during the writes
+	// (default 2).
 	KillsPerPart int
 	// Downtime bounds how long a killed part stays down before it is started again (default 2s; each
 	// outage lasts a random time up to it, at least 200ms).
@@ -150,7 +153,7 @@ func (t *topology) parts(part string) []*proc {
 		return t.apis
 	case "controller":
 		return t.controllers
-	case "nats":
+	case "nats", "nats-leader":
 		return t.nats
 	default:
 		return []*proc{t.pg.proc}
@@ -234,7 +237,7 @@ func (t *topology) up(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		p := &proc{part: "nats", name: fmt.Sprintf("nats%d", i), dir: d, log: filepath.Join(d, "nats.log"),
+		p := &proc{part: "nats", name: fmt.Sprintf("nats%d", i), server: fmt.Sprintf("n%d", i), dir: d, log: filepath.Join(d, "nats.log"),
 			argv: []string{cfg.NATSBinary, "-n", fmt.Sprintf("n%d", i), "-a", "127.0.0.1", "-p", fmt.Sprint(clientPorts[i]),
 				"-js", "-sd", d, "--cluster_name", "chaos", "--cluster", fmt.Sprintf("nats://127.0.0.1:%d", routePorts[i]),
 				"--routes", strings.Join(routes, ",")}}

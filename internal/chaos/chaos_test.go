@@ -34,7 +34,7 @@ func TestChaos(t *testing.T) {
 	t.Logf("%+v", rep)
 	require.Empty(t, rep.Problems)
 	require.Equal(t, 40, rep.Writes)
-	require.Equal(t, map[string]int{"api": 1, "controller": 1, "nats": 1, "postgres": 1}, rep.Kills)
+	require.Equal(t, map[string]int{"api": 1, "controller": 1, "nats": 1, "nats-leader": 1, "postgres": 1}, rep.Kills)
 	require.Zero(t, rep.Lost)
 	require.Zero(t, rep.Overlaps)
 	require.Zero(t, rep.Orphans)

@@ -27,11 +27,13 @@ import (
 type proc struct {
 	part string // "api", "controller", "nats" or "postgres"
 	name string
-	argv []string
-	env  []string
-	dir  string
-	log  string
-	cred *syscall.Credential
+	// server is a NATS server's name in its cluster (nats-server -n), as JetStream names leaders.
+	server string
+	argv   []string
+	env    []string
+	dir    string
+	log    string
+	cred   *syscall.Credential
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd

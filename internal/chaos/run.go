@@ -85,6 +85,7 @@ func (t *topology) run(ctx context.Context) (*Report, error) {
 	killWG.Add(1)
 	go func() {
 		defer killWG.Done()
+		leaderKills := 0
 		for i, part := range schedule {
 			at := int64((i + 1) * cfg.Writes / (len(schedule) + 1))
 		wait:
@@ -97,11 +98,22 @@ func (t *topology) run(ctx context.Context) (*Report, error) {
 			}
 			group := t.parts(part)
 			p := group[rng.IntN(len(group))]
+			led := ""
+			if part == "nats-leader" {
+				// Take turns: a reconcile consumer's leader, then the lock bucket's.
+				lp, what, err := t.natsLeader(ctx, leaderKills%2 == 1, rng.IntN)
+				leaderKills++
+				if err != nil {
+					cfg.Logf("no NATS leader found (%v); killing %s instead", err, p.name)
+				} else {
+					p, led = lp, ", the leader of "+what
+				}
+			}
 			down := max(200*time.Millisecond, time.Duration(rng.Int64N(int64(cfg.Downtime))))
 			n := acked.Load()
 			pid := p.kill()
 			rep.Kills[part]++
-			cfg.Logf("kill -9 %s (pid %d) at write %d, down %s", p.name, pid, n, down.Round(time.Millisecond))
+			cfg.Logf("kill -9 %s (pid %d%s) at write %d, down %s", p.name, pid, led, n, down.Round(time.Millisecond))
 			time.Sleep(down)
 			var err error
 			if part == "postgres" {

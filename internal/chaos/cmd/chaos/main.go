@@ -144,8 +144,9 @@ func write(sum *summary, jsonPath, mdPath string) error {
 		"stream and the lock bucket with three replicas), two `qleet api` replicas behind a TCP load balancer, three `qleet controller`\n"+
 		"replicas, and a kubesim cluster registered as a kubeconfig runtime. Writers create, update and delete workload definitions\n"+
 		"and instances through the Go client, retrying as a user would (a failed write is tried again; a create whose name is taken\n"+
-		"was an earlier attempt that went through), while an API replica, a controller replica, a NATS server and PostgreSQL are each\n"+
-		"killed with SIGKILL and started again, at random, spread over the writes. Then the run checks:\n\n"+
+		"was an earlier attempt that went through), while an API replica, a controller replica, a NATS server, the NATS server that\n"+
+		"leads a reconcile consumer or the lock bucket (in turns, found through the JetStream API) and PostgreSQL are each killed\n"+
+		"with SIGKILL and started again, at random, spread over the writes. Then the run checks:\n\n"+
 		"- **lost**: acknowledged writes not reflected in the API and in the cluster (each live instance Ready at its generation,\n"+
 		"  its Deployment with the replicas and the definition's image last written; deleted ones gone from both);\n"+
 		"- **overlaps**: two holds of one object's reconcile lock that overlapped in time, from the lock-span logs the controllers\n"+
@@ -154,11 +155,11 @@ func write(sum *summary, jsonPath, mdPath string) error {
 		"- **convergence**: time from the later of the last restart and the last acknowledged write until all of the above hold.\n\n")
 	fmt.Fprintf(&b, "Green in a row: **%d** of %d. Lost **%d**, overlaps **%d**, orphans **%d**, worst convergence **%.1f s** (promise: %.0f s).\n\n",
 		sum.Green, len(sum.Runs), sum.TotalLost, sum.TotalOverlaps, sum.TotalOrphans, sum.WorstConvergence, sum.ConvergeWithinSecond)
-	fmt.Fprintf(&b, "| run | seed | writes | retries | kills api / controller / nats / postgres | lock spans | lost | overlaps | orphans | convergence (s) | write phase (s) |\n")
+	fmt.Fprintf(&b, "| run | seed | writes | retries | kills api / controller / nats / nats leader / postgres | lock spans | lost | overlaps | orphans | convergence (s) | write phase (s) |\n")
 	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for i, r := range sum.Runs {
-		fmt.Fprintf(&b, "| %d | %d | %d | %d | %d / %d / %d / %d | %d | %d | %d | %d | %.1f | %.0f |\n", i+1, r.Seed, r.Writes, r.Retries,
-			r.Kills["api"], r.Kills["controller"], r.Kills["nats"], r.Kills["postgres"], r.LockSpans, r.Lost, r.Overlaps, r.Orphans,
+		fmt.Fprintf(&b, "| %d | %d | %d | %d | %d / %d / %d / %d / %d | %d | %d | %d | %d | %.1f | %.0f |\n", i+1, r.Seed, r.Writes, r.Retries,
+			r.Kills["api"], r.Kills["controller"], r.Kills["nats"], r.Kills["nats-leader"], r.Kills["postgres"], r.LockSpans, r.Lost, r.Overlaps, r.Orphans,
 			r.ConvergenceSeconds, r.DurationSeconds)
 	}
 	for i, r := range sum.Runs {
