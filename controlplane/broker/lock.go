@@ -28,7 +28,8 @@ type LockConfig struct {
 	// long. The server counts whole seconds, so TTL is rounded up to a whole second, with a minimum of 1s.
 	// Default 10s. Refresh well within it (e.g. every TTL/3).
 	TTL time.Duration
-	// Owner is stored as the lock's value, to show who holds it. Default: the connection name.
+	// Owner is stored as the lock's value, followed by a space and a token of the lock's own, to show
+	// who holds it. Default: the connection name.
 	Owner string
 }
 
