@@ -28,7 +28,8 @@ type DatabaseSpec struct {
 	InstanceID string `json:"instance_id,omitempty"`
 	// Engine is postgres (default) or mysql.
 	Engine string `json:"engine,omitempty"`
-	// Version is the engine's major version (default 16 for postgres, 8.4 for mysql).
+	// Version is the engine's major version (default 16 for postgres, 8.4 for mysql): one that every
+	// provider serves (postgres 13 to 17, mysql 8.0 or 8.4), or a release of it (16.4, 8.0.39).
 	Version string `json:"version,omitempty"`
 	// Size is the volume size, a Kubernetes quantity (default 1Gi).
 	Size string `json:"size,omitempty"`
@@ -105,6 +106,8 @@ func validateDatabase(s *DatabaseSpec) []FieldError {
 	}
 	if !versionRE.MatchString(s.Version) {
 		fe.add("spec.version", "must be a version such as 16 or 8.4, not %q", s.Version)
+	} else {
+		validateDatabaseVersion(&fe, s.Engine, s.Version)
 	}
 	if q, err := resource.ParseQuantity(s.Size); err != nil || q.Sign() <= 0 {
 		fe.add("spec.size", "must be a positive Kubernetes quantity such as 1Gi, not %q", s.Size)

@@ -47,6 +47,11 @@ type KindInfo struct {
 	// ValidatePeers checks the spec against the other objects of its kind (their names and specs); may
 	// be nil. The API server calls it on create and update, e.g. to refuse overlapping profiles.
 	ValidatePeers func(spec any, peers []NamedSpec) []FieldError
+	// UsedBy lists the objects a spec attaches its object to, which use it: edges of the dependency graph
+	// that point the other way from Refs (a database naming, in spec.instance_id, the instance it serves).
+	// The API server checks that each exists when it is first named, and refuses to delete the object
+	// while any of them exists (409 naming them), as for an object that the users' own references name.
+	UsedBy func(spec any) []FieldRef
 	// StatusRefs lists the objects a status references: edges of the dependency graph that a controller
 	// decides (the runtimes an instance is placed on). The API server records them on status writes, like
 	// Refs, so that they protect deletes and notify the status's object; may be nil.
@@ -76,6 +81,8 @@ type KindDef[S any, T any] struct {
 	ValidatePeers func(*S, []Peer[S]) []FieldError
 	// StatusRefs lists the objects a status references; may be nil.
 	StatusRefs func(*T) []FieldRef
+	// UsedBy lists the objects the spec attaches the object to, which use it; may be nil.
+	UsedBy func(*S) []FieldRef
 }
 
 // NamedSpec is an object's name and its spec (a pointer to the kind's spec type), for KindInfo.ValidatePeers.
@@ -127,6 +134,12 @@ func RegisterKind[S any, T any](d KindDef[S, T]) *KindInfo {
 				return nil
 			}
 			return d.Refs(spec.(*S))
+		},
+		UsedBy: func(spec any) []FieldRef {
+			if d.UsedBy == nil {
+				return nil
+			}
+			return d.UsedBy(spec.(*S))
 		},
 		WriteOnly:  d.WriteOnly,
 		SpecType:   zs,
@@ -225,12 +238,14 @@ func init() {
 		Description: "A database for a workload instance: in-cluster (a StatefulSet with a Service, a volume and generated credentials) on every runtime the instance runs on; the instance gets the connection details as env from a Secret. It outlives its instance's redeploys, and retain keeps its data on delete.",
 		Default:     defaultDatabase,
 		Validate:    validateDatabase,
+		UsedBy:      func(s *DatabaseSpec) []FieldRef { return attachedTo(s.InstanceID) },
 	})
 	RegisterKind(KindDef[BucketSpec, BucketStatus]{
 		Kind:        KindBucket,
 		Description: "An S3-compatible bucket for a workload instance: an in-cluster object store on every runtime the instance runs on; the instance gets the endpoint, bucket name and credentials as env from a Secret. Retain keeps its data on delete.",
 		Default:     defaultBucket,
 		Validate:    validateBucket,
+		UsedBy:      func(s *BucketSpec) []FieldRef { return attachedTo(s.InstanceID) },
 	})
 	RegisterKind(KindDef[SupportServiceSpec, SupportServiceStatus]{
 		Kind:        KindSupportService,

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -44,6 +46,9 @@ const (
 	MaxContainers = 32
 	// MaxDocumentBytes is the largest manifests document, or Helm values document.
 	MaxDocumentBytes = 512 << 10
+	// MaxReplicas is the most replicas a definition, an instance or an autoscaler may ask for, whoever
+	// asks. An operator may set lower limits per role (the server's --max-replicas).
+	MaxReplicas = 1000
 )
 
 // ValidateMeta checks an object's name (a DNS-1123 label) and labels (Kubernetes label syntax).
@@ -263,21 +268,53 @@ func validateWorkloadDefinition(s *WorkloadDefinitionSpec) []FieldError {
 	if s.Helm != nil {
 		validateHelm(&fe, s.Helm)
 	}
-	if s.Replicas != nil && *s.Replicas < 0 {
-		fe.add("spec.replicas", "must not be negative")
-	}
+	validateReplicas(&fe, "spec.replicas", s.Replicas)
 	if a := s.Autoscaling; a != nil {
 		if a.MinReplicas < 1 {
 			fe.add("spec.autoscaling.min_replicas", "must be at least 1")
 		}
-		if a.MaxReplicas < a.MinReplicas {
+		switch {
+		case a.MaxReplicas < a.MinReplicas:
 			fe.add("spec.autoscaling.max_replicas", "must be at least min_replicas (%d < %d)", a.MaxReplicas, a.MinReplicas)
+		case a.MaxReplicas > MaxReplicas:
+			fe.add("spec.autoscaling.max_replicas", "must be at most %d, not %d", MaxReplicas, a.MaxReplicas)
 		}
 		if a.TargetCPUPercent < 1 || a.TargetCPUPercent > 100 {
 			fe.add("spec.autoscaling.target_cpu_percent", "must be between 1 and 100, not %d", a.TargetCPUPercent)
 		}
 	}
 	return fe
+}
+
+// validateReplicas checks a replica count: between 0 and MaxReplicas.
+func validateReplicas(fe *fieldErrors, field string, n *int32) {
+	switch {
+	case n == nil:
+	case *n < 0:
+		fe.add(field, "must not be negative")
+	case *n > MaxReplicas:
+		fe.add(field, "must be at most %d, not %d", MaxReplicas, *n)
+	}
+}
+
+// RequestedReplicas returns the replica counts a spec asks for, by field path: a definition's replicas
+// and autoscaling max_replicas, an instance's replicas. The API server holds them to its per-role limits.
+func RequestedReplicas(spec any) map[string]int32 {
+	out := map[string]int32{}
+	switch s := spec.(type) {
+	case *WorkloadDefinitionSpec:
+		if s.Replicas != nil {
+			out["spec.replicas"] = *s.Replicas
+		}
+		if s.Autoscaling != nil {
+			out["spec.autoscaling.max_replicas"] = s.Autoscaling.MaxReplicas
+		}
+	case *WorkloadInstanceSpec:
+		if s.Replicas != nil {
+			out["spec.replicas"] = *s.Replicas
+		}
+	}
+	return out
 }
 
 func validateContainers(fe *fieldErrors, cs []Container) {
@@ -471,8 +508,11 @@ func stripYAMLComments(doc []byte) []byte {
 }
 
 func validateHelm(fe *fieldErrors, h *HelmSource) {
-	if h.Chart == "" {
+	switch {
+	case h.Chart == "":
 		fe.add("spec.helm.chart", "is required")
+	case h.Repository == "" && LocalChartEscapes(h.Chart):
+		fe.add("spec.helm.chart", "a local chart (no repository) is a path relative to the control plane's chart directory and must stay inside it; %q leads out of it", h.Chart)
 	}
 	if h.Repository != "" {
 		u, err := url.Parse(h.Repository)
@@ -481,6 +521,21 @@ func validateHelm(fe *fieldErrors, h *HelmSource) {
 		}
 	}
 	validateValues(fe, "spec.helm.values", h.Values)
+}
+
+// LocalChartEscapes reports whether a relative local chart path leads out of the directory it is
+// relative to ("..", "a/../../b"), judged on the path's text alone. Absolute paths are not judged here:
+// only a server that knows the chart directory can tell whether one is inside it.
+func LocalChartEscapes(chart string) bool {
+	if strings.ContainsRune(chart, 0) {
+		return true
+	}
+	p := filepath.FromSlash(chart)
+	if filepath.IsAbs(p) || strings.HasPrefix(chart, "/") {
+		return false
+	}
+	c := filepath.Clean(p)
+	return c == ".." || strings.HasPrefix(c, ".."+string(filepath.Separator))
 }
 
 // validateValues checks a YAML document of Helm chart values.
@@ -511,9 +566,7 @@ func validateWorkloadInstance(s *WorkloadInstanceSpec) []FieldError {
 	if s.Namespace != "" {
 		fe.msgs("spec.namespace", validation.IsDNS1123Label(s.Namespace))
 	}
-	if s.Replicas != nil && *s.Replicas < 0 {
-		fe.add("spec.replicas", "must not be negative")
-	}
+	validateReplicas(&fe, "spec.replicas", s.Replicas)
 	validateEnv(&fe, "spec.env", s.Env)
 	validateUses(&fe, s.Uses)
 	for _, k := range sortedKeys(s.Images) {
@@ -571,4 +624,82 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// Database providers: where a database runs, chosen by the runtime its instances run on.
+const (
+	// DatabaseProviderInCluster is a StatefulSet of the engine's official image, off AWS.
+	DatabaseProviderInCluster = "in-cluster"
+	// DatabaseProviderRDS is an Amazon RDS instance, on eks runtimes.
+	DatabaseProviderRDS = "rds"
+)
+
+// databaseVersions lists, per engine and per provider, the major versions served: PostgreSQL majors,
+// and MySQL's 8.0 and 8.4 release series. Every one is in upstream support, has an official image and
+// is offered by RDS.
+var databaseVersions = map[string]map[string][]string{
+	EnginePostgres: {
+		DatabaseProviderInCluster: {"13", "14", "15", "16", "17"},
+		DatabaseProviderRDS:       {"13", "14", "15", "16", "17"},
+	},
+	EngineMySQL: {
+		DatabaseProviderInCluster: {"8.0", "8.4"},
+		DatabaseProviderRDS:       {"8.0", "8.4"},
+	},
+}
+
+// DatabaseVersions returns the major versions of an engine that a provider (DatabaseProviderInCluster
+// or DatabaseProviderRDS) serves; nil for an unknown engine or provider.
+func DatabaseVersions(engine, provider string) []string {
+	return append([]string(nil), databaseVersions[engine][provider]...)
+}
+
+// DatabaseMajor returns the major version a database version names: the first number for PostgreSQL
+// ("16.4" is 16), the release series for MySQL ("8.0.39" is 8.0).
+func DatabaseMajor(engine, version string) string {
+	parts := strings.Split(version, ".")
+	if engine == EngineMySQL && len(parts) >= 2 {
+		return parts[0] + "." + parts[1]
+	}
+	return parts[0]
+}
+
+// validateDatabaseVersion checks that every provider serves the version's major: a database runs
+// wherever its instances run, in-cluster or on RDS, and placement may move them.
+func validateDatabaseVersion(fe *fieldErrors, engine, version string) {
+	providers, ok := databaseVersions[engine]
+	if !ok {
+		return // spec.engine says why
+	}
+	major := DatabaseMajor(engine, version)
+	var supported []string // by every provider, in the in-cluster table's order
+	for _, v := range providers[DatabaseProviderInCluster] {
+		if slices.Contains(providers[DatabaseProviderRDS], v) {
+			supported = append(supported, v)
+		}
+	}
+	if slices.Contains(supported, major) {
+		return
+	}
+	var some []string
+	for _, p := range []string{DatabaseProviderInCluster, DatabaseProviderRDS} {
+		if slices.Contains(providers[p], major) {
+			some = append(some, p)
+		}
+	}
+	if len(some) > 0 {
+		fe.add("spec.version", "%s %s is served %s only, and a database runs wherever its instances run; supported everywhere: %s",
+			engine, major, strings.Join(some, ", "), strings.Join(supported, ", "))
+		return
+	}
+	fe.add("spec.version", "%s %s is not supported; supported versions: %s (a major, or a release of one, e.g. %s.1)",
+		engine, version, strings.Join(supported, ", "), supported[len(supported)-1])
+}
+
+// attachedTo is the instance a data service's spec.instance_id attaches it to: that instance uses it.
+func attachedTo(instanceID string) []FieldRef {
+	if instanceID == "" {
+		return nil
+	}
+	return []FieldRef{{Field: "spec.instance_id", Kind: KindWorkloadInstance, ID: instanceID}}
 }

@@ -63,3 +63,27 @@ func TestValidateMeta(t *testing.T) {
 	}
 	require.Equal(t, []string{"name", `labels["bad key!"]`, `labels["k"]`}, fields)
 }
+
+func TestLocalChartEscapes(t *testing.T) {
+	t.Parallel()
+	for chart, escapes := range map[string]bool{
+		"demo": false, "team/demo-1.0.0.tgz": false, "a/../demo": false, "./demo": false,
+		"/abs/inside/or/not": false, // only a server that knows the chart directory can judge
+		"..":                 true, "../demo": true, "a/../../demo": true, "demo\x00": true,
+	} {
+		require.Equal(t, escapes, client.LocalChartEscapes(chart), "%q", chart)
+	}
+}
+
+func TestDatabaseVersionTables(t *testing.T) {
+	t.Parallel()
+	for _, engine := range []string{client.EnginePostgres, client.EngineMySQL} {
+		for _, p := range []string{client.DatabaseProviderInCluster, client.DatabaseProviderRDS} {
+			require.NotEmpty(t, client.DatabaseVersions(engine, p), "%s on %s", engine, p)
+		}
+	}
+	require.Nil(t, client.DatabaseVersions("oracle", client.DatabaseProviderRDS))
+	require.Equal(t, "16", client.DatabaseMajor(client.EnginePostgres, "16.4"))
+	require.Equal(t, "8.0", client.DatabaseMajor(client.EngineMySQL, "8.0.39"))
+	require.Equal(t, "8", client.DatabaseMajor(client.EngineMySQL, "8"))
+}

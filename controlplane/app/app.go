@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -97,6 +98,9 @@ type Config struct {
 	// ChartDir is the only directory local Helm charts are read from (default <DataDir>/charts); charts
 	// elsewhere come from a repository.
 	ChartDir string
+	// MaxReplicasPerRole caps, per token role, the replicas a spec may ask for (server.Config's field of
+	// the same name). Default: none beyond client.MaxReplicas.
+	MaxReplicasPerRole map[string]int
 	// KubesimBinary overrides where local runtimes' kubesim binary is found.
 	KubesimBinary string
 	// SimulateCompute replaces the workload_instance reconciler with workload.NoopInstanceReconciler,
@@ -301,6 +305,7 @@ func (a *App) startAPI(ctx, runCtx context.Context) error {
 		return err
 	}
 	srv, err := server.New(server.Config{Store: st, Logger: a.log, Registry: a.Registry, OnCommit: a.relay.Notify, SecretKey: key, Traces: a.cfg.Traces,
+		ChartDir: a.cfg.ChartDir, MaxReplicasPerRole: replicaLimits(a.cfg.MaxReplicasPerRole),
 		MetricsAuth: a.cfg.MetricsAuth == "on" || a.cfg.MetricsAuth != "off" && needsTLS(a.cfg.Listen), Ready: a.ready})
 	if err != nil {
 		return fmt.Errorf("api server: %w", err)
@@ -461,4 +466,17 @@ func (a *App) secretKey() ([]byte, error) {
 		return nil, fmt.Errorf("secret key %s: want 32 bytes in base64", path)
 	}
 	return key, nil
+}
+
+// replicaLimits converts per-role replica limits to the server's type, clamping values it would refuse
+// anyway (the server names the bad one); nil for none.
+func replicaLimits(m map[string]int) map[string]int32 {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]int32, len(m))
+	for role, n := range m {
+		out[role] = int32(max(min(n, math.MaxInt32), math.MinInt32))
+	}
+	return out
 }

@@ -287,7 +287,21 @@ func TestDatabaseRetainAndReattach(t *testing.T) { //nolint:maintidx // one stor
 		require.NotContains(t, string(data), password, "the password is not in the API")
 	})
 
+	// detach takes a database off the instance its spec.instance_id names: while attached, the instance
+	// uses it and it cannot be deleted.
+	detach := func(t *testing.T, id string) {
+		t.Helper()
+		err := cl.Databases().Delete(ctx, id, client.DeleteOptions{})
+		require.True(t, client.IsConflict(err), "an attached database is protected while its instance uses it: %v", err)
+		cur, err := cl.Databases().Get(ctx, id)
+		require.NoError(t, err)
+		cur.Spec.InstanceID = ""
+		_, err = cl.Databases().Update(ctx, cur)
+		require.NoError(t, err)
+	}
+
 	t.Run("a retained database survives delete and re-create, with its volume and credentials", func(t *testing.T) {
+		detach(t, db.ID)
 		require.NoError(t, cl.Databases().Delete(cptest.Wait(t, time.Minute), db.ID, client.DeleteOptions{Wait: true}))
 		_, err := cs.AppsV1().StatefulSets("qleet-db-main").Get(ctx, "db", metav1.GetOptions{})
 		require.True(t, apierrors.IsNotFound(err), "%v", err)
@@ -328,6 +342,7 @@ func TestDatabaseRetainAndReattach(t *testing.T) { //nolint:maintidx // one stor
 		require.Contains(t, err.Error(), "namespace qleet-db-theirs already exists and was not created by QleetOS")
 		_, err = cs.AppsV1().StatefulSets("qleet-db-theirs").Get(ctx, "db", metav1.GetOptions{})
 		require.True(t, apierrors.IsNotFound(err), "nothing was put there: %v", err)
+		detach(t, theirs.ID)
 		require.NoError(t, cl.Databases().Delete(cptest.Wait(t, time.Minute), theirs.ID, client.DeleteOptions{Wait: true}))
 		_, err = cs.CoreV1().PersistentVolumeClaims("qleet-db-theirs").Get(ctx, "data-db-0", metav1.GetOptions{})
 		require.NoError(t, err, "their volume claim is intact")

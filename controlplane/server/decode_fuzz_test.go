@@ -69,8 +69,14 @@ func fuzzKindsFor(f *testing.F) []*client.KindInfo {
 	return kinds
 }
 
-// decoderSeeds fit any body decoder.
+// decoderSeeds fit any body decoder. The last ones reach the input rules of issue 25: engine versions, the
+// replica bound, local chart paths and uses.
 var decoderSeeds = []string{
+	`{"name":"v","spec":{"engine":"postgres","version":"9"}}`, `{"name":"v","spec":{"engine":"mysql","version":"16"}}`,
+	`{"name":"r","spec":{"containers":[{"name":"web","image":"nginx"}],"replicas":2147483647}}`,
+	`{"name":"r","spec":{"definition_id":"d","runtime_id":"r","replicas":1001}}`,
+	`{"name":"h","spec":{"helm":{"chart":"../../etc"}}}`, `{"name":"h","spec":{"helm":{"chart":"/etc/passwd"}}}`,
+	`{"name":"u","spec":{"definition_id":"d","runtime_id":"r","uses":[{"instance_id":"u","env_prefix":"U"}]}}`,
 	``, `[]`, `null`, `"s"`, `{}`, `1e400`, `{"a":1} x`, `{"a":1,"a":2}`, `{"spec":null}`, "{\"name\":\"\xff\"}",
 	`{"spec":{"x":` + strings.Repeat(`[`, 64) + strings.Repeat(`]`, 64) + `}}`, `{"name":"a"`, `{"labels":{"a":1}}`,
 }
@@ -78,6 +84,8 @@ var decoderSeeds = []string{
 // checkWrite runs what a create or update does with a body short of the store: decode, default, validate
 // the name, labels and spec, and list the references.
 func checkWrite(t *testing.T, ki *client.KindInfo, data []byte) {
+	_, err := decodeWrite(ki, data, new(updateBody))
+	requireInvalid(t, err, data)
 	var body writeBody
 	spec, err := decodeWrite(ki, data, &body)
 	requireInvalid(t, err, data)
@@ -89,6 +97,8 @@ func checkWrite(t *testing.T, ki *client.KindInfo, data []byte) {
 		require.NotEmpty(t, fe.Field, "input %q: %+v names no field", data, fe)
 	}
 	_ = ki.Refs(spec)
+	_ = ki.UsedBy(spec)
+	_ = client.RequestedReplicas(spec)
 }
 
 // FuzzWriteDecoder decodes arbitrary create and update bodies of every kind (decodeWrite), then defaults
@@ -100,6 +110,10 @@ func FuzzWriteDecoder(f *testing.F) {
 		f.Add(uint8(i), []byte(`{"name":"a","labels":{"env":"x"},"spec":`+spec+`}`))
 		f.Add(uint8(i), []byte(`{"name":"b","owners":[{"kind":"runtime_profile","id":"p"}],"spec":`+spec+`}`))
 		f.Add(uint8(i), []byte(`{"name":"c","spec":`+strings.Replace(spec, "{", `{"unknown":1,`, 1)+`}`))
+		// What GET returns, sent back by PUT (updateBody): the read-only envelope around the spec.
+		f.Add(uint8(i), []byte(`{"id":"x","kind":"k","name":"d","generation":3,"resource_version":7,"created_at":"2024-01-01T00:00:00Z","updated_at":"2024-01-01T00:00:00Z","status":{"phase":"Ready","observed_generation":3},"spec":`+spec+`}`))
+		f.Add(uint8(i), []byte(`{"name":"e","generation":"3","created_at":"yesterday","deletion_orphan":1,"spec":`+spec+`}`))
+
 		for _, s := range decoderSeeds {
 			f.Add(uint8(i), []byte(s))
 		}

@@ -56,7 +56,7 @@ type fuzzWorld struct {
 // kind picks a kind index from a fuzzed byte.
 func (w *fuzzWorld) kind(b uint8) int { return int(b) % len(w.kinds) }
 
-func newFuzzWorld(f *testing.F) *fuzzWorld {
+func newFuzzWorld(f testing.TB) *fuzzWorld {
 	f.Helper()
 	e := setup(f)
 	rt, def, inst := e.world(f, "fz")

@@ -82,7 +82,7 @@ func (s *Server) buildGraph(ctx context.Context) (*client.Graph, error) {
 		if e.Type == client.EdgeOwner && uses[[2]string{e.To, e.From}] {
 			continue
 		}
-		if exists[e.To] && !seen[[2]string{e.From, e.To}] {
+		if exists[e.To] && exists[e.From] && !seen[[2]string{e.From, e.To}] {
 			seen[[2]string{e.From, e.To}] = true
 			edges = append(edges, e)
 		}
@@ -117,6 +117,10 @@ func graphEdges(ki *client.KindInfo, o *store.Object) []client.GraphEdge {
 	if json.Unmarshal(o.Spec, spec) == nil {
 		for _, r := range ki.Refs(spec) {
 			out = append(out, client.GraphEdge{From: o.ID, To: r.ID, Type: client.EdgeReference, Why: r.Field})
+		}
+		// An object attached to its user by its own field: the edge goes from the user to it.
+		for _, r := range ki.UsedBy(spec) {
+			out = append(out, client.GraphEdge{From: r.ID, To: o.ID, Type: client.EdgeReference, Why: o.Kind + " " + r.Field})
 		}
 	}
 	if ki.StatusRefs != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -155,24 +156,27 @@ func (s *Server) requestDeletion(ctx context.Context, kind, id string, cascade b
 		// Dependents that are garbage (made by a controller for owners that are all gone, and used by
 		// nothing) do not block: they go first, as a cascade would take them. A runtime is deleted
 		// right after the gateway that installed its support services, without waiting out their grace.
-		deps, err := s.cfg.Store.Dependents(ctx, id)
+		deps, err := s.dependents(ctx, obj)
 		if err != nil {
-			return nil, fmt.Errorf("dependents of %s %s: %w", kind, id, err)
+			return nil, err
 		}
-		if len(deps) > 0 && s.allGarbage(ctx, deps) {
+		switch {
+		case len(deps) > 0 && s.allGarbage(ctx, deps):
 			cascade = true
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, s.cfg.CascadeTimeout)
 			defer cancel()
+		case len(deps) > 0:
+			return nil, &store.DependentsError{Dependents: deps}
 		}
 	}
 	if cascade {
 		if depth >= maxCascadeDepth {
 			return nil, client.Errorf(client.CodeConflict, "cascading delete deeper than %d levels", maxCascadeDepth)
 		}
-		deps, err := s.cfg.Store.Dependents(ctx, id)
+		deps, err := s.dependents(ctx, obj)
 		if err != nil {
-			return nil, fmt.Errorf("dependents of %s %s: %w", kind, id, err)
+			return nil, err
 		}
 		for _, d := range deps {
 			if _, err := s.requestDeletion(ctx, d.Kind, d.ID, true, opts, depth+1); err != nil && !errors.Is(err, store.ErrNotFound) && !client.IsNotFound(err) {
@@ -184,7 +188,7 @@ func (s *Server) requestDeletion(ctx context.Context, kind, id string, cascade b
 			if errors.Is(err, store.ErrNotFound) {
 				continue
 			}
-			left, _ := s.cfg.Store.Dependents(context.WithoutCancel(ctx), id)
+			left, _ := s.dependents(context.WithoutCancel(ctx), obj)
 			return nil, &client.Error{
 				Code:       client.CodeConflict,
 				Message:    fmt.Sprintf("dependents were asked to delete but are not gone yet (%v); retry later", err),
@@ -198,6 +202,39 @@ func (s *Server) requestDeletion(ctx context.Context, kind, id string, cascade b
 	}
 	s.committed(id)
 	return obj, nil
+}
+
+// dependents lists the objects that depend on obj: those whose references name it (the store's
+// reference rows), then the objects its own spec attaches it to that still exist (KindInfo.UsedBy: the
+// instance a database names in spec.instance_id). The second are read outside the deletion's
+// transaction: a database attached to an instance at the moment it is deleted may go.
+func (s *Server) dependents(ctx context.Context, obj *store.Object) ([]store.Ref, error) {
+	deps, err := s.cfg.Store.Dependents(ctx, obj.ID)
+	if err != nil {
+		return nil, fmt.Errorf("dependents of %s %s: %w", obj.Kind, obj.ID, err)
+	}
+	ki, ok := client.LookupKind(obj.Kind)
+	if !ok || ki.UsedBy == nil {
+		return deps, nil
+	}
+	spec := ki.NewSpec()
+	if err := json.Unmarshal(obj.Spec, spec); err != nil {
+		return nil, fmt.Errorf("decode stored %s spec: %w", obj.Kind, err)
+	}
+	for _, fr := range ki.UsedBy(spec) {
+		if slices.ContainsFunc(deps, func(d store.Ref) bool { return d.ID == fr.ID }) {
+			continue
+		}
+		user, err := s.cfg.Store.Get(ctx, fr.Kind, fr.ID)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("user of %s %s: %w", obj.Kind, obj.ID, err)
+		}
+		deps = append(deps, store.Ref{Kind: user.Kind, ID: user.ID, Name: user.Name})
+	}
+	return deps, nil
 }
 
 // allGarbage reports whether every dependent was made by a controller for owners that are all gone or

@@ -8,9 +8,13 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"path/filepath"
 	"reflect"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -30,6 +34,90 @@ type writeBody struct {
 	Labels map[string]string  `json:"labels,omitempty"`
 	Owners []client.ObjectRef `json:"owners,omitempty"`
 	Spec   json.RawMessage    `json:"spec"`
+}
+
+// updateBody is the body of PUT: a write body, plus the read-only parts of the envelope that GET
+// returns, so that an object can be sent back as it was read. A read-only field sent must equal the
+// object's (it is then ignored), or the write is refused naming it; resource_version is a precondition,
+// like If-Match.
+type updateBody struct {
+	Name                string             `json:"name"`
+	Labels              map[string]string  `json:"labels,omitempty"`
+	Owners              []client.ObjectRef `json:"owners,omitempty"`
+	Spec                json.RawMessage    `json:"spec"`
+	ID                  *string            `json:"id,omitempty"`
+	Kind                *string            `json:"kind,omitempty"`
+	Generation          *int64             `json:"generation,omitempty"`
+	ResourceVersion     *int64             `json:"resource_version,omitempty"`
+	CreatedAt           *time.Time         `json:"created_at,omitempty"`
+	UpdatedAt           *time.Time         `json:"updated_at,omitempty"`
+	DeletionRequestedAt *time.Time         `json:"deletion_requested_at,omitempty"`
+	DeletionOrphan      *bool              `json:"deletion_orphan,omitempty"`
+	Status              json.RawMessage    `json:"status,omitempty"`
+}
+
+// readOnlyChanged returns the first read-only field of an update body that differs from the object's,
+// as a 400 naming it; nil when every one sent is unchanged.
+func (b *updateBody) readOnlyChanged(cur *store.Object) error {
+	sameTime := func(sent *time.Time, have *time.Time) bool {
+		return sent == nil || have != nil && sent.Equal(*have)
+	}
+	var field string
+	switch {
+	case b.ID != nil && *b.ID != cur.ID:
+		field = "id"
+	case b.Kind != nil && *b.Kind != cur.Kind:
+		field = "kind"
+	case b.Generation != nil && *b.Generation != cur.Generation:
+		field = "generation"
+	case !sameTime(b.CreatedAt, &cur.CreatedAt):
+		field = "created_at"
+	case !sameTime(b.UpdatedAt, &cur.UpdatedAt):
+		field = "updated_at"
+	case !sameTime(b.DeletionRequestedAt, cur.DeletionRequestedAt):
+		field = "deletion_requested_at"
+	case b.DeletionOrphan != nil && *b.DeletionOrphan != cur.DeletionOrphan:
+		field = "deletion_orphan"
+	case len(b.Status) > 0 && string(b.Status) != "null" && !sameStatus(b.Status, cur.Status):
+		return invalid("status", "is written only by controllers, through PUT /v1/<kind>/{id}/status; send it unchanged or leave it out")
+	default:
+		return nil
+	}
+	return invalid(field, "is read-only and differs from the object's; send it unchanged or leave it out")
+}
+
+// sameStatus reports whether a sent status holds the same value as the stored one.
+func sameStatus(a, b json.RawMessage) bool {
+	var va, vb any
+	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
+		return false
+	}
+	if vb == nil {
+		vb = map[string]any{} // a stored empty status reads as {}
+	}
+	return reflect.DeepEqual(va, vb)
+}
+
+// keepWriteOnly gives the write-only fields that an update leaves out their stored values: GET hides
+// them from all but controllers, so that what GET returned can be sent back.
+func keepWriteOnly(ki *client.KindInfo, spec any, stored json.RawMessage) error {
+	if len(ki.WriteOnly) == 0 {
+		return nil
+	}
+	prev := ki.NewSpec()
+	if err := json.Unmarshal(stored, prev); err != nil {
+		return fmt.Errorf("decode stored %s spec: %w", ki.Kind, err)
+	}
+	nv, pv := reflect.ValueOf(spec).Elem(), reflect.ValueOf(prev).Elem()
+	for _, f := range structFields(nv.Type()) {
+		if !slices.Contains(ki.WriteOnly, f.name) {
+			continue
+		}
+		if fv := nv.FieldByIndex(f.index); fv.IsZero() {
+			fv.Set(pv.FieldByIndex(f.index))
+		}
+	}
+	return nil
 }
 
 // patchBody is the part of an object a merge patch may change.
@@ -136,6 +224,50 @@ type objectView interface {
 	lookup(ctx context.Context, kind, id string) (*store.Object, error)
 	// peers returns the other objects of a kind, for KindInfo.ValidatePeers.
 	peers(ctx context.Context, ki *client.KindInfo, self string) ([]client.NamedSpec, error)
+	// writeRules returns the server's limits on writes.
+	writeRules() *writeRules
+}
+
+// writeRules are the server's limits on writes, beyond each kind's own validation.
+type writeRules struct {
+	// maxReplicas caps, per role, the replicas a spec asks for (Config.MaxReplicasPerRole).
+	maxReplicas map[string]int32
+	// chartDir is the directory local Helm charts are read from (Config.ChartDir); "" when not known.
+	chartDir string
+}
+
+// writeRules returns the server's limits on writes.
+func (s *Server) writeRules() *writeRules {
+	return &writeRules{maxReplicas: s.cfg.MaxReplicasPerRole, chartDir: s.cfg.ChartDir}
+}
+
+// check applies the rules to a spec written by the caller in ctx.
+func (wr *writeRules) check(ctx context.Context, spec any) []client.FieldError {
+	var fes []client.FieldError
+	role := principalFrom(ctx).role
+	if limit, ok := wr.maxReplicas[role]; ok {
+		asked := client.RequestedReplicas(spec)
+		fields := make([]string, 0, len(asked))
+		for f := range asked {
+			fields = append(fields, f)
+		}
+		sort.Strings(fields)
+		for _, f := range fields {
+			if n := asked[f]; n > limit {
+				fes = append(fes, client.FieldError{Field: f, Message: fmt.Sprintf(
+					"must be at most %d for a %s token (the server's limit for the role), not %d", limit, role, n)})
+			}
+		}
+	}
+	if def, ok := spec.(*client.WorkloadDefinitionSpec); ok && def.Helm != nil && def.Helm.Repository == "" && wr.chartDir != "" &&
+		filepath.IsAbs(def.Helm.Chart) {
+		rel, err := filepath.Rel(filepath.Clean(wr.chartDir), filepath.Clean(def.Helm.Chart))
+		if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			fes = append(fes, client.FieldError{Field: "spec.helm.chart", Message: fmt.Sprintf(
+				"a local chart (no repository) must be inside the control plane's chart directory; %q is not (name it by a path relative to that directory)", def.Helm.Chart)})
+		}
+	}
+	return fes
 }
 
 // lookup reads an object from the store.
@@ -143,23 +275,40 @@ func (s *Server) lookup(ctx context.Context, kind, id string) (*store.Object, er
 	return s.cfg.Store.Get(ctx, kind, id)
 }
 
+// subject is the object a write is about: its id and stored spec (both empty for a create) and its name.
+type subject struct {
+	id   string
+	name string
+	prev json.RawMessage
+}
+
+// subjectOf is the subject of an update of cur.
+func subjectOf(cur *store.Object) subject {
+	return subject{id: cur.ID, name: cur.Name, prev: cur.Spec}
+}
+
 // check defaults and validates a spec with the object's name and labels, and resolves its references.
 // Every problem is reported at once, as one 400.
-func (s *Server) check(ctx context.Context, ki *client.KindInfo, name string, labels map[string]string, spec any) (*checked, error) {
-	return checkIn(ctx, s, ki, name, labels, spec)
+func (s *Server) check(ctx context.Context, ki *client.KindInfo, subj subject, labels map[string]string, spec any) (*checked, error) {
+	return checkIn(ctx, s, ki, subj, labels, spec)
 }
 
 // checkIn is check against a view of the objects.
-func checkIn(ctx context.Context, v objectView, ki *client.KindInfo, name string, labels map[string]string, spec any) (*checked, error) {
+func checkIn(ctx context.Context, v objectView, ki *client.KindInfo, subj subject, labels map[string]string, spec any) (*checked, error) {
 	if err := mayWriteClusterScoped(ctx, spec); err != nil {
 		return nil, err
 	}
 	ki.Default(spec)
-	fes := client.ValidateMeta(name, labels)
+	fes := client.ValidateMeta(subj.name, labels)
 	fes = append(fes, ki.Validate(spec)...)
+	fes = append(fes, v.writeRules().check(ctx, spec)...)
 	refSpecs := map[string]any{}
 	var refs []store.Ref
 	for _, fr := range ki.Refs(spec) {
+		if subj.id != "" && fr.ID == subj.id {
+			fes = append(fes, client.FieldError{Field: fr.Field, Message: fmt.Sprintf("must not name the %s itself", ki.Kind)})
+			continue
+		}
 		target, err := v.lookup(ctx, fr.Kind, fr.ID)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
@@ -179,11 +328,25 @@ func checkIn(ctx context.Context, v objectView, ki *client.KindInfo, name string
 			}
 		}
 	}
+	used, err := checkUsedBy(ctx, v, ki, subj, spec)
+	if err != nil {
+		return nil, err
+	}
+	fes = append(fes, used...)
 	if ki.ValidateRefs != nil && len(fes) == 0 {
 		fes = append(fes, ki.ValidateRefs(spec, refSpecs)...)
 	}
+	if inst, ok := spec.(*client.WorkloadInstanceSpec); ok && len(fes) == 0 {
+		fe, err := usesCycle(ctx, v, subj, inst)
+		if err != nil {
+			return nil, err
+		}
+		if fe != nil {
+			fes = append(fes, *fe)
+		}
+	}
 	if ki.ValidatePeers != nil && len(fes) == 0 {
-		peers, err := v.peers(ctx, ki, name)
+		peers, err := v.peers(ctx, ki, subj.name)
 		if err != nil {
 			return nil, err
 		}
@@ -197,6 +360,110 @@ func checkIn(ctx context.Context, v objectView, ki *client.KindInfo, name string
 		return nil, fmt.Errorf("encode spec: %w", err)
 	}
 	return &checked{spec: data, refs: refs}, nil
+}
+
+// checkUsedBy resolves the objects a spec attaches its object to (KindInfo.UsedBy: the instance a
+// database names): each must exist and not be being deleted, unless the stored spec already named it
+// (the database outlives its instance, and stays writable once the instance is gone).
+func checkUsedBy(ctx context.Context, v objectView, ki *client.KindInfo, subj subject, spec any) ([]client.FieldError, error) {
+	if ki.UsedBy == nil {
+		return nil, nil
+	}
+	before := map[string]bool{}
+	if len(subj.prev) > 0 {
+		prev := ki.NewSpec()
+		if json.Unmarshal(subj.prev, prev) == nil {
+			for _, fr := range ki.UsedBy(prev) {
+				before[fr.ID] = true
+			}
+		}
+	}
+	var fes []client.FieldError
+	for _, fr := range ki.UsedBy(spec) {
+		if before[fr.ID] {
+			continue
+		}
+		target, err := v.lookup(ctx, fr.Kind, fr.ID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			fes = append(fes, client.FieldError{Field: fr.Field, Message: fmt.Sprintf("%s %q not found", fr.Kind, fr.ID)})
+		case err != nil:
+			return nil, fmt.Errorf("resolve %s: %w", fr.Field, err)
+		case target.DeletionRequestedAt != nil:
+			fes = append(fes, client.FieldError{Field: fr.Field, Message: fmt.Sprintf("%s %q is being deleted", fr.Kind, target.Name)})
+		}
+	}
+	return fes, nil
+}
+
+// maxUsesWalk bounds how many instances the cycle check of spec.uses reads.
+const maxUsesWalk = 10000
+
+// usesCycle refuses a spec.uses that leads back to the instance, at any depth: each instance of a cycle
+// would wait for the others to roll out first, for ever, and none could be deleted. It walks the uses of
+// the instances named, depth first, and names the first edge of a cycle and its path (web → api → web).
+// A new instance has no id yet, so nothing can use it and no cycle can pass through it.
+//
+// The walk reads the store outside the write's transaction: two concurrent updates that close a cycle
+// between them (a uses b, while b is changed to use a) can both pass. Writes of uses are rare and
+// operator-paced; the next write of either instance is refused, naming the cycle.
+func usesCycle(ctx context.Context, v objectView, subj subject, spec *client.WorkloadInstanceSpec) (*client.FieldError, error) {
+	if subj.id == "" {
+		return nil, nil
+	}
+	names := map[string]string{subj.id: subj.name}
+	visited := map[string]bool{}
+	// path returns the cycle found through the chain of ids, as names.
+	path := func(chain []string) string {
+		parts := []string{subj.name}
+		for _, id := range chain {
+			parts = append(parts, names[id])
+		}
+		return strings.Join(append(parts, subj.name), " → ")
+	}
+	var walk func(id string, chain []string) (string, error)
+	walk = func(id string, chain []string) (string, error) {
+		if visited[id] || len(visited) >= maxUsesWalk {
+			return "", nil
+		}
+		visited[id] = true
+		o, err := v.lookup(ctx, client.KindWorkloadInstance, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return "", nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("read used instance %s: %w", id, err)
+		}
+		names[id] = o.Name
+		chain = append(chain, id)
+		var s client.WorkloadInstanceSpec
+		if err := json.Unmarshal(o.Spec, &s); err != nil {
+			return "", nil //nolint:nilerr // a spec that does not decode uses nothing
+		}
+		for _, u := range s.Uses {
+			if u.InstanceID == subj.id {
+				return path(chain), nil
+			}
+			if found, err := walk(u.InstanceID, chain); found != "" || err != nil {
+				return found, err
+			}
+		}
+		return "", nil
+	}
+	for i, u := range spec.Uses {
+		if u.InstanceID == subj.id {
+			continue // refused as a self-reference
+		}
+		found, err := walk(u.InstanceID, nil)
+		if err != nil {
+			return nil, err
+		}
+		if found != "" {
+			return &client.FieldError{Field: fmt.Sprintf("spec.uses[%d].instance_id", i),
+				Message: fmt.Sprintf("makes a cycle of uses: %s (each would wait for the other to roll out first)", found)}, nil
+		}
+	}
+	return nil, nil
 }
 
 // peers returns the other objects of a kind (all but the one named), for KindInfo.ValidatePeers. Kinds
@@ -268,7 +535,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	c, err := s.check(r.Context(), ki, body.Name, body.Labels, spec)
+	c, err := s.check(r.Context(), ki, subject{name: body.Name}, body.Labels, spec)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -416,14 +683,33 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	var body writeBody
+	var body updateBody
 	spec, err := decodeWrite(ki, data, &body)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
+	if body.ResourceVersion != nil {
+		if rv != 0 && rv != *body.ResourceVersion {
+			s.fail(w, r, invalid("resource_version", fmt.Sprintf("differs from If-Match (%d != %d)", *body.ResourceVersion, rv)))
+			return
+		}
+		rv = *body.ResourceVersion
+	}
 	cur, err := s.cfg.Store.Get(r.Context(), ki.Kind, chi.URLParam(r, "id"))
 	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if rv != 0 && rv != cur.ResourceVersion {
+		s.fail(w, r, fmt.Errorf("%w: resource version %d, current %d", store.ErrStale, rv, cur.ResourceVersion))
+		return
+	}
+	if err := body.readOnlyChanged(cur); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := keepWriteOnly(ki, spec, cur.Spec); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -515,7 +801,7 @@ func (s *Server) storeSpec(ctx context.Context, cur *store.Object, rv int64, lab
 	if rv != 0 && rv != cur.ResourceVersion {
 		return nil, fmt.Errorf("%w: If-Match %d, current %d", store.ErrStale, rv, cur.ResourceVersion)
 	}
-	c, err := s.check(ctx, ki, cur.Name, labels, spec)
+	c, err := s.check(ctx, ki, subjectOf(cur), labels, spec)
 	if err != nil {
 		return nil, err
 	}

@@ -227,6 +227,8 @@ func (g *openapiGen) document() obj {
 	tags = append(tags, obj{"name": "plans", "description": "Plan previews: what a change would make the controllers do."})
 	paths["/v1/watch"] = obj{"get": obj{"operationId": "watch", "summary": "A Server-Sent Events stream of changes: a \"ready\" event once the stream sees every later write, then \"change\" events whose data is JSON {\"changed\": [{kind, id, name, resource_version}], \"deleted\": [ids]}. Send the token in the Authorization header (the web view reads the stream with fetch)", "tags": []string{"graph"},
 		"responses": obj{"200": obj{"description": "The event stream", "content": obj{"text/event-stream": obj{"schema": obj{"type": "string"}}}}, "default": errResp}}}
+	g.tokenPaths(paths, errResp)
+	tags = append(tags, obj{"name": "tokens", "description": "API tokens (admin only): create one (its secret is shown once), list them, revoke one."})
 	tags = append(tags, obj{"name": "health", "description": "Probes, metrics and this document; no token needed."})
 	return obj{
 		"openapi": OpenAPIVersion,
@@ -263,6 +265,9 @@ func (g *openapiGen) kindPaths(ki *client.KindInfo, paths obj, errResp, idParam,
 		"continue": obj{"type": "string", "description": "Token for the next page; absent on the last page."},
 	}}
 	g.schemas[n+"Write"] = g.structSchema(reflect.TypeOf(writeBody{}), "Write", map[string]obj{"spec": spec})
+	update := g.structSchema(reflect.TypeOf(updateBody{}), "Update", map[string]obj{"spec": spec, "status": status})
+	update["description"] = "The labels and spec to write. What GET returned may be sent back as it is: the read-only fields (id, kind, generation, timestamps, status) are ignored when unchanged and refused (400 naming the field) when changed; resource_version is a precondition like If-Match, and a write-only field left out keeps its stored value."
+	g.schemas[n+"Update"] = update
 	g.schemas[n+"Patch"] = obj{"type": "object", "additionalProperties": false, "description": "An RFC 7396 JSON merge patch over labels and spec.", "properties": obj{
 		"labels": obj{"type": []string{"object", "null"}, "additionalProperties": obj{"type": []string{"string", "null"}}},
 		"spec":   obj{"type": []string{"object", "null"}},
@@ -303,7 +308,7 @@ func (g *openapiGen) kindPaths(ki *client.KindInfo, paths obj, errResp, idParam,
 			"responses": with(obj{"200": one})},
 		"put": obj{"operationId": "update_" + ki.Kind, "summary": "Replace the labels and spec of a " + ki.Kind, "tags": tag,
 			"parameters":  []any{ifMatch},
-			"requestBody": obj{"required": true, "content": jsonContent(ref(n + "Write"))},
+			"requestBody": obj{"required": true, "content": jsonContent(ref(n + "Update"))},
 			"responses":   with(obj{"200": one})},
 		"patch": obj{"operationId": "patch_" + ki.Kind, "summary": "Merge-patch the labels and spec of a " + ki.Kind, "tags": tag,
 			"parameters":  []any{ifMatch},
@@ -336,6 +341,9 @@ func (g *openapiGen) kindPaths(ki *client.KindInfo, paths obj, errResp, idParam,
 		"get": obj{"operationId": "get_" + ki.Kind + "_trace", "summary": "The hops of the object's most recent reconcile, from this server's recent-span buffer (404 when none is held)", "tags": tag,
 			"responses": with(obj{"200": response("Trace", g.schema(reflect.TypeOf(client.Trace{})))})},
 	}
+	paths[base+"/{id}/reconcile"] = obj{"parameters": []any{idParam}, "post": obj{
+		"operationId": "reconcile_" + ki.Kind, "summary": "Ask the object's controller to reconcile it now, without changing it (developer, admin or controller role)", "tags": tag,
+		"responses": with(obj{"202": obj{"description": "Reconcile requested"}})}}
 	if ki.Kind == client.KindWorkloadDefinition {
 		g.schemas["ImageRequest"] = g.structSchema(reflect.TypeOf(imageRequest{}), "ImageRequest", nil)
 		g.schemas["ImageResponse"] = g.structSchema(reflect.TypeOf(imageResponse{}), "ImageResponse", map[string]obj{"definition": ref(n)})
@@ -344,5 +352,25 @@ func (g *openapiGen) kindPaths(ki *client.KindInfo, paths obj, errResp, idParam,
 			"parameters":  []any{ifMatch},
 			"requestBody": obj{"required": true, "content": jsonContent(ref("ImageRequest"))},
 			"responses":   with(obj{"200": response("Updated", ref("ImageResponse"))})}}
+	}
+}
+
+// tokenPaths documents /v1/tokens (tokens.go).
+func (g *openapiGen) tokenPaths(paths obj, errResp obj) {
+	info := g.schema(reflect.TypeOf(client.TokenInfo{}))
+	g.schemas["TokenList"] = obj{"type": "object", "required": []string{"items"}, "additionalProperties": false,
+		"properties": obj{"items": obj{"type": "array", "items": info}}}
+	tag := []string{"tokens"}
+	paths["/v1/tokens"] = obj{
+		"get": obj{"operationId": "list_tokens", "summary": "List the API tokens (never their secrets)", "tags": tag,
+			"responses": obj{"200": response("The tokens", ref("TokenList")), "default": errResp}},
+		"post": obj{"operationId": "create_token", "summary": "Create an API token; its secret is in this answer only (only its hash is stored)", "tags": tag,
+			"requestBody": obj{"required": true, "content": jsonContent(g.schema(reflect.TypeOf(client.TokenRequest{})))},
+			"responses":   obj{"201": response("Created, with the secret", g.schema(reflect.TypeOf(client.NewToken{}))), "default": errResp}},
+	}
+	paths["/v1/tokens/{id}"] = obj{
+		"parameters": []any{param("id", "path", "The token id.", true, obj{"type": "string"})},
+		"delete": obj{"operationId": "revoke_token", "summary": "Revoke an API token", "tags": tag,
+			"responses": obj{"204": obj{"description": "Revoked"}, "default": errResp}},
 	}
 }

@@ -55,7 +55,10 @@ type planView struct {
 	deleted map[string]bool          // ids the plan deletes
 	planned map[string]bool          // ids the plan creates (requested or implied)
 	changed map[string]bool          // ids whose spec the plan changes (creates and updates)
+	rules   *writeRules              // the server's limits on writes
 }
+
+func (v *planView) writeRules() *writeRules { return v.rules }
 
 func (v *planView) lookup(_ context.Context, kind, id string) (*store.Object, error) {
 	if strings.HasPrefix(id, client.PlanUnknownPrefix) {
@@ -123,7 +126,7 @@ func (v *planView) dependents(id string) []string {
 	var out []string
 	for _, oid := range v.order {
 		o := v.objs[oid]
-		if o == nil || v.deleted[oid] {
+		if o == nil {
 			continue
 		}
 		ki, ok := client.LookupKind(o.Kind)
@@ -131,8 +134,9 @@ func (v *planView) dependents(id string) []string {
 			continue
 		}
 		for _, e := range graphEdges(ki, o) {
-			if e.To == id && e.Type != client.EdgeOwner && !slices.Contains(out, oid) {
-				out = append(out, oid)
+			// e.From is o, or the user o's own spec attaches it to (KindInfo.UsedBy): either must be live.
+			if e.To == id && e.Type != client.EdgeOwner && v.objs[e.From] != nil && !v.deleted[e.From] && !slices.Contains(out, e.From) {
+				out = append(out, e.From)
 			}
 		}
 	}
@@ -173,7 +177,8 @@ func (s *Server) preview(ctx context.Context, req *client.PlanRequest) (*client.
 	if len(req.Changes) > maxPlanChanges {
 		return nil, invalid("changes", fmt.Sprintf("at most %d changes per plan (got %d)", maxPlanChanges, len(req.Changes)))
 	}
-	view := &planView{objs: map[string]*store.Object{}, deleted: map[string]bool{}, planned: map[string]bool{}, changed: map[string]bool{}}
+	view := &planView{objs: map[string]*store.Object{}, deleted: map[string]bool{}, planned: map[string]bool{}, changed: map[string]bool{},
+		rules: s.writeRules()}
 	for _, ki := range client.Kinds() {
 		if err := s.eachObject(ctx, ki, func(o *store.Object) {
 			view.objs[o.ID] = o
@@ -398,7 +403,11 @@ func (p *planner) write(ctx context.Context, dc *decodedChange) error {
 			return inChange(dc.index, client.Errorf(client.CodeConflict, "%s %q is being deleted", ki.Kind, name))
 		}
 	}
-	c, err := checkIn(ctx, v, ki, name, ch.Labels, dc.spec)
+	subj := subject{id: dc.id, name: name}
+	if dc.cur != nil {
+		subj = subjectOf(dc.cur)
+	}
+	c, err := checkIn(ctx, v, ki, subj, ch.Labels, dc.spec)
 	if err != nil {
 		return inChange(dc.index, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -51,6 +52,14 @@ type Config struct {
 	// Traces is this process's buffer of recent spans, which GET /v1/<kind>/{id}/trace reads. Nil: the
 	// route answers that tracing is off here.
 	Traces TraceSource
+	// MaxReplicasPerRole caps, per token role, the replicas a spec may ask for: a definition's replicas
+	// and autoscaling max_replicas, an instance's replicas. A role not listed is held only to
+	// client.MaxReplicas. Each limit is between 0 and client.MaxReplicas. Default: none.
+	MaxReplicasPerRole map[string]int32
+	// ChartDir is the directory the controllers read local Helm charts from. When set, a definition
+	// naming a local chart by an absolute path outside it is refused at write time; relative paths that
+	// lead out of it are refused whatever this is. Default "": absolute paths are left to the controller.
+	ChartDir string
 	// SecretKey, 32 bytes, encrypts write-only spec fields (e.g. kubeconfigs) at rest with AES-256-GCM.
 	// Every API replica must share it. Nil stores them in plain text (tests only).
 	SecretKey []byte
@@ -104,6 +113,14 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.CascadeTimeout <= 0 {
 		cfg.CascadeTimeout = DefaultCascadeTimeout
+	}
+	for role, n := range cfg.MaxReplicasPerRole {
+		if !slices.Contains(client.Roles, role) {
+			return nil, fmt.Errorf("server: MaxReplicasPerRole: unknown role %q (one of %v)", role, client.Roles)
+		}
+		if n < 0 || n > client.MaxReplicas {
+			return nil, fmt.Errorf("server: MaxReplicasPerRole[%s]: must be between 0 and %d, not %d", role, client.MaxReplicas, n)
+		}
 	}
 	if cfg.SecretKey != nil {
 		sl, err := newSealer(cfg.SecretKey)

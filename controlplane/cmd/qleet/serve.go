@@ -34,6 +34,7 @@ func (q *cli) serverCmd(use string, m mode, short string) *cobra.Command {
 		workers, traceBuffer, natsReplicas                                                       int
 		resync, drift, failedRecheck, cleanupGrace, scaleDownDelay, ownerGrace, progress         time.Duration
 		tlsSANs                                                                                  []string
+		maxReplicas                                                                              map[string]int
 	)
 	cmd := &cobra.Command{
 		Use:   use,
@@ -70,7 +71,7 @@ a flag on the command line wins.`,
 				Workers: workers, ResyncInterval: resync, DriftInterval: drift,
 				ChartDir: chartDir, FailedRecheckInterval: failedRecheck, ProgressDeadline: progress, CleanupGrace: cleanupGrace,
 				ScaleDownDelay: scaleDownDelay, OwnerGrace: ownerGrace, SupportChartDir: supportCharts,
-				API: m != modeController, Controllers: m != modeAPI,
+				API: m != modeController, Controllers: m != modeAPI, MaxReplicasPerRole: maxReplicas,
 			})
 		},
 	}
@@ -108,6 +109,7 @@ a flag on the command line wins.`,
 	fs.StringVar(&secretKey, "secret-key-file", "", "file with the base64 key that encrypts secrets at rest; API replicas must share it (default: made in the data dir)")
 	fs.StringVar(&supportCharts, "support-chart-dir", "", "local charts for support services by type (<dir>/ingress, <dir>/cert-manager, ...), used instead of the upstream chart repositories; the repository's charts/support works offline")
 	fs.StringVar(&chartDir, "chart-dir", "", "the only directory local Helm charts are read from (default: <data-dir>/charts)")
+	fs.StringToIntVar(&maxReplicas, "max-replicas", nil, "per-role replica limits, e.g. developer=50,viewer=0: a token of the role may ask for at most that many replicas (every role is held to the API's limit of 1000)")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&lockSpanLog, "lock-span-log", "", "append a JSON line per reconcile lock held (holder, object, start, end) to this file, for checking that no object is reconciled twice at once (make chaos)")
 	fs.IntVar(&traceBuffer, "trace-buffer", tracing.DefaultRecentSpans, "how many recent trace spans to keep in memory for 'qleet describe --trace' (0: none; with no OTEL_* exporter either, tracing is off)")
