@@ -5,9 +5,7 @@ package app
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -201,6 +199,9 @@ func Start(ctx context.Context, cfg Config) (*App, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
 	}
+	if err := os.Chmod(cfg.DataDir, 0o700); err != nil { // one made by an older release may be 0755
+		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
+	}
 	// client-go logs through klog; send it to our logger instead of stderr.
 	klog.SetSlogLogger(cfg.Logger.With("component", "client-go"))
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -300,11 +301,11 @@ func (a *App) startAPI(ctx, runCtx context.Context) error {
 		}
 	}()
 
-	key, err := a.secretKey()
+	keys, err := a.secretKeys()
 	if err != nil {
 		return err
 	}
-	srv, err := server.New(server.Config{Store: st, Logger: a.log, Registry: a.Registry, OnCommit: a.relay.Notify, SecretKey: key, Traces: a.cfg.Traces,
+	srv, err := server.New(server.Config{Store: st, Logger: a.log, Registry: a.Registry, OnCommit: a.relay.Notify, SecretKeys: keys, Traces: a.cfg.Traces,
 		ChartDir: a.cfg.ChartDir, MaxReplicasPerRole: replicaLimits(a.cfg.MaxReplicasPerRole),
 		MetricsAuth: a.cfg.MetricsAuth == "on" || a.cfg.MetricsAuth != "off" && needsTLS(a.cfg.Listen), Ready: a.ready})
 	if err != nil {
@@ -440,32 +441,32 @@ func endpointAddr(addr net.Addr) string {
 	return net.JoinHostPort("127.0.0.1", fmt.Sprint(tcp.Port))
 }
 
-// secretKey loads the at-rest encryption key, making one on first start.
-func (a *App) secretKey() ([]byte, error) {
+// secretKeys loads the key ring that seals secrets at rest (server.ParseSecretKeys: the first key seals),
+// making one key on first start.
+func (a *App) secretKeys() ([][]byte, error) {
 	path := a.cfg.SecretKeyFile
 	if path == "" {
 		path = filepath.Join(a.cfg.DataDir, "secret.key")
 	}
 	data, err := os.ReadFile(path)
 	if os.IsNotExist(err) && a.cfg.SecretKeyFile == "" {
-		key := make([]byte, 32)
-		if _, err := rand.Read(key); err != nil {
+		key, err := server.NewSecretKey()
+		if err != nil {
 			return nil, err
 		}
-		enc := base64.StdEncoding.EncodeToString(key)
-		if err := os.WriteFile(path, []byte(enc+"\n"), 0o600); err != nil {
+		if err := os.WriteFile(path, server.FormatSecretKeys([][]byte{key}), 0o600); err != nil {
 			return nil, fmt.Errorf("write %s: %w", path, err)
 		}
-		return key, nil
+		return [][]byte{key}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("secret key: %w", err)
 	}
-	key, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(data)))
-	if err != nil || len(key) != 32 {
-		return nil, fmt.Errorf("secret key %s: want 32 bytes in base64", path)
+	keys, err := server.ParseSecretKeys(data)
+	if err != nil {
+		return nil, fmt.Errorf("secret key %s: %w", path, err)
 	}
-	return key, nil
+	return keys, nil
 }
 
 // replicaLimits converts per-role replica limits to the server's type, clamping values it would refuse

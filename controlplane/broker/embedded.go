@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -82,6 +83,13 @@ func (e *EmbeddedServer) Start(ctx context.Context) error {
 	defer e.mu.Unlock()
 	if e.srv != nil {
 		return nil
+	}
+	// JetStream would make the store dir 0750; it is private like the rest of the data dir.
+	if err := os.MkdirAll(e.cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("embedded nats: %w", err)
+	}
+	if err := os.Chmod(e.cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("embedded nats: %w", err)
 	}
 	opts := &server.Options{
 		ServerName: e.cfg.ServerName,

@@ -64,7 +64,7 @@ func TestWriteOnlyFieldsAreEncryptedAtRest(t *testing.T) {
 	raw, err := st.Get(ctx, client.KindKubernetesRuntime, rt.ID)
 	require.NoError(t, err)
 	require.NotContains(t, string(raw.Spec), "super-secret-token", "the database holds ciphertext")
-	require.Contains(t, string(raw.Spec), "enc:v1:")
+	require.Contains(t, string(raw.Spec), "enc:v2:")
 
 	// Re-sending the unchanged secret is not a spec change.
 	again, err := cl.KubernetesRuntimes().Update(ctx, rt)

@@ -63,6 +63,9 @@ type Config struct {
 	// SecretKey, 32 bytes, encrypts write-only spec fields (e.g. kubeconfigs) at rest with AES-256-GCM.
 	// Every API replica must share it. Nil stores them in plain text (tests only).
 	SecretKey []byte
+	// SecretKeys is a key ring, after SecretKey when both are set: the first key seals, every key opens
+	// what it sealed, so that keys can be rotated (see Reseal). Every API replica must share it.
+	SecretKeys [][]byte
 }
 
 // Defaults for Config.
@@ -122,8 +125,11 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("server: MaxReplicasPerRole[%s]: must be between 0 and %d, not %d", role, client.MaxReplicas, n)
 		}
 	}
-	if cfg.SecretKey != nil {
-		sl, err := newSealer(cfg.SecretKey)
+	if err := checkSealable(client.Kinds()); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	if keys := secretKeys(cfg); len(keys) > 0 {
+		sl, err := newSealer(keys...)
 		if err != nil {
 			return nil, fmt.Errorf("server: %w", err)
 		}
@@ -142,6 +148,15 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.router = s.routes()
 	return s, nil
+}
+
+// secretKeys is cfg's key ring, SecretKey first.
+func secretKeys(cfg Config) [][]byte {
+	var keys [][]byte
+	if cfg.SecretKey != nil {
+		keys = append(keys, cfg.SecretKey)
+	}
+	return append(keys, cfg.SecretKeys...)
 }
 
 // ServeHTTP serves the API.

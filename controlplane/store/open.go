@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/url"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -201,6 +203,9 @@ func openSQLite(cfg Config) (*bunStore, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := sqlitePrivate(path); err != nil {
+		return nil, err
+	}
 	if cfg.MaxOpenConns <= 0 {
 		cfg.MaxOpenConns = DefaultSQLiteMaxOpenConns
 	}
@@ -248,6 +253,35 @@ func openSQLite(cfg Config) (*bunStore, error) {
 		wdb:     bun.NewDB(wsql, sqlitedialect.New()),
 		rdb:     bun.NewDB(rsql, sqlitedialect.New()),
 	}, nil
+}
+
+// sqlitePrivate creates a missing SQLite database file with mode 0600, so that SQLite, which gives a
+// database's -wal and -shm files the database file's mode, makes those 0600 too; and it takes the group
+// and other bits off an existing database and its -wal and -shm files (older releases made them 0644).
+// The database holds token hashes and sealed secrets.
+func sqlitePrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("store: open sqlite %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("store: open sqlite %s: %w", path, err)
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Stat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("store: sqlite %s: %w", p, err)
+		}
+		if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+			if err := os.Chmod(p, perm&^0o077); err != nil {
+				return fmt.Errorf("store: sqlite %s: %w", p, err)
+			}
+		}
+	}
+	return nil
 }
 
 func cloneValues(v url.Values) url.Values {

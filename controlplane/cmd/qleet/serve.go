@@ -122,6 +122,9 @@ a flag on the command line wins.`,
 	for _, f := range []string{"data-dir", "chart-dir", "support-chart-dir"} {
 		_ = cmd.MarkFlagDirname(f)
 	}
+	if m == modeServer {
+		cmd.AddCommand(q.rotateKeysCmd())
+	}
 	return cmd
 }
 
