@@ -25,8 +25,12 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/internal/pgtest"
 )
 
-// markerPlaceholder, in sealBases, stands for the marker of the field it is in.
-const markerPlaceholder = "@MARKER@"
+// markerPlaceholder, in sealBases, stands for the marker of the field it is in; instancePlaceholder for
+// the id of a real workload instance.
+const (
+	markerPlaceholder   = "@MARKER@"
+	instancePlaceholder = "@INSTANCE_ID@"
+)
 
 // sealBases are valid specs of the kinds with write-only fields. Write-only fields left out are filled
 // from their Go type, with the field's marker in every string, map key and list; a field a base sets
@@ -35,7 +39,7 @@ const markerPlaceholder = "@MARKER@"
 var sealBases = map[string]string{
 	client.KindKubernetesRuntime: `{"provider":"kubeconfig","kubeconfig":` + jsonString(strings.ReplaceAll(sealKubeconfig, "super-secret-token", markerPlaceholder)) + `}`,
 	client.KindCloudAccount:      `{"provider":"aws","region":"us-east-1","access_key_id":"AKIAIOSFODNN7EXAMPLE"}`,
-	client.KindSecret:            `{"instance_ids":["wi-anything"]}`,
+	client.KindSecret:            `{"instance_ids":["` + instancePlaceholder + `"]}`,
 }
 
 func jsonString(s string) string {
@@ -51,7 +55,7 @@ type sealCase struct {
 }
 
 // sealCases walks the kind registry: one object per kind with write-only fields, a marker in each.
-func sealCases(t *testing.T) []sealCase {
+func sealCases(t *testing.T, instanceID string) []sealCase {
 	t.Helper()
 	var out []sealCase
 	for _, ki := range client.Kinds() {
@@ -61,7 +65,7 @@ func sealCases(t *testing.T) []sealCase {
 		base, ok := sealBases[ki.Kind]
 		require.True(t, ok, "kind %s has write-only fields %v: add a valid spec to sealBases", ki.Kind, ki.WriteOnly)
 		var spec map[string]any
-		require.NoError(t, json.Unmarshal([]byte(base), &spec))
+		require.NoError(t, json.Unmarshal([]byte(strings.ReplaceAll(base, instancePlaceholder, instanceID)), &spec))
 		c := sealCase{ki: ki, markers: map[string]string{}}
 		st := reflect.TypeOf(ki.SpecType)
 		for _, name := range ki.WriteOnly {
@@ -141,7 +145,8 @@ func markerValue(t reflect.Type, marker string) any {
 func writeSealCases(t *testing.T, e *env, sealed bool) []string {
 	t.Helper()
 	var markers []string
-	for _, c := range sealCases(t) {
+	_, _, inst := e.world(t, "seal")
+	for _, c := range sealCases(t, inst.ID) {
 		name := strings.ReplaceAll(c.ki.Kind, "_", "-") + "-sealed"
 		code, body := e.raw(t, server.RoleAdmin, http.MethodPost, "/v1/"+c.ki.Plural, `{"name":"`+name+`","spec":`+string(c.spec)+`}`, nil)
 		require.Equal(t, http.StatusCreated, code, "%s: %s", c.ki.Kind, body)
