@@ -46,7 +46,10 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 		fe = append(fe, client.FieldError{Field: "role", Message: fmt.Sprintf("must be one of %v, not %q", client.Roles, req.Role)})
 	}
 	if req.ExpiresAt != nil && !req.ExpiresAt.After(time.Now()) {
-		fe = append(fe, client.FieldError{Field: "expires_at", Message: "must be in the future"})
+		// A lifetime of zero or less (qleet token create --ttl -5s) is refused, never read as "no expiry".
+		fe = append(fe, client.FieldError{Field: "expires_at", Message: fmt.Sprintf(
+			"must be in the future, not %s: a token's lifetime must be positive (leave expires_at out for a token that never expires)",
+			req.ExpiresAt.UTC().Format(time.RFC3339))})
 	}
 	if len(fe) > 0 {
 		s.fail(w, r, client.Invalid(fe...))

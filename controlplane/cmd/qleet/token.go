@@ -28,6 +28,10 @@ func (q *cli) tokenCmd() *cobra.Command {
 		Example: `  qleet token create --name ci --role developer --ttl 720h`,
 		Args:    exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("ttl") && ttl < time.Second {
+				// A zero or negative --ttl must not silently make a token that never expires.
+				return usagef("--ttl %s: must be at least 1s (leave --ttl out for a token that never expires)", ttl)
+			}
 			cl, err := q.client()
 			if err != nil {
 				return err
@@ -48,7 +52,7 @@ func (q *cli) tokenCmd() *cobra.Command {
 	}
 	create.Flags().StringVar(&name, "name", "", "what the token is for, e.g. ci")
 	create.Flags().StringVar(&role, "role", "", "admin, developer, viewer or controller")
-	create.Flags().DurationVar(&ttl, "ttl", 0, "the token expires after this long, e.g. 720h (default: never)")
+	create.Flags().DurationVar(&ttl, "ttl", 0, "the token expires after this long, at least 1s, e.g. 720h (default: never)")
 	_ = create.RegisterFlagCompletionFunc("role", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return client.Roles, cobra.ShellCompDirectiveNoFileComp
 	})
