@@ -21,8 +21,12 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 )
 
-// AnnotationDependencies holds a hash of what an instance's pods get from its dependencies (secret values,
-// the addresses of the instances it uses): when it changes, the pods roll.
+// AnnotationDependencies changes when what an instance's pods get from its dependencies changes (secret
+// values, data service credentials, the addresses of the instances it uses), which rolls the pods. It
+// is a hash of versions, never of values: each secret counts by its id and generation (which a new
+// value bumps, and re-sending the same values does not), and each data service's credentials by their
+// Kubernetes Secret's uid and resourceVersion. Anyone who can read a Deployment can read the annotation,
+// so a hash of the values themselves would let them test guesses of a secret offline.
 const AnnotationDependencies = "qleetos.io/dependencies"
 
 // dependencies are what an instance consumes beyond its definition: the secrets that serve it and the
@@ -77,10 +81,8 @@ func (r *InstanceReconciler) dependencies(ctx context.Context, inst *client.Work
 		if !client.Reconciled(s.Generation, &s.Status.Status) {
 			return nil, reconcile.Wait(fmt.Sprintf("secret %q", s.Name), string(s.Status.Phase), "SecretNotReady", 5*time.Second)
 		}
-		fmt.Fprintf(h, "secret %s %s\n", s.Name, s.Spec.MountPath)
-		for _, k := range slices.Sorted(maps.Keys(s.Spec.Values)) {
-			fmt.Fprintf(h, "%s=%s\n", k, s.Spec.Values[k])
-		}
+		// The version, not the values (AnnotationDependencies); the generation covers the mount path too.
+		fmt.Fprintf(h, "secret %s %s %d\n", s.Name, s.ID, s.Generation)
 	}
 	for _, u := range inst.Spec.Uses {
 		used, err := r.deps().instances.RequireReady(ctx, u.InstanceID)
@@ -206,10 +208,14 @@ func (r *InstanceReconciler) dataOn(ctx context.Context, cl *kube.Cluster, d *de
 		values := s.env(at, creds.Data)
 		secretName := "qleet-" + s.kind + "-" + s.name
 		data := map[string]any{}
+		// The values come from where the service runs and from its credentials: hash where it runs and
+		// the credentials' version, never the values (AnnotationDependencies).
+		fmt.Fprintf(h, "%s %s at %s:%d %s %s %s %s credentials %s %s\n", s.kind, s.id, at.Host, at.Port, at.Endpoint, at.Region, at.CloudID,
+			at.Namespace, creds.UID, creds.ResourceVersion)
 		for _, k := range slices.Sorted(maps.Keys(values)) {
 			data[k] = base64.StdEncoding.EncodeToString([]byte(values[k]))
 			out.env = append(out.env, map[string]any{"name": k, "valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": secretName, "key": k}}})
-			fmt.Fprintf(h, "%s=%s\n", k, values[k])
+			fmt.Fprintf(h, "%s\n", k)
 		}
 		sec := &unstructured.Unstructured{Object: map[string]any{"type": "Opaque", "data": data}}
 		sec.SetAPIVersion("v1")
