@@ -313,6 +313,10 @@ type DeleteOptions struct {
 	// is gone or unreachable) instead of cleaning it up. It may be given for an object whose deletion is
 	// already under way.
 	Orphan bool
+	// Detach deletes a database or bucket even though the instance its own spec.instance_id names still
+	// uses it: the instance loses it. Without it that delete answers 409, as for one the instance lists.
+	// Terraform deletes with it, because removing the resource from the configuration asks exactly that.
+	Detach bool
 }
 
 // Delete requests deletion. Controllers clean up and then the object goes. With opts.Wait it returns once
@@ -324,6 +328,9 @@ func (r *Resource[S, T]) Delete(ctx context.Context, id string, opts DeleteOptio
 	}
 	if opts.Orphan {
 		q.Set("orphan", "true")
+	}
+	if opts.Detach {
+		q.Set("detach", "true")
 	}
 	if err := r.c.Do(ctx, http.MethodDelete, r.path(id), q, nil, nil, nil); err != nil {
 		if IsNotFound(err) {

@@ -231,7 +231,9 @@ func (r *objectResource[S, T, M]) Delete(ctx context.Context, req resource.Delet
 func (r *objectResource[S, T, M]) deleteAndWait(ctx context.Context, id, name string) diag.Diagnostics {
 	var diags diag.Diagnostics
 	api := r.k.api(r.c)
-	if err := api.Delete(ctx, id, client.DeleteOptions{}); err != nil {
+	// Detach: a data service that names its instance in spec.instance_id depends on it in Terraform's
+	// graph, so Terraform deletes it first; the configuration's removal of it is the user's consent.
+	if err := api.Delete(ctx, id, client.DeleteOptions{Detach: true}); err != nil {
 		return append(diags, r.apiError(ctx, "delete", name, err)...)
 	}
 	for {

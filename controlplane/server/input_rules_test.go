@@ -239,6 +239,16 @@ func TestDataServicesAttachedByInstanceID(t *testing.T) {
 		_, err := e.admin.Databases().GetByName(ctx, "att-none")
 		require.True(t, client.IsNotFound(err), "nothing was written")
 	})
+	t.Run("a delete that detaches goes ahead, as Terraform's removal of the resource asks", func(t *testing.T) {
+		other, err := e.dev.Buckets().Create(ctx, &client.Bucket{Meta: client.Meta{Name: "att-bucket-2"}, Spec: client.BucketSpec{InstanceID: inst.ID}})
+		require.NoError(t, err)
+		code, data := e.raw(t, server.RoleDeveloper, http.MethodDelete, "/v1/buckets/"+other.ID+"?detach=maybe", "", nil)
+		require.Equal(t, http.StatusBadRequest, code, string(data))
+		require.NoError(t, e.dev.Buckets().Delete(ctx, other.ID, client.DeleteOptions{Detach: true}))
+		got, err := e.admin.Buckets().Get(ctx, other.ID)
+		require.NoError(t, err)
+		require.NotNil(t, got.DeletionRequestedAt)
+	})
 	t.Run("once the instance is gone the database stays writable and may go", func(t *testing.T) {
 		require.NoError(t, e.dev.WorkloadInstances().Delete(ctx, inst.ID, client.DeleteOptions{}))
 		require.NoError(t, e.ctrl.WorkloadInstances().Finalize(ctx, inst.ID))

@@ -113,6 +113,11 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	detach, err := boolParam(r, "detach")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	opts := store.DeletionOptions{Orphan: orphan}
 	ctx := r.Context()
 	if cascade {
@@ -120,7 +125,7 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel = context.WithTimeout(ctx, s.cfg.CascadeTimeout)
 		defer cancel()
 	}
-	obj, err := s.requestDeletion(ctx, ki.Kind, id, cascade, opts, 0)
+	obj, err := s.requestDeletion(ctx, ki.Kind, id, cascade, detach, opts, 0)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -143,8 +148,9 @@ func boolParam(r *http.Request, name string) (bool, error) {
 
 // requestDeletion requests deletion of one object. With cascade it first deletes the objects that depend
 // on it (recursively, with the same options) and waits until they are gone. Deleting an object already
-// being deleted succeeds, and may turn its cleanup into orphaning.
-func (s *Server) requestDeletion(ctx context.Context, kind, id string, cascade bool, opts store.DeletionOptions, depth int) (*store.Object, error) {
+// being deleted succeeds, and may turn its cleanup into orphaning. With detach, the objects the object's
+// own spec attaches it to (KindInfo.UsedBy) do not block its deletion: they lose it, as the caller asked.
+func (s *Server) requestDeletion(ctx context.Context, kind, id string, cascade, detach bool, opts store.DeletionOptions, depth int) (*store.Object, error) {
 	obj, err := s.cfg.Store.Get(ctx, kind, id)
 	if err != nil {
 		return nil, err
@@ -156,7 +162,7 @@ func (s *Server) requestDeletion(ctx context.Context, kind, id string, cascade b
 		// Dependents that are garbage (made by a controller for owners that are all gone, and used by
 		// nothing) do not block: they go first, as a cascade would take them. A runtime is deleted
 		// right after the gateway that installed its support services, without waiting out their grace.
-		deps, err := s.dependents(ctx, obj)
+		deps, err := s.dependents(ctx, obj, !detach)
 		if err != nil {
 			return nil, err
 		}
@@ -174,12 +180,12 @@ func (s *Server) requestDeletion(ctx context.Context, kind, id string, cascade b
 		if depth >= maxCascadeDepth {
 			return nil, client.Errorf(client.CodeConflict, "cascading delete deeper than %d levels", maxCascadeDepth)
 		}
-		deps, err := s.dependents(ctx, obj)
+		deps, err := s.dependents(ctx, obj, !detach)
 		if err != nil {
 			return nil, err
 		}
 		for _, d := range deps {
-			if _, err := s.requestDeletion(ctx, d.Kind, d.ID, true, opts, depth+1); err != nil && !errors.Is(err, store.ErrNotFound) && !client.IsNotFound(err) {
+			if _, err := s.requestDeletion(ctx, d.Kind, d.ID, true, false, opts, depth+1); err != nil && !errors.Is(err, store.ErrNotFound) && !client.IsNotFound(err) {
 				return nil, err
 			}
 		}
@@ -188,7 +194,7 @@ func (s *Server) requestDeletion(ctx context.Context, kind, id string, cascade b
 			if errors.Is(err, store.ErrNotFound) {
 				continue
 			}
-			left, _ := s.dependents(context.WithoutCancel(ctx), obj)
+			left, _ := s.dependents(context.WithoutCancel(ctx), obj, !detach)
 			return nil, &client.Error{
 				Code:       client.CodeConflict,
 				Message:    fmt.Sprintf("dependents were asked to delete but are not gone yet (%v); retry later", err),
@@ -207,14 +213,15 @@ func (s *Server) requestDeletion(ctx context.Context, kind, id string, cascade b
 // dependents lists the objects that depend on obj: those whose references name it (the store's
 // reference rows), then the objects its own spec attaches it to that still exist (KindInfo.UsedBy: the
 // instance a database names in spec.instance_id). The second are read outside the deletion's
-// transaction: a database attached to an instance at the moment it is deleted may go.
-func (s *Server) dependents(ctx context.Context, obj *store.Object) ([]store.Ref, error) {
+// transaction: a database attached to an instance at the moment it is deleted may go. withUsers false
+// leaves the second out (a delete that detaches).
+func (s *Server) dependents(ctx context.Context, obj *store.Object, withUsers bool) ([]store.Ref, error) {
 	deps, err := s.cfg.Store.Dependents(ctx, obj.ID)
 	if err != nil {
 		return nil, fmt.Errorf("dependents of %s %s: %w", obj.Kind, obj.ID, err)
 	}
 	ki, ok := client.LookupKind(obj.Kind)
-	if !ok || ki.UsedBy == nil {
+	if !ok || ki.UsedBy == nil || !withUsers {
 		return deps, nil
 	}
 	spec := ki.NewSpec()

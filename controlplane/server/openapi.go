@@ -318,6 +318,7 @@ func (g *openapiGen) kindPaths(ki *client.KindInfo, paths obj, errResp, idParam,
 			"parameters": []any{
 				param("cascade", "query", "Delete dependents first and wait for them to be gone, instead of answering 409.", false, obj{"type": "boolean"}),
 				param("orphan", "query", "Abandon what the object made in the compute space (e.g. a workload's objects in a cluster that is gone) instead of cleaning it up; with cascade, for the dependents too. May be given for an object already being deleted.", false, obj{"type": "boolean"}),
+				param("detach", "query", "Delete a database or bucket even though the instance its own spec.instance_id names still uses it (the instance loses it); without it that delete answers 409.", false, obj{"type": "boolean"}),
 			},
 			"responses": with(obj{"202": response("Deletion requested", ref(n))})},
 	}
