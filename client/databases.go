@@ -3,8 +3,6 @@ package client
 import (
 	"fmt"
 	"regexp"
-
-	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // KindDatabase is a database serving a workload instance.
@@ -109,7 +107,7 @@ func validateDatabase(s *DatabaseSpec) []FieldError {
 	} else {
 		validateDatabaseVersion(&fe, s.Engine, s.Version)
 	}
-	if q, err := resource.ParseQuantity(s.Size); err != nil || q.Sign() <= 0 {
+	if q, err := parseQuantity(s.Size); err != nil || q.sign() <= 0 {
 		fe.add("spec.size", "must be a positive Kubernetes quantity such as 1Gi, not %q", s.Size)
 	}
 	if !envPrefixRE.MatchString(s.EnvPrefix) {
@@ -208,7 +206,7 @@ func defaultBucket(s *BucketSpec) {
 
 func validateBucket(s *BucketSpec) []FieldError {
 	var fe fieldErrors
-	if q, err := resource.ParseQuantity(s.Size); err != nil || q.Sign() <= 0 {
+	if q, err := parseQuantity(s.Size); err != nil || q.sign() <= 0 {
 		fe.add("spec.size", "must be a positive Kubernetes quantity such as 1Gi, not %q", s.Size)
 	}
 	if !envPrefixRE.MatchString(s.EnvPrefix) {

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"time"
-
-	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // KindRuntimeProfile is the kind of operator-defined defaults for clusters provisioned on demand.
@@ -224,7 +222,7 @@ func validateRegions(fe *fieldErrors, path string, regions []string) {
 			fe.add(p, "duplicate region %q", r)
 		}
 		seen[r] = true
-		fe.msgs(p, validation.IsDNS1123Label(r))
+		fe.msgs(p, isDNS1123Label(r))
 	}
 }
 

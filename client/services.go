@@ -5,8 +5,6 @@ import (
 	"net/url"
 	"strings"
 	"time"
-
-	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Kinds of the support layer.
@@ -261,7 +259,7 @@ func validateGateway(s *GatewaySpec) []FieldError {
 			fe.add(p, "duplicate host %q", h)
 		}
 		seen[h] = true
-		fe.msgs(p, validation.IsDNS1123Subdomain(h))
+		fe.msgs(p, isDNS1123Subdomain(h))
 	}
 	if len(s.Paths) > 16 {
 		fe.add("spec.paths", "at most 16 paths are allowed (got %d)", len(s.Paths))
@@ -311,7 +309,7 @@ func validateDomainName(s *DomainNameSpec) []FieldError {
 	if s.Zone == "" {
 		fe.add("spec.zone", "is required")
 	} else {
-		fe.msgs("spec.zone", validation.IsDNS1123Subdomain(strings.TrimSuffix(s.Zone, ".")))
+		fe.msgs("spec.zone", isDNS1123Subdomain(strings.TrimSuffix(s.Zone, ".")))
 	}
 	switch s.Provider {
 	case DNSProviderNone, DNSProviderRoute53:

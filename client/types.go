@@ -212,8 +212,16 @@ type Event struct {
 	DurationMS int64 `json:"duration_ms,omitempty"`
 	// Source names the reporter, e.g. "controller/kubernetes_runtime" or "agent".
 	Source string `json:"source,omitempty"`
-	// CreatedAt is when the event was recorded.
+	// CreatedAt is when the event was recorded: when it first happened.
 	CreatedAt time.Time `json:"created_at"`
+	// Count is how many times the event happened. An identical event (same type, reason, message,
+	// source and generation) within 10 minutes of the last one is counted here, as Kubernetes does,
+	// rather than recorded again. Set by the server.
+	Count int64 `json:"count,omitempty"`
+	// FirstTimestamp is when the event first happened (equal to CreatedAt). Set by the server.
+	FirstTimestamp *time.Time `json:"first_timestamp,omitempty"`
+	// LastTimestamp is when the event last happened. Set by the server.
+	LastTimestamp *time.Time `json:"last_timestamp,omitempty"`
 }
 
 // Event types.

@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -14,10 +13,6 @@ import (
 	"strings"
 
 	"github.com/distribution/reference"
-	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/util/validation"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 )
 
@@ -57,7 +52,7 @@ func ValidateMeta(name string, labels map[string]string) []FieldError {
 	if name == "" {
 		fe.add("name", "is required")
 	} else {
-		fe.msgs("name", validation.IsDNS1123Label(name))
+		fe.msgs("name", isDNS1123Label(name))
 	}
 	if len(labels) > MaxLabels {
 		fe.add("labels", "at most %d labels are allowed (got %d)", MaxLabels, len(labels))
@@ -65,8 +60,8 @@ func ValidateMeta(name string, labels map[string]string) []FieldError {
 	}
 	for _, k := range sortedKeys(labels) {
 		path := fmt.Sprintf("labels[%q]", k)
-		fe.msgs(path, prefix("key: ", validation.IsQualifiedName(k)))
-		fe.msgs(path, prefix("value: ", validation.IsValidLabelValue(labels[k])))
+		fe.msgs(path, prefix("key: ", isQualifiedName(k)))
+		fe.msgs(path, prefix("value: ", isValidLabelValue(labels[k])))
 	}
 	return fe
 }
@@ -124,7 +119,7 @@ func validateKubernetesRuntime(s *KubernetesRuntimeSpec) []FieldError {
 				fe.add("spec.region", "must be an AWS region such as us-east-1, not %q", s.Region)
 			}
 		} else {
-			fe.msgs("spec.region", validation.IsDNS1123Label(s.Region))
+			fe.msgs("spec.region", isDNS1123Label(s.Region))
 		}
 	} else if s.Provider == ProviderEKS {
 		fe.add("spec.region", "is required for eks runtimes")
@@ -145,7 +140,7 @@ func validateKubernetesRuntime(s *KubernetesRuntimeSpec) []FieldError {
 				fe.add(path, "zone %q is not in region %q", z, s.Region)
 			}
 		} else {
-			fe.msgs(path, validation.IsDNS1123Label(z))
+			fe.msgs(path, isDNS1123Label(z))
 		}
 	}
 	// Node counts.
@@ -163,9 +158,7 @@ func validateKubernetesRuntime(s *KubernetesRuntimeSpec) []FieldError {
 	case s.Provider == ProviderKubeconfig && s.Kubeconfig == "":
 		fe.add("spec.kubeconfig", "is required for kubeconfig runtimes")
 	case s.Provider == ProviderKubeconfig:
-		if err := checkKubeconfig(s.Kubeconfig, s.Context); err != nil {
-			fe.add("spec.kubeconfig", "%s", err)
-		}
+		// The kubeconfig's contents are checked by the API server, which has the Kubernetes client.
 	case s.Kubeconfig != "":
 		fe.add("spec.kubeconfig", "is only valid for kubeconfig runtimes")
 	}
@@ -176,51 +169,6 @@ func validateKubernetesRuntime(s *KubernetesRuntimeSpec) []FieldError {
 		fe.add("spec.kubernetes_version", "must look like v1.31 or v1.31.4, not %q", v)
 	}
 	return fe
-}
-
-// checkKubeconfig parses a kubeconfig and resolves its context, cluster and user. It refuses file
-// references and credential plugins: they would read files or run commands on the control plane.
-func checkKubeconfig(data, context string) error {
-	cfg, err := clientcmd.Load([]byte(data))
-	if err != nil {
-		return fmt.Errorf("does not parse as a kubeconfig: %w", err)
-	}
-	name := context
-	if name == "" {
-		name = cfg.CurrentContext
-	}
-	if name == "" {
-		return errors.New("has no current-context and spec.context is not set")
-	}
-	kctx, ok := cfg.Contexts[name]
-	if !ok {
-		return fmt.Errorf("context %q not found", name)
-	}
-	cluster, ok := cfg.Clusters[kctx.Cluster]
-	if !ok {
-		return fmt.Errorf("context %q: cluster %q not found", name, kctx.Cluster)
-	}
-	u, err := url.Parse(cluster.Server)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return fmt.Errorf("cluster %q: server %q is not an http(s) URL", kctx.Cluster, cluster.Server)
-	}
-	if cluster.CertificateAuthority != "" {
-		return fmt.Errorf("cluster %q: certificate-authority file paths are not allowed; embed certificate-authority-data", kctx.Cluster)
-	}
-	if kctx.AuthInfo == "" {
-		return nil
-	}
-	user, ok := cfg.AuthInfos[kctx.AuthInfo]
-	if !ok {
-		return fmt.Errorf("context %q: user %q not found", name, kctx.AuthInfo)
-	}
-	switch {
-	case user.ClientCertificate != "" || user.ClientKey != "" || user.TokenFile != "":
-		return fmt.Errorf("user %q: file paths are not allowed; embed the data fields", kctx.AuthInfo)
-	case user.Exec != nil || user.AuthProvider != nil:
-		return fmt.Errorf("user %q: credential plugins are not allowed (they would run on the control plane)", kctx.AuthInfo)
-	}
-	return nil
 }
 
 // Default replica count and CPU target of a workload definition.
@@ -328,7 +276,7 @@ func validateContainers(fe *fieldErrors, cs []Container) {
 		if c.Name == "" {
 			fe.add(p+".name", "is required")
 		} else {
-			fe.msgs(p+".name", validation.IsDNS1123Label(c.Name))
+			fe.msgs(p+".name", isDNS1123Label(c.Name))
 			if names[c.Name] {
 				fe.add(p+".name", "duplicate container name %q", c.Name)
 			}
@@ -358,7 +306,7 @@ func validateContainers(fe *fieldErrors, cs []Container) {
 			}
 			ports[key] = true
 			if port.Name != "" {
-				fe.msgs(pp+".name", validation.IsValidPortName(port.Name))
+				fe.msgs(pp+".name", isValidPortName(port.Name))
 				if portNames[port.Name] {
 					fe.add(pp+".name", "duplicate port name %q", port.Name)
 				}
@@ -393,7 +341,7 @@ func validateEnv(fe *fieldErrors, path string, env []EnvVar) {
 			fe.add(p, "is required")
 			continue
 		}
-		fe.msgs(p, validation.IsEnvVarName(e.Name))
+		fe.msgs(p, isEnvVarName(e.Name))
 		if seen[e.Name] {
 			fe.add(p, "duplicate variable %q", e.Name)
 		}
@@ -402,16 +350,16 @@ func validateEnv(fe *fieldErrors, path string, env []EnvVar) {
 }
 
 func validateResources(fe *fieldErrors, path string, r *Resources) {
-	parse := func(p, v string) (resource.Quantity, bool) {
+	parse := func(p, v string) (quantity, bool) {
 		if v == "" {
-			return resource.Quantity{}, false
+			return quantity{}, false
 		}
-		q, err := resource.ParseQuantity(v)
+		q, err := parseQuantity(v)
 		if err != nil {
 			fe.add(p, "%q is not a quantity: %s", v, err)
 			return q, false
 		}
-		if q.Sign() < 0 {
+		if q.sign() < 0 {
 			fe.add(p, "must not be negative")
 			return q, false
 		}
@@ -421,10 +369,10 @@ func validateResources(fe *fieldErrors, path string, r *Resources) {
 	rm, okRM := parse(path+".requests.memory", r.Requests.Memory)
 	lc, okLC := parse(path+".limits.cpu", r.Limits.CPU)
 	lm, okLM := parse(path+".limits.memory", r.Limits.Memory)
-	if okRC && okLC && rc.Cmp(lc) > 0 {
+	if okRC && okLC && rc.cmp(lc) > 0 {
 		fe.add(path+".requests.cpu", "must not exceed limits.cpu (%s > %s)", r.Requests.CPU, r.Limits.CPU)
 	}
-	if okRM && okLM && rm.Cmp(lm) > 0 {
+	if okRM && okLM && rm.cmp(lm) > 0 {
 		fe.add(path+".requests.memory", "must not exceed limits.memory (%s > %s)", r.Requests.Memory, r.Limits.Memory)
 	}
 }
@@ -458,7 +406,7 @@ func validateProbe(fe *fieldErrors, path string, p *Probe) {
 }
 
 func validateManifests(fe *fieldErrors, manifests string) {
-	rd := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(manifests)))
+	rd := newYAMLDocReader(strings.NewReader(manifests))
 	n := 0
 	for i := 0; ; i++ {
 		doc, err := rd.Read()
@@ -564,7 +512,7 @@ func validateWorkloadInstance(s *WorkloadInstanceSpec) []FieldError {
 		validatePlacement(&fe, s.Placement)
 	}
 	if s.Namespace != "" {
-		fe.msgs("spec.namespace", validation.IsDNS1123Label(s.Namespace))
+		fe.msgs("spec.namespace", isDNS1123Label(s.Namespace))
 	}
 	validateReplicas(&fe, "spec.replicas", s.Replicas)
 	validateEnv(&fe, "spec.env", s.Env)

@@ -694,7 +694,9 @@ func (c *Controller[S, T]) outcome(obj *client.Object[S, T], st *client.Status, 
 		if after <= 0 {
 			after = 5 * time.Second
 		}
-		return outcome{name: outcomeWaiting, reason: we.Reason, msg: msg, delay: after}
+		// The event leaves out how long it has waited, so that each pass of one wait is the same event,
+		// counted on one record (the status says how long).
+		return outcome{name: outcomeWaiting, reason: we.Reason, msg: fmt.Sprintf("waiting for %s (%s)", we.On, we.State), delay: after}
 	case IsTerminal(err):
 		c.clearFailures(id)
 		st.Phase = client.PhaseFailed

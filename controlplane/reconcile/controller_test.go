@@ -159,7 +159,7 @@ func TestReconcileOutcomes(t *testing.T) {
 		for _, e := range evs {
 			if e.Reason == "RuntimeNotReady" {
 				found = true
-				require.Contains(t, e.Message, `waiting for kubernetes_runtime "us-east" (Provisioning, `)
+				require.Equal(t, `waiting for kubernetes_runtime "us-east" (Provisioning)`, e.Message, "the status says how long; the event is the same each pass")
 			}
 		}
 		require.True(t, found, "a waiting event was recorded: %+v", evs)
@@ -184,6 +184,40 @@ func TestWaitingConditionIsVisibleInStatus(t *testing.T) {
 	require.Len(t, got.Status.Conditions, 1)
 	require.Equal(t, `kubernetes_runtime "us-east"`, got.Status.Conditions[0].WaitingOn)
 	require.Equal(t, client.ConditionFalse, got.Status.Conditions[0].Status)
+}
+
+func TestRepeatedWaitIsOneCountedEvent(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	b.run(t, recFunc(func(ctx context.Context, obj *defObj) (reconcile.Result, error) {
+		return reconcile.Result{}, reconcile.Wait(`kubernetes_runtime "us-east"`, "Provisioning", "RuntimeNotReady", 200*time.Millisecond)
+	}), reconcile.Config{ResyncInterval: time.Hour})
+	obj := b.createDef(t, "waits")
+	// The status changes every second (it says how long the wait has lasted), and each change used to
+	// append an event: one a second, or one every 5 s at the default wait pace.
+	var evs []client.Event
+	require.Eventually(t, func() bool {
+		var err error
+		evs, err = b.client.WorkloadDefinitions().Events(context.Background(), obj.ID)
+		require.NoError(t, err)
+		return len(evs) > 0 && evs[len(evs)-1].Count >= 4
+	}, 20*time.Second, 100*time.Millisecond)
+	waits := 0
+	for _, e := range evs {
+		if e.Reason == "RuntimeNotReady" {
+			waits++
+		}
+	}
+	require.Equal(t, 1, waits, "one record for one wait: %+v", evs)
+	last := evs[len(evs)-1]
+	require.Equal(t, `waiting for kubernetes_runtime "us-east" (Provisioning)`, last.Message)
+	require.NotNil(t, last.FirstTimestamp)
+	require.NotNil(t, last.LastTimestamp)
+	require.True(t, last.LastTimestamp.After(*last.FirstTimestamp), "first %s, last %s", last.FirstTimestamp, last.LastTimestamp)
+	require.True(t, last.FirstTimestamp.Equal(last.CreatedAt))
+	got, err := b.client.WorkloadDefinitions().Get(context.Background(), obj.ID)
+	require.NoError(t, err)
+	require.Regexp(t, `^waiting for kubernetes_runtime "us-east" \(Provisioning, \d+s\)$`, got.Status.Message, "the status says for how long")
 }
 
 // finalizing is a reconciler that records finalize calls.

@@ -397,6 +397,7 @@ func wireEvent(e *store.Event) client.Event {
 	return client.Event{
 		ID: e.ID, ObjectID: e.ObjectID, Kind: e.Kind, Type: e.Type, Reason: e.Reason, Message: e.Message,
 		Generation: e.Generation, DurationMS: e.DurationMS, Source: e.Source, CreatedAt: e.CreatedAt,
+		Count: e.Count, FirstTimestamp: &e.CreatedAt, LastTimestamp: &e.LastSeenAt,
 	}
 }
 

@@ -301,6 +301,7 @@ func checkIn(ctx context.Context, v objectView, ki *client.KindInfo, subj subjec
 	ki.Default(spec)
 	fes := client.ValidateMeta(subj.name, labels)
 	fes = append(fes, ki.Validate(spec)...)
+	fes = append(fes, validateWithKubernetes(spec)...)
 	fes = append(fes, v.writeRules().check(ctx, spec)...)
 	refSpecs := map[string]any{}
 	var refs []store.Ref

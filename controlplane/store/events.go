@@ -14,12 +14,21 @@ import (
 // EventRetention is how many events AppendEvent keeps per object (the newest).
 const EventRetention = 200
 
-// AppendEvent records an event and drops the object's events beyond the newest EventRetention. It fills
-// in ev.ID, ev.CreatedAt (when zero) and ev.Kind (when empty, from the object). The object must exist.
+// EventRepeatWindow is how long after an event was last seen an identical one is counted on its row
+// rather than appended: the aggregation window of Kubernetes's event recorder.
+const EventRepeatWindow = 10 * time.Minute
+
+// AppendEvent records an event and drops the object's events beyond the newest EventRetention. An event
+// identical to one of the object's events last seen within EventRepeatWindow (same type, reason, message,
+// source and generation) is counted on that row instead: its count grows, its last_seen_at moves to
+// ev.CreatedAt, and its duration becomes ev's. It fills in ev.ID, ev.CreatedAt (when zero; when the first
+// occurrence was, for a repeat), ev.LastSeenAt, ev.Count and ev.Kind (when empty, from the object). The
+// object must exist.
 func (s *bunStore) AppendEvent(ctx context.Context, ev *Event) error {
 	if ev.CreatedAt.IsZero() {
 		ev.CreatedAt = now()
 	}
+	at := ev.CreatedAt.UTC().Truncate(time.Microsecond)
 	row := &eventRow{
 		ObjectID:   ev.ObjectID,
 		Kind:       ev.Kind,
@@ -29,7 +38,9 @@ func (s *bunStore) AppendEvent(ctx context.Context, ev *Event) error {
 		Generation: ev.Generation,
 		DurationMS: ev.DurationMS,
 		Source:     ev.Source,
-		CreatedAt:  ev.CreatedAt.UTC().Truncate(time.Microsecond),
+		CreatedAt:  at,
+		Count:      1,
+		LastSeenAt: at,
 	}
 	err := s.write(ctx, func(ctx context.Context, tx bun.Tx) error {
 		var kind string
@@ -41,6 +52,10 @@ func (s *bunStore) AppendEvent(ctx context.Context, ev *Event) error {
 			return err
 		}
 		row.Kind = kind
+		counted, err := countRepeat(ctx, tx, row)
+		if err != nil || counted {
+			return err
+		}
 		if _, err := tx.NewInsert().Model(row).ExcludeColumn("id").Returning("id").Exec(ctx, &row.ID); err != nil {
 			return fmt.Errorf("insert: %w", err)
 		}
@@ -52,7 +67,39 @@ func (s *bunStore) AppendEvent(ctx context.Context, ev *Event) error {
 	ev.ID = row.ID
 	ev.Kind = row.Kind
 	ev.CreatedAt = row.CreatedAt
+	ev.Count = row.Count
+	ev.LastSeenAt = row.LastSeenAt
 	return nil
+}
+
+// countRepeat counts row on the object's newest identical event last seen within EventRepeatWindow, if
+// there is one, and then reports true with row filled in from it. The lookup reads the object's events
+// only (events_object_id_idx), of which there are at most EventRetention.
+func countRepeat(ctx context.Context, tx bun.Tx, row *eventRow) (bool, error) {
+	var prev eventRow
+	err := tx.NewSelect().Model(&prev).
+		Where("object_id = ?", row.ObjectID).Where("type = ?", row.Type).Where("reason = ?", row.Reason).
+		Where("message = ?", row.Message).Where("source = ?", row.Source).Where("generation = ?", row.Generation).
+		Where("last_seen_at >= ?", row.LastSeenAt.Add(-EventRepeatWindow)).
+		OrderExpr("id DESC").Limit(1).Scan(ctx)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("find repeat: %w", err)
+	}
+	last := row.LastSeenAt
+	if prev.LastSeenAt.After(last) {
+		last = prev.LastSeenAt // appended out of order: the row keeps its latest
+	}
+	_, err = tx.NewUpdate().Model((*eventRow)(nil)).
+		Set("count = count + 1").Set("last_seen_at = ?", last).Set("duration_ms = ?", row.DurationMS).
+		Where("id = ?", prev.ID).Exec(ctx)
+	if err != nil {
+		return false, fmt.Errorf("count repeat: %w", err)
+	}
+	row.ID, row.CreatedAt, row.Count, row.LastSeenAt = prev.ID, prev.CreatedAt, max(prev.Count, 1)+1, last
+	return true, nil
 }
 
 // trimEvents deletes an object's events older than the newest EventRetention.

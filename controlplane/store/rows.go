@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -73,6 +74,8 @@ type eventRow struct {
 	DurationMS int64     `bun:"duration_ms"`
 	Source     string    `bun:"source"`
 	CreatedAt  time.Time `bun:"created_at"`
+	Count      int64     `bun:"count"`
+	LastSeenAt time.Time `bun:"last_seen_at,nullzero"`
 }
 
 type outboxRow struct {
@@ -143,6 +146,8 @@ func (r *eventRow) toEvent() *Event {
 		DurationMS: r.DurationMS,
 		Source:     r.Source,
 		CreatedAt:  r.CreatedAt.UTC(),
+		Count:      max(r.Count, 1),
+		LastSeenAt: cmp.Or(r.LastSeenAt, r.CreatedAt).UTC(),
 	}
 }
 

@@ -135,7 +135,13 @@ type Event struct {
 	Generation int64
 	DurationMS int64
 	Source     string
-	CreatedAt  time.Time
+	// CreatedAt is when the event first happened.
+	CreatedAt time.Time
+	// Count is how many times it happened: an identical event (same object, type, reason, message,
+	// source and generation) appended within EventRepeatWindow of the last one is counted on its row.
+	Count int64
+	// LastSeenAt is when it last happened.
+	LastSeenAt time.Time
 }
 
 // OutboxEntry asks the relay to notify the controller of Kind that object ObjectID needs reconciling.

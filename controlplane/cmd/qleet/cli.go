@@ -405,12 +405,29 @@ func printEventHeader(w io.Writer, output string) {
 func printEventRows(tw io.Writer, evs []client.Event, output string) {
 	for _, e := range evs {
 		if output == outWide {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%dms\t%s\t%s\t%s\n", age(e.CreatedAt), e.Type, e.Reason, e.Generation, e.DurationMS,
-				orDash(e.Source), e.CreatedAt.Format(time.RFC3339), e.Message)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%dms\t%s\t%s\t%s\n", eventAge(e), e.Type, e.Reason, e.Generation, e.DurationMS,
+				orDash(e.Source), lastSeen(e).Format(time.RFC3339), e.Message)
 			continue
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%dms\t%s\n", age(e.CreatedAt), e.Type, e.Reason, e.Generation, e.DurationMS, truncate(e.Message, 100))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%dms\t%s\n", eventAge(e), e.Type, e.Reason, e.Generation, e.DurationMS, truncate(e.Message, 100))
 	}
+}
+
+// lastSeen is when the event last happened.
+func lastSeen(e client.Event) time.Time {
+	if e.LastTimestamp != nil {
+		return *e.LastTimestamp
+	}
+	return e.CreatedAt
+}
+
+// eventAge is how long ago the event last happened and, for a repeated one, how often and over how long,
+// as kubectl describe shows it: "12s (x7 over 3m)".
+func eventAge(e client.Event) string {
+	if e.Count <= 1 {
+		return age(lastSeen(e))
+	}
+	return fmt.Sprintf("%s (x%d over %s)", age(lastSeen(e)), e.Count, age(e.CreatedAt))
 }
 
 func (q *cli) deleteCmd() *cobra.Command {

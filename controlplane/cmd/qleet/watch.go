@@ -91,7 +91,7 @@ func printWatchBatch(w io.Writer, table *streamTable, changed, gone []*client.Ra
 
 // watchEvents lists an object's events, then prints new ones as they are recorded.
 func watchEvents(ctx context.Context, w io.Writer, res *client.Resource[json.RawMessage, json.RawMessage], id, output string, interval time.Duration) error {
-	var last int64
+	seen := map[int64]int64{} // event id: count printed
 	first := true
 	table := &streamTable{w: w}
 	for {
@@ -107,12 +107,15 @@ func watchEvents(ctx context.Context, w io.Writer, res *client.Resource[json.Raw
 			return err
 		}
 		var fresh []client.Event
+		now := make(map[int64]int64, len(evs)) // the listed ones only: trimmed events are forgotten
 		for _, e := range evs {
-			if e.ID > last {
+			// A new event, or a repeat counted on one printed before (shown again with its count).
+			if n, ok := seen[e.ID]; !ok || e.Count > n {
 				fresh = append(fresh, e)
-				last = e.ID
 			}
+			now[e.ID] = e.Count
 		}
+		seen = now
 		switch {
 		case structured(output):
 			for _, e := range fresh {

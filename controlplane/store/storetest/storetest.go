@@ -54,6 +54,7 @@ func Run(t *testing.T, open Open) {
 		{"outbox stats count and age", testOutboxStats},
 		{"events keep the newest 200", testEventsRetention},
 		{"events need an existing object", testEventsMissingObject},
+		{"a repeated event is counted on one row", testEventsRepeat},
 		{"tokens", testTokens},
 		{"failed create writes nothing", testFailedCreateAtomic},
 		{"failed update writes nothing", testFailedUpdateAtomic},
@@ -770,6 +771,69 @@ func testEventsRetention(t *testing.T, s store.Store) {
 	kept, err := s.ListEvents(ctx(t), other.ID, 10)
 	require.NoError(t, err)
 	require.Len(t, kept, 1, "retention is per object")
+}
+
+func testEventsRepeat(t *testing.T, s store.Store) {
+	obj := create(t, s, kindInstance, "web", nil)
+	other := create(t, s, kindInstance, "other", nil)
+	t0 := time.Now().UTC().Truncate(time.Second).Add(-time.Hour)
+	waiting := func(at time.Duration, ms int64) *store.Event {
+		return &store.Event{ObjectID: obj.ID, Type: "Normal", Reason: "WaitingForRuntime", Message: `waiting for kubernetes_runtime "us" (Provisioning)`,
+			Generation: 1, DurationMS: ms, Source: "controller", CreatedAt: t0.Add(at)}
+	}
+	first := waiting(0, 3)
+	require.NoError(t, s.AppendEvent(ctx(t), first))
+	require.EqualValues(t, 1, first.Count)
+	require.True(t, first.LastSeenAt.Equal(first.CreatedAt))
+
+	for i := 1; i <= 11; i++ {
+		ev := waiting(time.Duration(i)*5*time.Second, int64(i))
+		require.NoError(t, s.AppendEvent(ctx(t), ev))
+		require.Equal(t, first.ID, ev.ID, "a repeat is counted on the first row")
+		require.EqualValues(t, i+1, ev.Count)
+		require.True(t, ev.CreatedAt.Equal(t0), "first seen stays: %s", ev.CreatedAt)
+		require.True(t, ev.LastSeenAt.Equal(t0.Add(time.Duration(i)*5*time.Second)), "last seen moves: %s", ev.LastSeenAt)
+	}
+	evs, err := s.ListEvents(ctx(t), obj.ID, 0)
+	require.NoError(t, err)
+	require.Len(t, evs, 1, "a minute of waiting is one row")
+	require.EqualValues(t, 12, evs[0].Count)
+	require.True(t, evs[0].CreatedAt.Equal(t0))
+	require.True(t, evs[0].LastSeenAt.Equal(t0.Add(55*time.Second)))
+	require.EqualValues(t, 11, evs[0].DurationMS, "the latest duration")
+
+	// What differs is a new row: another message, reason, type, source, generation or object.
+	variants := []*store.Event{
+		{ObjectID: obj.ID, Type: "Normal", Reason: "WaitingForRuntime", Message: `waiting for kubernetes_runtime "eu" (Provisioning)`, Generation: 1, Source: "controller"},
+		{ObjectID: obj.ID, Type: "Normal", Reason: "Reconciled", Message: `waiting for kubernetes_runtime "us" (Provisioning)`, Generation: 1, Source: "controller"},
+		{ObjectID: obj.ID, Type: "Warning", Reason: "WaitingForRuntime", Message: `waiting for kubernetes_runtime "us" (Provisioning)`, Generation: 1, Source: "controller"},
+		{ObjectID: obj.ID, Type: "Normal", Reason: "WaitingForRuntime", Message: `waiting for kubernetes_runtime "us" (Provisioning)`, Generation: 1, Source: "agent"},
+		{ObjectID: obj.ID, Type: "Normal", Reason: "WaitingForRuntime", Message: `waiting for kubernetes_runtime "us" (Provisioning)`, Generation: 2, Source: "controller"},
+		{ObjectID: other.ID, Type: "Normal", Reason: "WaitingForRuntime", Message: `waiting for kubernetes_runtime "us" (Provisioning)`, Generation: 1, Source: "controller"},
+	}
+	for _, ev := range variants {
+		ev.CreatedAt = t0.Add(time.Minute)
+		require.NoError(t, s.AppendEvent(ctx(t), ev))
+		require.EqualValues(t, 1, ev.Count, "%+v is new", ev)
+		require.NotEqual(t, first.ID, ev.ID)
+	}
+
+	// An interleaved event does not split the count: the repeat still finds its row.
+	again := waiting(2*time.Minute, 1)
+	require.NoError(t, s.AppendEvent(ctx(t), again))
+	require.Equal(t, first.ID, again.ID)
+	require.EqualValues(t, 13, again.Count)
+
+	// Past the window since it was last seen, it is a new row.
+	later := waiting(2*time.Minute+store.EventRepeatWindow+time.Second, 1)
+	require.NoError(t, s.AppendEvent(ctx(t), later))
+	require.NotEqual(t, first.ID, later.ID)
+	require.EqualValues(t, 1, later.Count)
+	evs, err = s.ListEvents(ctx(t), obj.ID, 0)
+	require.NoError(t, err)
+	require.Len(t, evs, 7)
+	require.EqualValues(t, 13, evs[0].Count)
+	require.EqualValues(t, 1, evs[6].Count)
 }
 
 func testEventsMissingObject(t *testing.T, s store.Store) {
