@@ -28,6 +28,20 @@ type Client struct {
 	token     string
 	http      *http.Client
 	userAgent string
+	// retryFor is how long Do keeps retrying a request the API answered 503 (or a proxy 502/504).
+	retryFor time.Duration
+}
+
+// DefaultRetryUnavailable is how long a request is retried, by default, while the API answers that it
+// is unavailable (503, e.g. its database is down or restarting; a proxy's 502 or 504).
+const DefaultRetryUnavailable = 30 * time.Second
+
+// WithRetryUnavailable sets how long a request is retried while the API is unavailable (default
+// DefaultRetryUnavailable; zero or negative: never). The retries wait as the API's Retry-After asks
+// (at most 5s), or back off from 100ms to 5s, and end with ctx. A request that fails for good returns
+// its last error.
+func WithRetryUnavailable(d time.Duration) Option {
+	return func(c *Client) error { c.retryFor = d; return nil }
 }
 
 // Option configures a Client.
@@ -71,7 +85,7 @@ func New(endpoint string, opts ...Option) (*Client, error) {
 	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
 		return nil, fmt.Errorf("endpoint %q: must be an absolute http or https URL", endpoint)
 	}
-	c := &Client{base: u, http: &http.Client{}, userAgent: "qleet-go-client"}
+	c := &Client{base: u, http: &http.Client{}, userAgent: "qleet-go-client", retryFor: DefaultRetryUnavailable}
 	for _, o := range opts {
 		if err := o(c); err != nil {
 			return nil, err
@@ -85,13 +99,14 @@ func (c *Client) Endpoint() string { return c.base.String() }
 
 // Do sends one request. body, when non-nil, is sent as JSON (or as-is when it is json.RawMessage or
 // []byte); out, when non-nil, receives the decoded JSON response. API errors come back as *Error.
+//
+// A request that the API answers 503 (unavailable: its database is down, say), or that a proxy answers
+// 502 or 504, is sent again for up to the client's retry time (see WithRetryUnavailable); a connection
+// refused is returned at once (the waits ride that out). A create sent again after an answer that was lost may find its name taken (409):
+// names are unique, so nothing is ever created twice.
 func (c *Client) Do(ctx context.Context, method, path string, query url.Values, header http.Header, body, out any) error {
-	u := *c.base
-	u.Path = c.base.Path + path
-	u.RawQuery = query.Encode()
-	var rd io.Reader
+	var data []byte
 	if body != nil {
-		var data []byte
 		switch b := body.(type) {
 		case json.RawMessage:
 			data = b
@@ -103,16 +118,41 @@ func (c *Client) Do(ctx context.Context, method, path string, query url.Values, 
 				return fmt.Errorf("encode request: %w", err)
 			}
 		}
+	}
+	var deadline time.Time
+	if c.retryFor > 0 {
+		deadline = time.Now().Add(c.retryFor)
+	}
+	var retry backoff
+	for {
+		after, err := c.do(ctx, method, path, query, header, body != nil, data, out)
+		if err == nil || after < 0 || ctx.Err() != nil || !time.Now().Before(deadline) {
+			return err
+		}
+		if !retry.waitAtLeast(ctx, after) {
+			return err
+		}
+	}
+}
+
+// do sends one request once. Its duration is how soon it may be sent again (the answer's Retry-After, or
+// zero to back off), or negative when sending it again would not help.
+func (c *Client) do(ctx context.Context, method, path string, query url.Values, header http.Header, hasBody bool, data []byte, out any) (time.Duration, error) {
+	u := *c.base
+	u.Path = c.base.Path + path
+	u.RawQuery = query.Encode()
+	var rd io.Reader
+	if hasBody {
 		rd = bytes.NewReader(data)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
 	if err != nil {
-		return fmt.Errorf("build request: %w", err)
+		return -1, fmt.Errorf("build request: %w", err)
 	}
 	for k, v := range header {
 		req.Header[k] = v
 	}
-	if body != nil && req.Header.Get("Content-Type") == "" {
+	if hasBody && req.Header.Get("Content-Type") == "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
@@ -125,32 +165,47 @@ func (c *Client) Do(ctx context.Context, method, path string, query url.Values, 
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, u.Redacted(), err)
+		// Not retried here: a CLI must say at once that nothing listens; the waits ride it out.
+		return -1, fmt.Errorf("%s %s: %w", method, u.Redacted(), err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
+	respData, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return fmt.Errorf("%s %s: read response: %w", method, u.Path, err)
+		return -1, fmt.Errorf("%s %s: read response: %w", method, u.Path, err)
 	}
 	if resp.StatusCode >= 400 {
+		after := time.Duration(-1)
+		switch resp.StatusCode {
+		case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout:
+			after = retryAfter(resp.Header.Get("Retry-After"))
+		}
 		var env struct {
 			Error *Error `json:"error"`
 		}
-		if json.Unmarshal(data, &env) == nil && env.Error != nil && env.Error.Code != "" {
-			return env.Error
+		if json.Unmarshal(respData, &env) == nil && env.Error != nil && env.Error.Code != "" {
+			return after, env.Error
 		}
-		msg := strings.TrimSpace(string(data))
+		msg := strings.TrimSpace(string(respData))
 		if len(msg) > 200 {
 			msg = msg[:200]
 		}
-		return &Error{Code: CodeForStatus(resp.StatusCode), Message: fmt.Sprintf("%s %s: HTTP %d: %s", method, u.Path, resp.StatusCode, msg)}
+		return after, &Error{Code: CodeForStatus(resp.StatusCode), Message: fmt.Sprintf("%s %s: HTTP %d: %s", method, u.Path, resp.StatusCode, msg)}
 	}
-	if out != nil && len(data) > 0 {
-		if err := json.Unmarshal(data, out); err != nil {
-			return fmt.Errorf("%s %s: decode response: %w", method, u.Path, err)
+	if out != nil && len(respData) > 0 {
+		if err := json.Unmarshal(respData, out); err != nil {
+			return -1, fmt.Errorf("%s %s: decode response: %w", method, u.Path, err)
 		}
 	}
-	return nil
+	return 0, nil
+}
+
+// retryAfter reads a Retry-After header given in seconds (at most 5s); zero when absent or a date.
+func retryAfter(h string) time.Duration {
+	n, err := strconv.Atoi(strings.TrimSpace(h))
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return min(time.Duration(n)*time.Second, 5*time.Second)
 }
 
 // Resource is the typed API of one kind. Get one from a Client accessor such as KubernetesRuntimes.
@@ -500,6 +555,17 @@ type backoff struct{ next time.Duration }
 // wait sleeps the next delay and reports true, or reports false when ctx ends first.
 func (b *backoff) wait(ctx context.Context) bool {
 	b.next = min(max(2*b.next, 100*time.Millisecond), 5*time.Second)
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(b.next):
+		return true
+	}
+}
+
+// waitAtLeast is wait, sleeping at least d.
+func (b *backoff) waitAtLeast(ctx context.Context, d time.Duration) bool {
+	b.next = min(max(2*b.next, 100*time.Millisecond, d), 5*time.Second)
 	select {
 	case <-ctx.Done():
 		return false
