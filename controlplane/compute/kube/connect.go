@@ -6,7 +6,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,6 +17,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -44,6 +48,8 @@ type Cluster struct {
 
 	cacheOnce sync.Once
 	cache     *Cache
+
+	reach *reachability
 }
 
 // ConnectorConfig configures a Connector.
@@ -51,8 +57,20 @@ type ConnectorConfig struct {
 	// LocalDir holds the local runtimes' data, one directory per runtime id with a kubeconfig inside
 	// (<LocalDir>/<id>/kubeconfig). Required for local runtimes.
 	LocalDir string
-	// Timeout bounds each request to a cluster (default 15s).
+	// Timeout bounds each request to a cluster (default 15s), watches excepted. Calls to a cluster whose
+	// probe fails are refused at once, and those under way are cancelled, rather than waiting it out.
 	Timeout time.Duration
+	// ProbeInterval is how often each connected cluster's API server is asked for its version, so that an
+	// outage (down, or a hung server that accepts connections and never answers) is known within
+	// seconds (default DefaultProbeInterval; negative: never). It is one small request per cluster, not
+	// per object; a cluster is probed only while a runtime is connected to it.
+	ProbeInterval time.Duration
+	// ProbeTimeout bounds each probe (default DefaultProbeTimeout): a server that does not answer in
+	// that time is unreachable.
+	ProbeTimeout time.Duration
+	// OnReachability, when set, is called when a probed cluster stops answering (err says why) or answers
+	// again (nil), once per runtime connected to it. It runs on the prober's goroutine: keep it short.
+	OnReachability func(runtimeID string, err error)
 	// QPS and Burst are client-side rate limits (defaults 100 and 200).
 	QPS   float32
 	Burst int
@@ -86,6 +104,12 @@ func NewConnector(cfg ConnectorConfig) *Connector {
 	if cfg.Burst == 0 {
 		cfg.Burst = 200
 	}
+	if cfg.ProbeInterval == 0 {
+		cfg.ProbeInterval = DefaultProbeInterval
+	}
+	if cfg.ProbeTimeout <= 0 {
+		cfg.ProbeTimeout = DefaultProbeTimeout
+	}
 	return &Connector{cfg: cfg, byKey: map[string]*Cluster{}, byRuntime: map[string]string{}}
 }
 
@@ -115,13 +139,14 @@ func (c *Connector) Connect(ctx context.Context, rt *client.KubernetesRuntime) (
 		return cl, nil
 	}
 	c.mu.Unlock()
-	cl, err := c.open(raw, rt.Spec.Context)
+	cl, err := c.open(raw, rt.Spec.Context, key)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes_runtime %q: %w", rt.Name, err)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if existing, ok := c.byKey[key]; ok { // opened concurrently
+		cl.Close()
 		cl = existing
 	}
 	c.byKey[key] = cl
@@ -150,13 +175,14 @@ func (c *Connector) connectSource(ctx context.Context, rt *client.KubernetesRunt
 		return nil, fmt.Errorf("kubernetes_runtime %q: %w", rt.Name, err)
 	}
 	rc.Timeout, rc.QPS, rc.Burst, rc.UserAgent = c.cfg.Timeout, c.cfg.QPS, c.cfg.Burst, "qleet-controller"
-	cl, err := c.newCluster(rc)
+	cl, err := c.newCluster(rc, key)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes_runtime %q: %w", rt.Name, err)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if existing, ok := c.byKey[key]; ok {
+		cl.Close()
 		cl = existing
 	}
 	c.byKey[key] = cl
@@ -241,7 +267,7 @@ func RESTConfigFromKubeconfig(raw []byte, kubeContext string) (*rest.Config, err
 	return rc, nil
 }
 
-func (c *Connector) open(raw []byte, kubeContext string) (*Cluster, error) {
+func (c *Connector) open(raw []byte, kubeContext, key string) (*Cluster, error) {
 	rc, err := RESTConfigFromKubeconfig(raw, kubeContext)
 	if err != nil {
 		return nil, err
@@ -250,22 +276,48 @@ func (c *Connector) open(raw []byte, kubeContext string) (*Cluster, error) {
 	rc.QPS = c.cfg.QPS
 	rc.Burst = c.cfg.Burst
 	rc.UserAgent = "qleet-controller"
-	return c.newCluster(rc)
+	return c.newCluster(rc, key)
 }
 
-// newCluster is NewCluster with the connector's per-cluster settings.
-func (c *Connector) newCluster(rc *rest.Config) (*Cluster, error) {
+// newCluster is NewCluster with the connector's per-cluster settings; it starts probing the cluster,
+// which Close stops.
+func (c *Connector) newCluster(rc *rest.Config, key string) (*Cluster, error) {
 	cl, err := NewCluster(rc)
 	if err != nil {
 		return nil, err
 	}
 	cl.ApplyConcurrency = c.cfg.ApplyConcurrency
+	cl.reach.timeout = c.cfg.ProbeTimeout
+	if c.cfg.ProbeInterval > 0 {
+		// Close stops the probes with the cache.
+		go cl.monitor(c.cfg.ProbeInterval, cl.Cache().stop, func(err error) { c.reachabilityChanged(key, err) })
+	}
 	return cl, nil
+}
+
+// reachabilityChanged tells OnReachability about every runtime connected to the cluster of key.
+func (c *Connector) reachabilityChanged(key string, err error) {
+	if c.cfg.OnReachability == nil {
+		return
+	}
+	c.mu.Lock()
+	var ids []string
+	for id, k := range c.byRuntime {
+		if k == key {
+			ids = append(ids, id)
+		}
+	}
+	c.mu.Unlock()
+	for _, id := range ids {
+		c.cfg.OnReachability(id, err)
+	}
 }
 
 // NewCluster builds the clients of a Cluster from a REST config.
 func NewCluster(rc *rest.Config) (*Cluster, error) {
 	rc = rest.CopyConfig(rc)
+	reach := &reachability{host: rc.Host}
+	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return guardTransport{next: rt, reach: reach} })
 	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return tracingTransport{next: rt} })
 	// The typed client (and the cache's informers built on it) speaks protobuf: decoding watch and list
 	// streams of thousands of objects is the largest CPU cost of a cache refill (make bench, scale
@@ -286,5 +338,199 @@ func NewCluster(rc *rest.Config) (*Cluster, error) {
 		return nil, fmt.Errorf("discovery client: %w", err)
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	return &Cluster{Config: rc, Clientset: cs, Dynamic: dyn, Mapper: mapper}, nil
+	return &Cluster{Config: rc, Clientset: cs, Dynamic: dyn, Mapper: mapper, reach: reach}, nil
+}
+
+// ErrUnreachable says a cluster's API server does not answer: its last probe failed or timed out (a
+// server that accepts connections and never answers included). Calls to the cluster fail at once with
+// it, wrapped in an *UnreachableError, until a probe succeeds again. Transient treats it as transient.
+var ErrUnreachable = errors.New("the Kubernetes API server does not answer")
+
+// UnreachableError is a call refused at once because the cluster is known not to answer.
+type UnreachableError struct {
+	// Host is the API server's address.
+	Host string
+	// Since is when its probe first failed.
+	Since time.Time
+	// Cause is the error of the probe that failed.
+	Cause error
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("%s: %v since %s (%v)", e.Host, ErrUnreachable, e.Since.UTC().Format(time.RFC3339), e.Cause)
+}
+
+// Unwrap returns ErrUnreachable and the probe's error.
+func (e *UnreachableError) Unwrap() []error { return []error{ErrUnreachable, e.Cause} }
+
+// Default probe settings; see ConnectorConfig.
+const (
+	DefaultProbeInterval = 5 * time.Second
+	DefaultProbeTimeout  = 3 * time.Second
+)
+
+// reachability is what a cluster's probes found, shared by its transport guard.
+type reachability struct {
+	host    string
+	timeout time.Duration // bounds each probe
+
+	mu       sync.Mutex
+	down     *UnreachableError           // nil while the cluster answers (or before the first probe)
+	inflight map[*int]context.CancelFunc // calls under way, cancelled when the cluster stops answering
+}
+
+// err returns the cluster's unreachability, or nil.
+func (r *reachability) err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.down == nil {
+		return nil
+	}
+	return r.down
+}
+
+// record notes a probe's result. It reports whether the cluster's reachability changed: it stopped
+// answering (calls under way are cancelled then: they would only wait out their timeout), or answers again.
+func (r *reachability) record(err error) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case err == nil && r.down != nil:
+		r.down = nil
+		return true
+	case err != nil && r.down == nil:
+		r.down = &UnreachableError{Host: r.host, Since: time.Now(), Cause: err}
+		for k, cancel := range r.inflight {
+			cancel()
+			delete(r.inflight, k)
+		}
+		return true
+	case err != nil:
+		r.down.Cause = err
+	}
+	return false
+}
+
+// track registers a call's cancel; the returned func deregisters it.
+func (r *reachability) track(cancel context.CancelFunc) func() {
+	k := new(int)
+	r.mu.Lock()
+	if r.inflight == nil {
+		r.inflight = map[*int]context.CancelFunc{}
+	}
+	r.inflight[k] = cancel
+	r.mu.Unlock()
+	return func() {
+		r.mu.Lock()
+		delete(r.inflight, k)
+		r.mu.Unlock()
+		cancel()
+	}
+}
+
+// probeKey marks a probe's request, which the guard lets through.
+type probeKey struct{}
+
+// guardTransport fails calls to a cluster known not to answer at once, and cancels the calls under way
+// when its probe finds that it stopped answering, so that no reconcile waits out a request timeout per
+// call on a hung API server.
+type guardTransport struct {
+	next  http.RoundTripper
+	reach *reachability
+}
+
+// RoundTrip sends req unless the cluster is known not to answer.
+func (g guardTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Context().Value(probeKey{}) != nil {
+		return g.next.RoundTrip(req)
+	}
+	if err := g.reach.err(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(req.Context())
+	done := g.reach.track(cancel)
+	resp, err := g.next.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		done()
+		if down := g.reach.err(); down != nil && ctx.Err() != nil && req.Context().Err() == nil {
+			return nil, fmt.Errorf("%w: %w", down, err) // cancelled because the probe found the cluster down
+		}
+		return nil, err
+	}
+	resp.Body = &doneBody{ReadCloser: resp.Body, done: done}
+	return resp, nil
+}
+
+// doneBody calls done when the response body is closed (a watch's body stays open for its life).
+type doneBody struct {
+	io.ReadCloser
+	once sync.Once
+	done func()
+}
+
+func (b *doneBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(b.done)
+	return err
+}
+
+// Probe asks the cluster's API server for its version within the probe timeout (default
+// DefaultProbeTimeout), whatever earlier probes found, and records the answer: a cluster whose probe
+// fails is unreachable (Reachable), and calls to it fail at once with ErrUnreachable, until a probe
+// succeeds. A server that accepts connections and never answers fails it at the timeout.
+func (cl *Cluster) Probe(ctx context.Context) (*version.Info, error) {
+	info, err := cl.probe(ctx)
+	cl.reach.record(err)
+	return info, err
+}
+
+func (cl *Cluster) probe(ctx context.Context) (*version.Info, error) {
+	timeout := cl.reach.timeout
+	if timeout <= 0 {
+		timeout = DefaultProbeTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.WithValue(ctx, probeKey{}, true), timeout)
+	defer cancel()
+	body, err := cl.Clientset.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Raw()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%s: no answer within %s: %w", cl.Config.Host, timeout, err)
+		}
+		return nil, fmt.Errorf("%s: %w", cl.Config.Host, err)
+	}
+	var info version.Info
+	if err := json.Unmarshal(body, &info); err != nil {
+		return nil, fmt.Errorf("%s: decode /version: %w", cl.Config.Host, err)
+	}
+	return &info, nil
+}
+
+// Reachable returns nil while the cluster answers (as far as its last probe knows), else an
+// *UnreachableError saying since when it does not.
+func (cl *Cluster) Reachable() error { return cl.reach.err() }
+
+// monitor probes the cluster every interval until stop is closed, and calls changed on every change of
+// its reachability (nil: it answers again).
+func (cl *Cluster) monitor(interval time.Duration, stop <-chan struct{}, changed func(error)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-stop
+		cancel()
+	}()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		_, err := cl.probe(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if cl.reach.record(err) && changed != nil {
+			changed(cl.Reachable())
+		}
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+	}
 }

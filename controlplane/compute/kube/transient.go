@@ -12,7 +12,8 @@ import (
 )
 
 // Transient reports whether err is one that retrying may cure without a spec change: the cluster
-// cannot be reached (connection refused or reset, a timeout, a name that does not resolve yet) or it
+// cannot be reached (connection refused or reset, a timeout, a name that does not resolve yet, its
+// probe found it not answering: ErrUnreachable) or it
 // answered 429 or 5xx. Credentials that are refused (401, 403) and certificates that do not verify
 // are not transient: only a new spec (or a change in the cluster) fixes them.
 func Transient(err error) bool {
@@ -31,7 +32,7 @@ func Transient(err error) bool {
 	case apierrors.IsServerTimeout(err), apierrors.IsTimeout(err), apierrors.IsTooManyRequests(err),
 		apierrors.IsInternalError(err), apierrors.IsServiceUnavailable(err), apierrors.IsUnexpectedServerError(err):
 		return true
-	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EHOSTUNREACH),
+	case errors.Is(err, ErrUnreachable), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EHOSTUNREACH),
 		errors.Is(err, syscall.ENETUNREACH), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, context.DeadlineExceeded):
 		return true
