@@ -137,7 +137,7 @@ func TestOneChangeIsOneConnectedTrace(t *testing.T) {
 	cluster := kubesimtest.Start(t)
 	kc := cptest.Kubeconfig(t, cluster.Kubeconfig)
 	logs := &syncBuffer{}
-	logger := slog.New(telemetry.LogHandler(slog.NewJSONHandler(logs, nil)))
+	logger := slog.New(telemetry.LogHandler(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))) // the access log is at debug
 	_, cl := cptest.Start(t, app.Config{Logger: logger, Traces: tr.Recent, ResyncInterval: time.Hour, DriftInterval: time.Hour})
 	ctx := context.Background()
 	rts := cl.KubernetesRuntimes()

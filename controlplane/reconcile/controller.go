@@ -246,7 +246,7 @@ func (c *Controller[S, T]) Start(ctx context.Context) error {
 		<-ctx.Done()
 		iter.Stop()
 	}()
-	c.log.Info("controller started", "workers", c.cfg.Workers)
+	c.log.Debug("controller started", "workers", c.cfg.Workers)
 	for {
 		m, err := iter.Next()
 		if err != nil {
@@ -276,7 +276,7 @@ func (c *Controller[S, T]) Start(ctx context.Context) error {
 		<-done
 	}
 	c.stopTimers()
-	c.log.Info("controller stopped")
+	c.log.Debug("controller stopped")
 	return nil
 }
 
@@ -302,7 +302,7 @@ func (c *Controller[S, T]) handle(ctx context.Context, locker *broker.Locker, m 
 		return
 	}
 	if err != nil {
-		c.log.Warn("lock failed", "id", id, "err", err)
+		c.log.Debug("lock failed; redelivered later", "id", id, "err", err)
 		_ = m.NakWithDelay(jitter(c.cfg.LockRetry * 4))
 		return
 	}
@@ -351,7 +351,7 @@ func (c *Controller[S, T]) handle(ctx context.Context, locker *broker.Locker, m 
 	stopBeat()
 	c.logLockSpan("released", lock)
 	if err := lock.Release(context.WithoutCancel(ctx)); err != nil && !errors.Is(err, broker.ErrLockLost) {
-		c.log.Warn("unlock failed", "id", id, "err", err)
+		c.log.Debug("unlock failed; the lock expires by itself", "id", id, "err", err)
 	}
 	_ = m.Ack()
 	if !ack {
@@ -479,7 +479,7 @@ func (c *Controller[S, T]) requeue(ctx context.Context, id string, delay time.Du
 		}
 		c.mu.Unlock()
 		if err := c.queue.Publish(ctx, kind, id, ""); err != nil {
-			c.log.Warn("requeue failed; resync will pick the object up", "id", id, "err", err)
+			c.log.Debug("requeue failed; resync will pick the object up", "id", id, "err", err)
 		}
 	})
 	c.timers[id] = rt
@@ -535,7 +535,7 @@ func (c *Controller[S, T]) process(ctx context.Context, id string, listed *clien
 			return 0, true
 		}
 		if err != nil {
-			c.log.Warn("fetch failed", "id", id, "err", err)
+			c.log.Debug("fetch failed; retried with backoff", "id", id, "err", err)
 			return c.backoff(id), false
 		}
 	}
@@ -566,7 +566,7 @@ func (c *Controller[S, T]) process(ctx context.Context, id string, listed *clien
 
 	if deleting && out.name == outcomeDone {
 		if err := c.res.Finalize(ctx, id); err != nil && !client.IsNotFound(err) {
-			c.log.Warn("finalize failed", "id", id, "err", err)
+			c.log.Debug("finalize failed; retried with backoff", "id", id, "err", err)
 			return c.backoff(id), false
 		}
 		c.clearFailures(id)
@@ -582,7 +582,7 @@ func (c *Controller[S, T]) process(ctx context.Context, id string, listed *clien
 				// The object changed while we worked; a newer notification is queued or it is gone.
 				return jitter(c.cfg.LockRetry), false
 			}
-			c.log.Warn("status write failed", "id", id, "err", err)
+			c.log.Debug("status write failed; retried with backoff", "id", id, "err", err)
 			return c.backoff(id), false
 		}
 	}
@@ -775,7 +775,7 @@ func (c *Controller[S, T]) recordEvents(ctx context.Context, obj *client.Object[
 		ev.Generation = obj.Generation
 		ev.Source = c.cfg.Source
 		if err := c.res.RecordEvent(ctx, obj.ID, ev); err != nil && !client.IsNotFound(err) {
-			c.log.Warn("event write failed", "id", obj.ID, "err", err)
+			c.log.Debug("event write failed", "id", obj.ID, "err", err)
 		}
 	}
 }
@@ -870,7 +870,7 @@ func (c *Controller[S, T]) resyncPass(ctx context.Context, idPrefix string, read
 			obj := new(client.Object[S, T])
 			*obj = page.Items[i] // a copy, so that a held object does not keep its page alive
 			if err := c.collect(ctx, obj, owners); err != nil && ctx.Err() == nil {
-				c.log.Warn("garbage collection check failed", "id", obj.ID, "err", err)
+				c.log.Debug("garbage collection check failed; the next pass looks again", "id", obj.ID, "err", err)
 			}
 			st := client.CommonStatus(obj)
 			deleting := obj.DeletionRequestedAt != nil

@@ -73,6 +73,9 @@ func traceRequests(next http.Handler) http.Handler {
 		if code == 0 {
 			code = http.StatusOK
 		}
+		if r.Context().Err() != nil {
+			code = statusClientGone // not a failure of the server: see observe
+		}
 		span.SetName(r.Method + " " + route)
 		span.SetAttributes(
 			attribute.String("http.request.method", r.Method),
@@ -92,7 +95,14 @@ func traceRequests(next http.Handler) http.Handler {
 	})
 }
 
-// observe logs each request and records its latency, by route pattern.
+// statusClientGone is the status the access log and the latency metric give a request whose caller
+// went away before it was answered (nginx's 499, "client closed request"): whatever the handler then
+// wrote (a cancelled wait answers 503) reached no one.
+const statusClientGone = 499
+
+// observe logs each request and records its latency, by route pattern. The log is for a person: a
+// server error (5xx) is logged at error; every other request, and one whose caller went away (a long
+// poll ended on purpose, as the provider's waits do every few seconds), at debug.
 func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -109,13 +119,14 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		if code == 0 {
 			code = http.StatusOK
 		}
+		gone := r.Context().Err() != nil
+		if gone {
+			code = statusClientGone
+		}
 		s.metrics.latency.WithLabelValues(route, r.Method, strconv.Itoa(code)).Observe(d.Seconds())
-		level := slog.LevelInfo
-		switch {
-		case code >= 500:
+		level := slog.LevelDebug
+		if code >= 500 {
 			level = slog.LevelError
-		case route == "/healthz" || route == "/readyz" || route == "/metrics":
-			level = slog.LevelDebug
 		}
 		s.log.LogAttrs(r.Context(), level, "http request",
 			slog.String("method", r.Method),
