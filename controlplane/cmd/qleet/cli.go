@@ -445,6 +445,12 @@ func (q *cli) deleteCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if !orphan {
+				// Said before the deletion waits: a cluster that does not answer blocks it.
+				if hint := orphanHint(cmd.Context(), res, obj, args, cascade); hint != "" {
+					fmt.Fprintln(cmd.ErrOrStderr(), hint)
+				}
+			}
 			if err := res.Delete(cmd.Context(), obj.ID, client.DeleteOptions{Cascade: cascade, Orphan: orphan, Wait: wait}); err != nil {
 				return err
 			}
@@ -457,6 +463,72 @@ func (q *cli) deleteCmd() *cobra.Command {
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the object is gone")
 	q.addConnFlags(cmd.Flags())
 	return cmd
+}
+
+// orphanHint says, for a runtime or an instance whose cluster does not answer (its runtime's Connected
+// condition is False), that the deletion cannot clean up there until it does, and how to abandon what
+// it made there instead (--orphan); "" when nothing blocks it, or when that cannot be told.
+func orphanHint(ctx context.Context, res *client.Resource[json.RawMessage, json.RawMessage], obj *client.RawObject, args []string, cascade bool) string {
+	var ids []string
+	switch res.Kind() {
+	case client.KindKubernetesRuntime:
+		if c := disconnected(client.CommonStatus(obj)); c != nil {
+			return fmt.Sprintf("kubernetes_runtime %q does not answer (%s): what its dependents made there cannot be deleted until it does.\n"+
+				"To abandon it instead: qleet delete %s %s --cascade --orphan", obj.Name, c.Message, args[0], args[1])
+		}
+		return ""
+	case client.KindWorkloadInstance:
+		var doc struct {
+			Spec struct {
+				RuntimeID string `json:"runtime_id"`
+			} `json:"spec"`
+			Status struct {
+				Placements []struct {
+					RuntimeID string `json:"runtime_id"`
+				} `json:"placements"`
+			} `json:"status"`
+		}
+		if json.Unmarshal(obj.Spec, &doc.Spec) != nil || json.Unmarshal(obj.Status, &doc.Status) != nil {
+			return ""
+		}
+		ids = append(ids, doc.Spec.RuntimeID)
+		for _, p := range doc.Status.Placements {
+			ids = append(ids, p.RuntimeID)
+		}
+	default:
+		return ""
+	}
+	rts := res.Client().KubernetesRuntimes()
+	seen := map[string]bool{"": true}
+	for _, id := range ids {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		rt, err := rts.Get(ctx, id)
+		if err != nil {
+			continue
+		}
+		if c := disconnected(&rt.Status.Status); c != nil {
+			flags := "--orphan"
+			if cascade {
+				flags = "--cascade --orphan"
+			}
+			return fmt.Sprintf("kubernetes_runtime %q does not answer (%s): %s %q's objects there cannot be deleted until it does.\n"+
+				"To abandon them instead: qleet delete %s %s %s", rt.Name, c.Message, res.Kind(), obj.Name, args[0], args[1], flags)
+		}
+	}
+	return ""
+}
+
+// disconnected returns a runtime's Connected condition when it is False.
+func disconnected(st *client.Status) *client.Condition {
+	for i := range st.Conditions {
+		if c := &st.Conditions[i]; c.Type == "Connected" && c.Status == client.ConditionFalse {
+			return c
+		}
+	}
+	return nil
 }
 
 func (q *cli) imageCmd() *cobra.Command {

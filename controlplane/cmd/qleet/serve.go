@@ -99,7 +99,7 @@ a flag on the command line wins.`,
 	fs.DurationVar(&cleanupGrace, "cleanup-grace", 2*time.Minute, "how long a deletion waits for an unreachable cluster before it offers orphaning")
 	fs.DurationVar(&scaleDownDelay, "scale-down-delay", 2*time.Minute, "how long a node added by node autoscaling must be idle before it is removed")
 	fs.DurationVar(&ownerGrace, "owner-grace", 5*time.Minute, "how long an object created for owners (a runtime provisioned from a profile) outlives them before it is garbage-collected")
-	fs.DurationVar(&progress, "progress-deadline", 10*time.Minute, "how long a rollout may make no progress before it is Stalled")
+	fs.DurationVar(&progress, "progress-deadline", 5*time.Minute, "how long a rollout may make no progress before it is Stalled (a pod unschedulable for 30s stalls it sooner)")
 	fs.StringVar(&tlsCert, "tls-cert", "", "TLS certificate file (default: self-signed in the data dir when not on loopback)")
 	fs.StringVar(&tlsKey, "tls-key", "", "TLS key file")
 	fs.StringArrayVar(&tlsSANs, "tls-san", nil, "an extra DNS name or IP address for the self-signed certificate (repeatable)")
