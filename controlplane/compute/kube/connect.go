@@ -65,8 +65,8 @@ type ConnectorConfig struct {
 	// seconds (default DefaultProbeInterval; negative: never). It is one small request per cluster, not
 	// per object; a cluster is probed only while a runtime is connected to it.
 	ProbeInterval time.Duration
-	// ProbeTimeout bounds each probe (default DefaultProbeTimeout): a server that does not answer in
-	// that time is unreachable.
+	// ProbeTimeout bounds each probe (default DefaultProbeTimeout): a server that fails two probes in a
+	// row (the second a second after the first) is unreachable.
 	ProbeTimeout time.Duration
 	// OnReachability, when set, is called when a probed cluster stops answering (err says why) or answers
 	// again (nil), once per runtime connected to it. It runs on the prober's goroutine: keep it short.
@@ -376,8 +376,16 @@ type reachability struct {
 
 	mu       sync.Mutex
 	down     *UnreachableError           // nil while the cluster answers (or before the first probe)
+	fails    int                         // probes failed in a row
 	inflight map[*int]context.CancelFunc // calls under way, cancelled when the cluster stops answering
 }
+
+// probeFailures is how many probes in a row must fail for a cluster to be unreachable: one slow answer
+// from a busy API server is not an outage. The monitor probes again a second after a failure.
+const probeFailures = 2
+
+// probeRetry is how soon the monitor probes again after a failed probe.
+const probeRetry = time.Second
 
 // err returns the cluster's unreachability, or nil.
 func (r *reachability) err() error {
@@ -390,22 +398,28 @@ func (r *reachability) err() error {
 }
 
 // record notes a probe's result. It reports whether the cluster's reachability changed: it stopped
-// answering (calls under way are cancelled then: they would only wait out their timeout), or answers again.
+// answering (probeFailures probes in a row failed; calls under way are cancelled then: they would only
+// wait out their timeout), or answers again.
 func (r *reachability) record(err error) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if err == nil {
+		r.fails = 0
+	} else {
+		r.fails++
+	}
 	switch {
 	case err == nil && r.down != nil:
 		r.down = nil
 		return true
-	case err != nil && r.down == nil:
+	case err != nil && r.down == nil && r.fails >= probeFailures:
 		r.down = &UnreachableError{Host: r.host, Since: time.Now(), Cause: err}
 		for k, cancel := range r.inflight {
 			cancel()
 			delete(r.inflight, k)
 		}
 		return true
-	case err != nil:
+	case err != nil && r.down != nil:
 		r.down.Cause = err
 	}
 	return false
@@ -475,9 +489,9 @@ func (b *doneBody) Close() error {
 }
 
 // Probe asks the cluster's API server for its version within the probe timeout (default
-// DefaultProbeTimeout), whatever earlier probes found, and records the answer: a cluster whose probe
-// fails is unreachable (Reachable), and calls to it fail at once with ErrUnreachable, until a probe
-// succeeds. A server that accepts connections and never answers fails it at the timeout.
+// DefaultProbeTimeout), whatever earlier probes found, and records the answer: a cluster whose probes
+// fail (twice in a row) is unreachable (Reachable), and calls to it fail at once with ErrUnreachable,
+// until a probe succeeds. A server that accepts connections and never answers fails it at the timeout.
 func (cl *Cluster) Probe(ctx context.Context) (*version.Info, error) {
 	info, err := cl.probe(ctx)
 	cl.reach.record(err)
@@ -517,9 +531,14 @@ func (cl *Cluster) monitor(interval time.Duration, stop <-chan struct{}, changed
 		<-stop
 		cancel()
 	}()
-	t := time.NewTicker(interval)
+	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
 		_, err := cl.probe(ctx)
 		if ctx.Err() != nil {
 			return
@@ -527,10 +546,10 @@ func (cl *Cluster) monitor(interval time.Duration, stop <-chan struct{}, changed
 		if cl.reach.record(err) && changed != nil {
 			changed(cl.Reachable())
 		}
-		select {
-		case <-stop:
-			return
-		case <-t.C:
+		next := interval
+		if err != nil && cl.Reachable() == nil {
+			next = min(probeRetry, interval) // make sure, soon
 		}
+		t.Reset(next)
 	}
 }

@@ -93,7 +93,7 @@ func TestHungAPIServer(t *testing.T) {
 			require.Contains(t, r.err.Error(), addr)
 			require.Contains(t, r.err.Error(), "no answer within 3s")
 		case <-time.After(30 * time.Second):
-			t.Fatal("no reachability report within 30s (probe every 5s, each bounded by 3s)")
+			t.Fatal("no reachability report within 30s (probe every 5s, each bounded by 3s, twice in a row)")
 		}
 		require.ErrorIs(t, cl.Reachable(), kube.ErrUnreachable)
 	})
