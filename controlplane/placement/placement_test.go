@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
-	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/placement"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/placement"
 )
 
 var now = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)

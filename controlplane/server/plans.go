@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
-	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/placement"
-	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/support/requirements"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/placement"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/requirements"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
 )
 

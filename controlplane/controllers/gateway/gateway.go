@@ -19,9 +19,9 @@ import (
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
-	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/support/requirements"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/workload"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/requirements"
 )
 
 // ReasonInstallingSupport is the event reason of a support service a gateway asked for.

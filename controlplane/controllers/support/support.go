@@ -17,9 +17,9 @@ import (
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
-	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/support/requirements"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/workload"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/requirements"
 )
 
 // Reconciler reconciles support_services.

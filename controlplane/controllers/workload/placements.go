@@ -10,7 +10,7 @@ import (
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
-	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/placement"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/placement"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 )
 
