@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -304,7 +305,10 @@ func TestAutoscalingOnSimulatedLoad(t *testing.T) {
 }
 
 // TestSupportServiceLeavesForeignObjects: an ingress support service whose IngressClass someone else made
-// fails, naming it, and leaves it as it was, also when it is deleted.
+// fails, naming it (without advising adopt, which support services do not have), and leaves it as it
+// was, also when it is deleted. What it made before it failed (the Deployment and the LoadBalancer
+// Service, which come before the IngressClass) goes on delete, found by its ownership labels though
+// its status lists nothing; an object someone put in its namespace stays, and so does the namespace.
 func TestSupportServiceLeavesForeignObjects(t *testing.T) {
 	t.Parallel()
 	sim := kubesimtest.Start(t, kubesimtest.WithName("foreign"), kubesimtest.WithNodes(1))
@@ -323,10 +327,37 @@ func TestSupportServiceLeavesForeignObjects(t *testing.T) {
 	_, err = cl.SupportServices().WaitReconciled(cptest.Wait(t, time.Minute), ss.ID)
 	require.True(t, client.IsFailed(err), "%v", err)
 	require.Contains(t, err.Error(), "IngressClass/qleet already exists and was not created by QleetOS")
+	require.NotContains(t, err.Error(), "adopt", "a support service cannot adopt: the advice would mislead")
+
+	ns := client.SupportCharts[client.SupportIngress].Namespace
+	sel := metav1.ListOptions{LabelSelector: "qleetos.io/instance-id=" + ss.ID}
+	deps, err := cs.AppsV1().Deployments(ns).List(ctx, sel)
+	require.NoError(t, err)
+	require.NotEmpty(t, deps.Items, "the install got as far as the Deployment before it failed")
+	failed, err := cl.SupportServices().Get(ctx, ss.ID)
+	require.NoError(t, err)
+	require.Empty(t, failed.Status.Objects, "the failed install recorded nothing in its status")
+	mine := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "not-qleets", Namespace: ns, Labels: map[string]string{"team": "edge"}},
+		Data: map[string]string{"keep": "me"}}
+	_, err = cs.CoreV1().ConfigMaps(ns).Create(ctx, mine, metav1.CreateOptions{})
+	require.NoError(t, err)
 
 	require.NoError(t, cl.SupportServices().Delete(cptest.Wait(t, time.Minute), ss.ID, client.DeleteOptions{Wait: true}))
 	got, err := cs.NetworkingV1().IngressClasses().Get(ctx, client.IngressClassName, metav1.GetOptions{})
 	require.NoError(t, err, "their IngressClass is still there")
 	require.Equal(t, "example.com/their-controller", got.Spec.Controller)
 	require.Equal(t, map[string]string{"team": "edge"}, got.Labels, "unlabelled, unchanged")
+
+	deps, err = cs.AppsV1().Deployments(ns).List(ctx, sel)
+	require.NoError(t, err)
+	require.Empty(t, deps.Items, "the Deployment it made is gone")
+	svcs, err := cs.CoreV1().Services(ns).List(ctx, sel)
+	require.NoError(t, err)
+	require.Empty(t, svcs.Items, "the LoadBalancer Service it made is gone")
+	kept, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, mine.Name, metav1.GetOptions{})
+	require.NoError(t, err, "the ConfigMap someone put in its namespace is still there")
+	require.Equal(t, map[string]string{"keep": "me"}, kept.Data)
+	nsObj, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	require.NoError(t, err, "a namespace that holds someone else's object stays")
+	require.Nil(t, nsObj.DeletionTimestamp)
 }

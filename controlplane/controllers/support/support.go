@@ -70,7 +70,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, ss *client.SupportService) (
 	owner := kube.Owner{InstanceID: ss.ID, Namespace: namespace(ss), Previous: previous, ClusterScoped: true}
 	applied, err := kube.Apply(ctx, cl, owner, objs)
 	if err != nil {
-		if kube.IsInvalid(err) || kube.IsOwnershipConflict(err) {
+		var oe *kube.OwnershipError
+		switch {
+		case errors.As(err, &oe):
+			return reconcile.Result{}, reconcile.Terminal(ownershipFailure(ss, rt.Name, oe))
+		case kube.IsInvalid(err):
 			return reconcile.Result{}, reconcile.Terminal(fmt.Errorf("install %s: %w", ss.Spec.Type, err))
 		}
 		return reconcile.Result{}, fmt.Errorf("install %s: %w", ss.Spec.Type, err)
@@ -178,10 +182,27 @@ func namespace(ss *client.SupportService) string {
 	return client.SupportCharts[ss.Spec.Type].Namespace
 }
 
-// Finalize removes what the support service installed. A runtime that is gone has nothing left to
-// remove; a deletion with orphan leaves it.
+// ownershipFailure says that installing the support service met an object QleetOS does not own. A
+// support service cannot adopt (its chart is QleetOS's, and what is already there may be another
+// installation of the add-on that others rely on), so it names the object and what a person can do.
+func ownershipFailure(ss *client.SupportService, runtime string, oe *kube.OwnershipError) error {
+	holder := "was not created by QleetOS"
+	if oe.OwnedBy != "" {
+		holder = fmt.Sprintf("belongs to another QleetOS owner (%s)", oe.OwnedBy)
+	}
+	return fmt.Errorf("install %s on kubernetes_runtime %q: %s already exists and %s; it was left unchanged. "+
+		"Remove it from the cluster if nothing else uses it, or install %s on another runtime; "+
+		"deleting this support service removes only what QleetOS made for it", ss.Spec.Type, runtime, oe.Ref, holder, ss.Spec.Type)
+}
+
+// Finalize removes what the support service installed: every object in the cluster labelled as its
+// own, found by those labels, not only those its status lists, so that an install that failed part way
+// (before its status recorded anything) leaves nothing behind. Objects without its ownership labels are
+// never touched, and a namespace that holds anything else stays. A runtime that is gone has nothing
+// left to remove, nor has one that cannot be reached when nothing was ever installed on it; a deletion
+// with orphan leaves everything.
 func (r *Reconciler) Finalize(ctx context.Context, ss *client.SupportService) (reconcile.Result, error) {
-	if ss.DeletionOrphan || len(ss.Status.Objects) == 0 {
+	if ss.DeletionOrphan {
 		return reconcile.Result{}, nil
 	}
 	rt, err := r.init().runtimes.Get(ctx, ss.Spec.RuntimeID)
@@ -191,11 +212,15 @@ func (r *Reconciler) Finalize(ctx context.Context, ss *client.SupportService) (r
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	installed := len(ss.Status.Objects) > 0 || ss.Status.Chart != ""
 	cl, err := r.Connector.Connect(ctx, rt)
 	if err != nil {
+		if !installed {
+			return reconcile.Result{}, nil // the install never began there
+		}
 		return reconcile.Result{}, err
 	}
-	owner := kube.Owner{InstanceID: ss.ID, Namespace: namespace(ss), Previous: workload.RefsOf(ss.Status.Objects), ClusterScoped: true}
+	owner := kube.Owner{InstanceID: ss.ID, Namespace: namespace(ss), Previous: r.searchRefs(ctx, ss, rt.Status.Version), ClusterScoped: true}
 	err = kube.DeleteAll(ctx, cl, owner)
 	if errors.Is(err, kube.ErrStillPresent) {
 		ss.Status.Message = err.Error()
@@ -205,6 +230,23 @@ func (r *Reconciler) Finalize(ctx context.Context, ss *client.SupportService) (r
 		return reconcile.Result{}, fmt.Errorf("remove %s: %w", ss.Spec.Type, err)
 	}
 	return reconcile.Result{}, nil
+}
+
+// searchRefs are the objects whose kinds Finalize searches for the support service's labels, besides
+// kube.SearchKinds: those its status lists, and those its chart renders (an install that failed part
+// way may have made objects of kinds outside SearchKinds, such as an IngressClass or a webhook
+// configuration, before the status recorded any). A chart that cannot be rendered now adds nothing.
+func (r *Reconciler) searchRefs(ctx context.Context, ss *client.SupportService, kubeVersion string) []kube.AppliedRef {
+	refs := workload.RefsOf(ss.Status.Objects)
+	objs, _, err := r.render(ctx, ss, kubeVersion)
+	if err != nil {
+		reconcile.Logger(ctx).Debug("render for cleanup failed; searching the usual kinds", "type", ss.Spec.Type, "err", err)
+		return refs
+	}
+	for _, o := range objs {
+		refs = append(refs, kube.RefOf(o))
+	}
+	return refs
 }
 
 // Name is the name a controller gives the support service of a type on a runtime (requirements.Name).
