@@ -73,6 +73,29 @@ type KubernetesRuntimeStatus struct {
 	NodesRemoved int `json:"nodes_removed,omitempty"`
 	// Cloud lists what QleetOS made in the cloud for an "eks" runtime, and the step in progress.
 	Cloud *CloudResources `json:"cloud,omitempty"`
+	// Data lists the data of databases and buckets the runtime holds: those that run there, and those
+	// deleted with retain whose volume and credentials were kept there. It is looked for on a runtime
+	// that may be reclaimed (provisioned from a profile with reclaim_after): a runtime that holds data
+	// is in use, and is not reclaimed until the data is released (condition HoldsData says how).
+	Data []RuntimeData `json:"data,omitempty"`
+}
+
+// LabelRetained marks the namespace (and the credentials) of a database or bucket deleted with retain,
+// with its name, so that one of its kind and name created later takes them back.
+const LabelRetained = "qleetos.io/retained"
+
+// RuntimeData is one database's or bucket's data on a runtime.
+type RuntimeData struct {
+	// Kind is "database" or "bucket".
+	Kind string `json:"kind"`
+	// Name is the database's or bucket's name.
+	Name string `json:"name"`
+	// Namespace holds its volume and credentials on the runtime.
+	Namespace string `json:"namespace"`
+	// Retained says it was deleted with retain: only its volume and credentials remain.
+	Retained bool `json:"retained,omitempty"`
+	// Volumes name its volume claims, with their size, e.g. "data-db-0 (1Gi)".
+	Volumes []string `json:"volumes,omitempty"`
 }
 
 // KubernetesRuntime is a cluster in the compute space.

@@ -33,8 +33,9 @@ const (
 	// ServiceName is the data service's Service (and StatefulSet).
 	ServiceName = "db"
 	// LabelRetained marks a retained data service's namespace and credentials with its name, so that one
-	// of that kind (the namespace says which) and name created later takes them back.
-	LabelRetained = "qleetos.io/retained"
+	// of that kind (the namespace says which) and name created later takes them back. A runtime that
+	// holds such a namespace is in use: it is not reclaimed (see the runtime controller).
+	LabelRetained = client.LabelRetained
 )
 
 // Service is how one data service object runs in a cluster.
