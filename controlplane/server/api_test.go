@@ -434,6 +434,23 @@ func TestEvents(t *testing.T) {
 		err = e.ctrl.KubernetesRuntimes().RecordEvent(ctx, rt.ID, client.Event{Type: "Normal"})
 		require.Equal(t, "reason", asAPIErr(t, err).Field)
 	})
+	t.Run("a repeated event is one record with its count and its first and last time", func(t *testing.T) {
+		waits, err := e.dev.KubernetesRuntimes().Create(ctx, localRuntime("ev-repeat"))
+		require.NoError(t, err)
+		for range 4 {
+			err := e.ctrl.KubernetesRuntimes().RecordEvent(ctx, waits.ID, client.Event{Type: client.EventNormal, Reason: "Waiting",
+				Message: `waiting for cloud_account "aws" (Pending)`, Source: "controller/kubernetes_runtime"})
+			require.NoError(t, err)
+		}
+		evs, err := e.viewer.KubernetesRuntimes().Events(ctx, waits.ID)
+		require.NoError(t, err)
+		require.Len(t, evs, 1)
+		require.EqualValues(t, 4, evs[0].Count)
+		require.NotNil(t, evs[0].FirstTimestamp)
+		require.NotNil(t, evs[0].LastTimestamp)
+		require.True(t, evs[0].FirstTimestamp.Equal(evs[0].CreatedAt))
+		require.False(t, evs[0].LastTimestamp.Before(*evs[0].FirstTimestamp))
+	})
 	t.Run("events of an unknown object are not found", func(t *testing.T) {
 		_, err := e.viewer.KubernetesRuntimes().Events(ctx, "nope")
 		require.True(t, client.IsNotFound(err), "%v", err)
