@@ -559,6 +559,7 @@ func (c *Controller[S, T]) process(ctx context.Context, id string, listed *clien
 	if stall := stalled(st, deleting, res); stall != "" {
 		Eventf(rctx, client.EventWarning, client.ConditionStalled, "%s", stall)
 	}
+	scrub(&obj.Status, &out)
 	if c.cfg.Metrics != nil {
 		c.cfg.Metrics.observe(c.res.Kind(), out.name, elapsed)
 	}
@@ -774,6 +775,7 @@ func (c *Controller[S, T]) recordEvents(ctx context.Context, obj *client.Object[
 	for _, ev := range evs {
 		ev.Generation = obj.Generation
 		ev.Source = c.cfg.Source
+		scrubEvent(&ev)
 		if err := c.res.RecordEvent(ctx, obj.ID, ev); err != nil && !client.IsNotFound(err) {
 			c.log.Debug("event write failed", "id", obj.ID, "err", err)
 		}

@@ -11,11 +11,14 @@ package telemetry
 
 import (
 	"context"
+	"errors"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/qleetos/terraform-provider-qleet/internal/redact"
 )
 
 // ScopeName is the instrumentation scope of every QleetOS span.
@@ -41,9 +44,13 @@ func Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (con
 	return Tracer().Start(ctx, name, opts...)
 }
 
-// End records err (when not nil) on span and ends it.
+// End records err (when not nil) on span and ends it. A URL's userinfo in err is redacted, since
+// traces are shown to viewers (redact.URLs).
 func End(span trace.Span, err error) {
 	if err != nil {
+		if msg := redact.URLs(err.Error()); msg != err.Error() {
+			err = errors.New(msg)
+		}
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
 	}

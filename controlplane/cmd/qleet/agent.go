@@ -10,6 +10,7 @@ import (
 
 	"github.com/qleetos/terraform-provider-qleet/controlplane/agent"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/telemetry"
 )
 
 // agentCmd runs the status agent for one runtime outside the control plane, usually inside the cluster:
@@ -58,7 +59,7 @@ the API. It runs in the cluster (see 'qleet agent install') or anywhere with --k
 			if err != nil {
 				return err
 			}
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			log := slog.New(telemetry.LogHandler(slog.NewTextHandler(cmd.ErrOrStderr(), nil)))
 			a, err := agent.New(agent.Config{
 				Client: cl, Runtime: rt, Cluster: kc, Logger: log,
 				OnChange: func(instanceID string) {

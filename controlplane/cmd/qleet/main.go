@@ -21,6 +21,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/qleetos/terraform-provider-qleet/internal/redact"
 )
 
 func main() {
@@ -56,10 +58,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if cmd != nil {
 			path = cmd.CommandPath()
 		}
-		fmt.Fprintf(stderr, "qleet: %v (see '%s --help')\n", err, path)
+		fmt.Fprintf(stderr, "qleet: %s (see '%s --help')\n", redact.URLs(err.Error()), path)
 		return exitUsage
 	}
-	fmt.Fprintf(stderr, "qleet: %v\n", q.explain(err))
+	fmt.Fprintf(stderr, "qleet: %s\n", redact.URLs(q.explain(err).Error())) // an endpoint or store URL may hold a password
 	return exitError
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kubesim"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
+	"github.com/qleetos/terraform-provider-qleet/internal/redact"
 )
 
 // ConditionConnected says whether the runtime's Kubernetes API answers, and since when it does not.
@@ -67,7 +68,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, rt *client.KubernetesRuntime
 	if err != nil {
 		return reconcile.Result{}, reconcile.Terminal(err)
 	}
-	rt.Status.Endpoint = cl.Config.Host
+	rt.Status.Endpoint = redact.URL(cl.Config.Host) // viewers read it: no userinfo
 	ver, err := cl.Clientset.Discovery().ServerVersion()
 	if err != nil {
 		r.Connector.Forget(rt.ID)
