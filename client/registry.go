@@ -26,8 +26,14 @@ type KindInfo struct {
 	Kind string
 	// Plural is the collection name, e.g. "kubernetes_runtimes".
 	Plural string
-	// Description documents the kind (used in the OpenAPI document).
+	// Title is the kind for people, e.g. "Kubernetes runtime".
+	Title string
+	// Description documents the kind, once, in Markdown: the OpenAPI document, the Terraform resource
+	// and data sources, and the generated docs all use it.
 	Description string
+	// ShortNames are the CLI's short names for the kind, each also accepted with an "s" (e.g. "instance"
+	// and "instances").
+	ShortNames []string
 	// NewSpec returns a pointer to a zero spec, for strict decoding.
 	NewSpec func() any
 	// NewStatus returns a pointer to a zero status, for strict decoding.
@@ -64,8 +70,12 @@ type KindInfo struct {
 type KindDef[S any, T any] struct {
 	// Kind is the singular name.
 	Kind string
-	// Description documents the kind.
+	// Title is the kind for people, e.g. "Kubernetes runtime".
+	Title string
+	// Description documents the kind, once (Markdown).
 	Description string
+	// ShortNames are the CLI's short names for the kind.
+	ShortNames []string
 	// Default fills in defaults before validation; may be nil.
 	Default func(*S)
 	// Validate checks the spec; may be nil.
@@ -115,7 +125,9 @@ func RegisterKind[S any, T any](d KindDef[S, T]) *KindInfo {
 	ki := &KindInfo{
 		Kind:        d.Kind,
 		Plural:      Plural(d.Kind),
+		Title:       d.Title,
 		Description: d.Description,
+		ShortNames:  d.ShortNames,
 		NewSpec:     func() any { return new(S) },
 		NewStatus:   func() any { return new(T) },
 		Default: func(spec any) {
@@ -201,7 +213,9 @@ func Kinds() []*KindInfo {
 func init() {
 	RegisterKind(KindDef[KubernetesRuntimeSpec, KubernetesRuntimeStatus]{
 		Kind:        KindKubernetesRuntime,
-		Description: "A Kubernetes cluster in the compute space: a local kubesim cluster, a cluster reached by kubeconfig, or an EKS cluster.",
+		Title:       "Kubernetes runtime",
+		ShortNames:  []string{"runtime"},
+		Description: "A Kubernetes cluster in the compute space that workloads run on: a `local` cluster (kubesim, run by `qleet server`), a cluster you bring by `kubeconfig`, or an `eks` cluster that QleetOS provisions with a cloud account (IAM roles, a VPC with subnets unless `subnet_ids` are given, the cluster and a managed node group, all tagged with the runtime's ownership). It is Ready once the control plane has connected to the cluster and found Ready nodes; deleting it deletes what QleetOS made in AWS, in reverse. The kubeconfig is write-only.",
 		Default:     defaultKubernetesRuntime,
 		Validate:    validateKubernetesRuntime,
 		Refs:        kubernetesRuntimeRefs,
@@ -209,19 +223,25 @@ func init() {
 	})
 	RegisterKind(KindDef[CloudAccountSpec, CloudAccountStatus]{
 		Kind:        KindCloudAccount,
-		Description: "Credentials, or a role to assume, for a cloud (AWS): validated with STS GetCallerIdentity, the account id in status. The secret access key and session token are write-only: encrypted at rest and returned to controllers only.",
+		Title:       "cloud account",
+		ShortNames:  []string{"account"},
+		Description: "Credentials, or a role to assume, for a cloud (AWS), used by `eks` runtimes and runtime profiles and by the RDS databases and S3 buckets that serve apps on them. It is Ready once STS GetCallerIdentity has accepted the credentials; the account id is in `account_id`. The secret access key and session token are write-only: encrypted at rest, returned to controllers only, never logged. See the AWS guide for the IAM policy QleetOS needs.",
 		Validate:    validateCloudAccount,
 		WriteOnly:   []string{"secret_access_key", "session_token"},
 	})
 	RegisterKind(KindDef[WorkloadDefinitionSpec, WorkloadDefinitionStatus]{
 		Kind:        KindWorkloadDefinition,
-		Description: "What to run: containers, raw Kubernetes manifests, or a Helm chart.",
+		Title:       "workload definition",
+		ShortNames:  []string{"definition"},
+		Description: "What to run: containers (one Deployment, with a Service when ports are declared), raw Kubernetes manifests, or a Helm chart, with a default replica count and optional autoscaling. Exactly one of `containers`, `manifests` and `helm` is set. Where it runs is a workload instance.",
 		Default:     defaultWorkloadDefinition,
 		Validate:    validateWorkloadDefinition,
 	})
 	RegisterKind(KindDef[WorkloadInstanceSpec, WorkloadInstanceStatus]{
 		Kind:         KindWorkloadInstance,
-		Description:  "Where and how to run a workload definition: a pinned runtime or a placement across regions, its namespace and overrides.",
+		Title:        "workload instance",
+		ShortNames:   []string{"instance"},
+		Description:  "Where and how to run a workload definition: a pinned Kubernetes runtime or a placement across regions, the namespace, and overrides of replicas, environment and images. It is Ready once the workload is rolled out and Ready everywhere it is placed.",
 		Validate:     validateWorkloadInstance,
 		Refs:         workloadInstanceRefs,
 		ValidateRefs: validateWorkloadInstanceRefs,
@@ -229,33 +249,43 @@ func init() {
 	})
 	RegisterKind(KindDef[SecretSpec, SecretStatus]{
 		Kind:        KindSecret,
-		Description: "Secret values for workload instances: write-only (encrypted at rest, returned to controllers only), delivered as a Kubernetes Secret in each instance's namespace on every runtime, as env or files; a change rolls the pods.",
+		Title:       "secret",
+		ShortNames:  []string{"secret"},
+		Description: "Secret values for workload instances, delivered as a Kubernetes Secret in each instance's namespace on every runtime it runs on, as environment variables (one per key) or as files under `mount_path`. A change of the values rolls the instances' pods, and no copy of an old value stays in any cluster. The values are write-only: encrypted at rest, returned to controllers only, never logged.",
 		Validate:    validateSecret,
 		WriteOnly:   []string{"values"},
 	})
 	RegisterKind(KindDef[DatabaseSpec, DatabaseStatus]{
 		Kind:        KindDatabase,
-		Description: "A database for a workload instance: in-cluster (a StatefulSet with a Service, a volume and generated credentials) on every runtime the instance runs on; the instance gets the connection details as env from a Secret. It outlives its instance's redeploys, and retain keeps its data on delete.",
+		Title:       "database",
+		ShortNames:  []string{"database", "db"},
+		Description: "A database for a workload instance: in-cluster (a StatefulSet with a Service, a volume and generated credentials) on every runtime the instance runs on, or RDS on `eks` runtimes, Ready before the instance rolls out. The instance gets `<PREFIX>_URL`, `_HOST`, `_PORT`, `_NAME`, `_USER` and `_PASSWORD` from a Secret in its namespace; the password never passes through the API. It outlives its instance's redeploys, and `retain` keeps its data on delete.",
 		Default:     defaultDatabase,
 		Validate:    validateDatabase,
 		UsedBy:      func(s *DatabaseSpec) []FieldRef { return attachedTo(s.InstanceID) },
 	})
 	RegisterKind(KindDef[BucketSpec, BucketStatus]{
 		Kind:        KindBucket,
-		Description: "An S3-compatible bucket for a workload instance: an in-cluster object store on every runtime the instance runs on; the instance gets the endpoint, bucket name and credentials as env from a Secret. Retain keeps its data on delete.",
+		Title:       "bucket",
+		ShortNames:  []string{"bucket"},
+		Description: "An S3-compatible bucket for a workload instance: an in-cluster object store on every runtime the instance runs on, or S3 on `eks` runtimes, Ready before the instance rolls out. The instance gets `<PREFIX>_ENDPOINT`, `_BUCKET`, `_REGION`, `_ACCESS_KEY_ID` and `_SECRET_ACCESS_KEY` from a Secret in its namespace; the keys never pass through the API. `retain` keeps its data on delete.",
 		Default:     defaultBucket,
 		Validate:    validateBucket,
 		UsedBy:      func(s *BucketSpec) []FieldRef { return attachedTo(s.InstanceID) },
 	})
 	RegisterKind(KindDef[SupportServiceSpec, SupportServiceStatus]{
 		Kind:        KindSupportService,
-		Description: "An add-on on a runtime (ingress, cert-manager, external-dns, metrics-server), installed from a pinned Helm chart. Controllers create one when a dependency needs it and remove it once nothing has used it for a grace period; one an operator declares stays.",
+		Title:       "support service",
+		ShortNames:  []string{"support"},
+		Description: "An add-on on a runtime: `ingress`, `cert-manager`, `external-dns` or `metrics-server`, installed from its pinned upstream Helm chart (or a mirror, or the control plane's local chart directory). Controllers create the ones a dependency needs and remove them once nothing has used them for a grace period; one an operator declares stays until deleted.",
 		Validate:    validateSupportService,
 		Refs:        supportServiceRefs,
 	})
 	RegisterKind(KindDef[GatewaySpec, GatewayStatus]{
 		Kind:        KindGateway,
-		Description: "Ingress for a workload instance on every runtime it is placed on: hosts, paths, the service port, TLS from cert-manager and an HTTP to HTTPS redirect. Installs the ingress and cert-manager support services where they are missing.",
+		Title:       "gateway",
+		ShortNames:  []string{"gateway", "gw"},
+		Description: "Ingress for a workload instance on every runtime it is placed on: hosts, paths, the service port, TLS (on by default when a host is set) with a certificate from cert-manager, and an HTTP to HTTPS redirect. Where a runtime lacks the `ingress` or `cert-manager` support service (or `external-dns`, when a domain name holds a host), it is installed, and removed again a grace period after the last gateway that used it. It is Ready once every runtime has an address and, with TLS, an issued certificate; `status.url` tells where to go.",
 		Default:     defaultGateway,
 		Validate:    validateGateway,
 		Refs:        gatewayRefs,
@@ -263,14 +293,18 @@ func init() {
 	})
 	RegisterKind(KindDef[DomainNameSpec, DomainNameStatus]{
 		Kind:          KindDomainName,
-		Description:   "A DNS zone: gateways whose hosts are in it get records (listed in its status with provider none).",
+		Title:         "domain name",
+		ShortNames:    []string{"domain"},
+		Description:   "A DNS zone. Gateways whose hosts are in it get records through external-dns, which is installed on their runtimes while they do. With `dns_provider = \"none\"` the records are listed in `status.records` only; with `route53` they are also written to the zone's public hosted zone (found by name, or created) in the cloud account of the gateways' eks runtimes, each with a `_qleetos.<host>` TXT ownership record; records QleetOS did not write are never changed.",
 		Default:       defaultDomainName,
 		Validate:      validateDomainName,
 		ValidatePeers: validateDomainNamePeers,
 	})
 	RegisterKind(KindDef[RuntimeProfileSpec, RuntimeProfileStatus]{
 		Kind:          KindRuntimeProfile,
-		Description:   "Operator-defined defaults for clusters provisioned on demand: provider, regions served, node bounds, version, labels, priority and reclaim.",
+		Title:         "runtime profile",
+		ShortNames:    []string{"profile"},
+		Description:   "An operator-defined recipe for Kubernetes clusters provisioned on demand: when a workload instance's `placement` needs a runtime in a region where none matches, QleetOS provisions one from the matching profile of highest priority. The runtime is owned by the profile, labelled `qleet.io/profile`, and reclaimed once idle for `reclaim_after` if set. Profiles that could serve the same placement (a region in common, labels that do not conflict) must differ in priority.",
 		Default:       defaultRuntimeProfile,
 		Validate:      validateRuntimeProfile,
 		Refs:          runtimeProfileRefs,

@@ -30,14 +30,8 @@ type cloudAccountModel struct {
 }
 
 var cloudAccountKind = &kind[client.CloudAccountSpec, client.CloudAccountStatus, cloudAccountModel]{
-	name:  client.KindCloudAccount,
-	title: "cloud account",
-	description: "Credentials, or a role to assume, for a cloud (AWS), used by `eks` runtimes and runtime profiles and by " +
-		"the RDS databases and S3 buckets that serve apps on them. Create returns once STS GetCallerIdentity has accepted " +
-		"the credentials; the account id is in `account_id`. The secret access key and session token are write-only in " +
-		"the API (encrypted at rest, never returned or logged): the state holds only what the configuration wrote, marked " +
-		"sensitive. See the AWS guide for the IAM policy QleetOS needs.",
-	api: (*client.Client).CloudAccounts,
+	name: client.KindCloudAccount,
+	api:  (*client.Client).CloudAccounts,
 	attributes: map[string]rschema.Attribute{
 		"provider_type": rschema.StringAttribute{
 			Description: "The cloud (the API's spec.provider; `provider` is reserved in Terraform): `aws`.",
@@ -79,8 +73,7 @@ var cloudAccountKind = &kind[client.CloudAccountSpec, client.CloudAccountStatus,
 		"account_id": rschema.StringAttribute{Description: "The AWS account the credentials belong to, from STS GetCallerIdentity.", Computed: true},
 		"caller_arn": rschema.StringAttribute{Description: "The identity QleetOS acts as (the assumed role's session with `role_arn`).", Computed: true},
 	},
-	writeOnly: []string{"secret_access_key", "session_token"},
-	renames:   map[string]string{"provider": "provider_type"},
+	renames: map[string]string{"provider": "provider_type"},
 	toSpec: func(_ context.Context, m *cloudAccountModel) (client.CloudAccountSpec, diag.Diagnostics) {
 		return client.CloudAccountSpec{
 			Provider: m.Provider.ValueString(), Region: m.Region.ValueString(),

@@ -83,13 +83,8 @@ type databaseModel struct {
 }
 
 var databaseKind = &kind[client.DatabaseSpec, client.DatabaseStatus, databaseModel]{
-	name:  client.KindDatabase,
-	title: "database",
-	description: "A database for a workload instance: in-cluster (a StatefulSet with a Service, a volume and generated " +
-		"credentials) on every runtime the instance runs on, Ready before the instance rolls out. The instance gets " +
-		"`<PREFIX>_URL`, `_HOST`, `_PORT`, `_NAME`, `_USER` and `_PASSWORD` from a Secret in its namespace; the password " +
-		"never passes through the API or the state. It outlives its instance's redeploys, and `retain` keeps its data on delete.",
-	api: (*client.Client).Databases,
+	name: client.KindDatabase,
+	api:  (*client.Client).Databases,
 	attributes: func() map[string]rschema.Attribute {
 		a := dataCommonAttributes("database", "DATABASE")
 		a["engine"] = rschema.StringAttribute{Description: "`postgres` or `mysql` (the API defaults it to postgres).", Optional: true, Computed: true,
@@ -124,12 +119,7 @@ type bucketModel struct {
 }
 
 var bucketKind = &kind[client.BucketSpec, client.BucketStatus, bucketModel]{
-	name:  client.KindBucket,
-	title: "bucket",
-	description: "An S3-compatible bucket for a workload instance: an in-cluster object store on every runtime the instance " +
-		"runs on, Ready before the instance rolls out. The instance gets `<PREFIX>_ENDPOINT`, `_BUCKET`, `_REGION`, " +
-		"`_ACCESS_KEY_ID` and `_SECRET_ACCESS_KEY` from a Secret in its namespace; the keys never pass through the API or " +
-		"the state. `retain` keeps its data on delete.",
+	name:             client.KindBucket,
 	api:              (*client.Client).Buckets,
 	attributes:       dataCommonAttributes("bucket", "S3"),
 	statusAttributes: dataStatusAttributes,

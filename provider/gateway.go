@@ -41,14 +41,8 @@ var gatewayRuntimeAttributes = map[string]rschema.Attribute{
 var gatewayRuntimeType = objectTypeOf(gatewayRuntimeAttributes)
 
 var gatewayKind = &kind[client.GatewaySpec, client.GatewayStatus, gatewayModel]{
-	name:  client.KindGateway,
-	title: "gateway",
-	description: "Ingress for a workload instance on every runtime it is placed on: hosts, paths, the service port, TLS " +
-		"(on by default when a host is set) with a certificate from cert-manager, and an HTTP to HTTPS redirect. Where a " +
-		"runtime lacks the `ingress` or `cert-manager` support service (or `external-dns`, when a qleet_domain_name holds " +
-		"a host), it is installed, and removed again a grace period after the last gateway that used it. Create returns " +
-		"once every runtime has an address and, with TLS, an issued certificate; `status.url` tells where to go.",
-	api: (*client.Client).Gateways,
+	name: client.KindGateway,
+	api:  (*client.Client).Gateways,
 	attributes: map[string]rschema.Attribute{
 		"instance_id": rschema.StringAttribute{
 			Description: "The ID of the qleet_workload_instance to route to (its Service, named after the instance).",
@@ -143,13 +137,8 @@ var dnsRecordAttributes = map[string]rschema.Attribute{
 var dnsRecordType = objectTypeOf(dnsRecordAttributes)
 
 var domainNameKind = &kind[client.DomainNameSpec, client.DomainNameStatus, domainNameModel]{
-	name:  client.KindDomainName,
-	title: "domain name",
-	description: "A DNS zone. Gateways whose hosts are in it get records through external-dns, which is installed on " +
-		"their runtimes while they do. With `dns_provider = \"none\"` the records are listed in `status.records` only; " +
-		"with `route53` they are also written to the zone's public hosted zone (found by name, or created) in the cloud account of the " +
-		"gateways' eks runtimes, each with a `_qleetos.<host>` TXT ownership record; records QleetOS did not write are never changed.",
-	api: (*client.Client).DomainNames,
+	name: client.KindDomainName,
+	api:  (*client.Client).DomainNames,
 	attributes: map[string]rschema.Attribute{
 		"zone": rschema.StringAttribute{
 			Description: "The zone, e.g. `example.com`. One domain name per zone.",
@@ -205,12 +194,8 @@ type supportServiceModel struct {
 }
 
 var supportServiceKind = &kind[client.SupportServiceSpec, client.SupportServiceStatus, supportServiceModel]{
-	name:  client.KindSupportService,
-	title: "support service",
-	description: "An add-on on a runtime: `ingress`, `cert-manager`, `external-dns` or `metrics-server`, installed from its " +
-		"pinned upstream Helm chart (or a mirror, or the control plane's local chart directory). Gateways install the ones " +
-		"they need and remove them when unused; one declared here stays until destroyed.",
-	api: (*client.Client).SupportServices,
+	name: client.KindSupportService,
+	api:  (*client.Client).SupportServices,
 	attributes: map[string]rschema.Attribute{
 		"runtime_id": rschema.StringAttribute{
 			Description: "The ID of the qleet_kubernetes_runtime to install it on.",

@@ -31,19 +31,12 @@ import (
 type kind[S, T, M any] struct {
 	// name is the singular kind, e.g. "kubernetes_runtime"; the resource is qleet_<name>.
 	name string
-	// title is the kind for humans, e.g. "Kubernetes runtime".
-	title string
-	// description documents the resource (Markdown).
-	description string
 	// api returns the typed collection of the kind.
 	api func(*client.Client) *client.Resource[S, T]
 	// attributes are the kind's spec attributes, at the top level of the resource.
 	attributes map[string]rschema.Attribute
 	// statusAttributes are the kind-specific attributes of the computed status object.
 	statusAttributes map[string]rschema.Attribute
-	// writeOnly names spec attributes the API does not return to every role: they are kept from the
-	// configuration, and left out of data sources.
-	writeOnly []string
 	// renames maps API spec field names to attribute names where they differ (for error paths).
 	renames map[string]string
 	// validators check the whole configuration at plan time, beyond per-attribute validators.
@@ -76,6 +69,33 @@ func metaOf(m any) *objectMeta {
 	return m.(interface{ meta() *objectMeta }).meta()
 }
 
+// info is the kind's definition in the registry, where the kind is described once: its title, its
+// description and its write-only fields.
+func (k *kind[S, T, M]) info() *client.KindInfo {
+	ki, ok := client.LookupKind(k.name)
+	if !ok {
+		panic("provider: kind " + k.name + " is not registered")
+	}
+	return ki
+}
+
+// title is the kind for people, e.g. "Kubernetes runtime".
+func (k *kind[S, T, M]) title() string { return k.info().Title }
+
+// writeOnly names the spec attributes the API does not return to every role: they are kept from the
+// configuration, and left out of data sources.
+func (k *kind[S, T, M]) writeOnly() []string { return k.info().WriteOnly }
+
+// description documents the resource: the kind's description, and what Terraform keeps of its
+// write-only attributes.
+func (k *kind[S, T, M]) description() string {
+	d := k.info().Description
+	if len(k.writeOnly()) > 0 {
+		d += " In Terraform, the write-only attributes are sensitive: the state holds only what the configuration wrote."
+	}
+	return d
+}
+
 // plural is the collection name, used for the list data source: qleet_<plural>.
 func (k *kind[S, T, M]) plural() string { return client.Plural(k.name) }
 
@@ -84,13 +104,13 @@ func (k *kind[S, T, M]) plural() string { return client.Plural(k.name) }
 func (k *kind[S, T, M]) modelAttributes() map[string]rschema.Attribute {
 	attrs := map[string]rschema.Attribute{
 		"id": rschema.StringAttribute{
-			Description:   fmt.Sprintf("The %s's server-assigned ID (a UUID).", k.title),
+			Description:   fmt.Sprintf("The %s's server-assigned ID (a UUID).", k.title()),
 			Computed:      true,
 			PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 		},
 		"name": rschema.StringAttribute{
 			Description: fmt.Sprintf("The %s's name: a DNS-1123 label (lowercase letters, digits and '-', at most 63 characters), "+
-				"unique among %ss. Changing it replaces the object.", k.title, k.title),
+				"unique among %ss. Changing it replaces the object.", k.title(), k.title()),
 			Required:      true,
 			Validators:    []validator.String{dns1123Label()},
 			PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},

@@ -68,7 +68,10 @@ func TestSchemas(t *testing.T) {
 			k.resource().Schema(ctx, resource.SchemaRequest{}, &resp)
 			require.False(t, resp.Diagnostics.HasError(), "%v", resp.Diagnostics)
 			require.False(t, resp.Schema.ValidateImplementation(ctx).HasError())
-			require.NotEmpty(t, resp.Schema.Description)
+			ki, ok := client.LookupKind(name)
+			require.True(t, ok)
+			require.True(t, strings.HasPrefix(resp.Schema.Description, ki.Description),
+				"the resource is described by its kind's one description, in the registry")
 			requireDescribed(t, "", resp.Schema.Attributes)
 		})
 		t.Run(name+" data sources are valid and documented", func(t *testing.T) {

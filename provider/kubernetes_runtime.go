@@ -39,14 +39,8 @@ type kubernetesRuntimeModel struct {
 }
 
 var kubernetesRuntimeKind = &kind[client.KubernetesRuntimeSpec, client.KubernetesRuntimeStatus, kubernetesRuntimeModel]{
-	name:  client.KindKubernetesRuntime,
-	title: "Kubernetes runtime",
-	description: "A Kubernetes cluster in the compute space that workloads run on: a `local` cluster (kubesim, run by " +
-		"`qleet server`), a cluster you bring by `kubeconfig`, or an `eks` cluster that QleetOS provisions with a " +
-		"`qleet_cloud_account` (IAM roles, a VPC with subnets unless `subnet_ids` are given, the cluster and a managed " +
-		"node group, all tagged with the runtime's ownership). Create returns once the control plane has connected to " +
-		"the cluster and found Ready nodes; destroy deletes what QleetOS made in AWS, in reverse.",
-	api: (*client.Client).KubernetesRuntimes,
+	name: client.KindKubernetesRuntime,
+	api:  (*client.Client).KubernetesRuntimes,
 	attributes: map[string]rschema.Attribute{
 		"provider_type": rschema.StringAttribute{
 			Description: "Where the cluster comes from (the API's spec.provider; `provider` is reserved in Terraform): `local` (a kubesim cluster owned by the control plane), `kubeconfig` " +
@@ -122,7 +116,6 @@ var kubernetesRuntimeKind = &kind[client.KubernetesRuntimeSpec, client.Kubernete
 		"nodes_total": rschema.Int64Attribute{Description: "All nodes.", Computed: true},
 		"region":      rschema.StringAttribute{Description: "The region the nodes report in their topology labels.", Computed: true},
 	},
-	writeOnly:  []string{"kubeconfig"},
 	renames:    map[string]string{"provider": "provider_type"},
 	validators: []resource.ConfigValidator{kubernetesRuntimeRules},
 	toSpec: func(ctx context.Context, m *kubernetesRuntimeModel) (client.KubernetesRuntimeSpec, diag.Diagnostics) {

@@ -57,7 +57,7 @@ func computedAttributes(attrs map[string]rschema.Attribute, skip []string) map[s
 
 // itemAttributes are the attributes of an object in a data source.
 func (k *kind[S, T, M]) itemAttributes() map[string]dschema.Attribute {
-	return computedAttributes(k.modelAttributes(), k.writeOnly)
+	return computedAttributes(k.modelAttributes(), k.writeOnly())
 }
 
 // itemType is the object type of itemAttributes.
@@ -106,16 +106,16 @@ func (d *objectDataSource[S, T, M]) Metadata(_ context.Context, req datasource.M
 func (d *objectDataSource[S, T, M]) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
 	attrs := d.k.itemAttributes()
 	attrs["id"] = dschema.StringAttribute{
-		Description: fmt.Sprintf("The ID of the %s to look up. Exactly one of id and name must be set.", d.k.title),
+		Description: fmt.Sprintf("The ID of the %s to look up. Exactly one of id and name must be set.", d.k.title()),
 		Optional:    true, Computed: true,
 	}
 	attrs["name"] = dschema.StringAttribute{
-		Description: fmt.Sprintf("The name of the %s to look up. Exactly one of id and name must be set.", d.k.title),
+		Description: fmt.Sprintf("The name of the %s to look up. Exactly one of id and name must be set.", d.k.title()),
 		Optional:    true, Computed: true,
 		Validators: []validator.String{dns1123Label()},
 	}
 	resp.Schema = dschema.Schema{
-		Description: fmt.Sprintf("Looks up one %s by ID or by name, with its spec and status.", d.k.title),
+		Description: fmt.Sprintf("Looks up one %s by ID or by name, with its spec and status.", d.k.title()),
 		Attributes:  attrs,
 	}
 }
@@ -146,7 +146,7 @@ func (d *objectDataSource[S, T, M]) Read(ctx context.Context, req datasource.Rea
 		obj, err = api.GetByName(ctx, name.ValueString())
 	}
 	if err != nil {
-		resp.Diagnostics.Append(apiDiagnostics(ctx, nil, nil, fmt.Sprintf("Cannot read %s %q", d.k.title, what), err)...)
+		resp.Diagnostics.Append(apiDiagnostics(ctx, nil, nil, fmt.Sprintf("Cannot read %s %q", d.k.title(), what), err)...)
 		return
 	}
 	v, diags := d.k.item(ctx, obj)
@@ -179,7 +179,7 @@ func (d *objectListDataSource[S, T, M]) Metadata(_ context.Context, req datasour
 
 func (d *objectListDataSource[S, T, M]) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
 	resp.Schema = dschema.Schema{
-		Description: fmt.Sprintf("Lists %ss, optionally only those whose labels match a selector.", d.k.title),
+		Description: fmt.Sprintf("Lists %ss, optionally only those whose labels match a selector.", d.k.title()),
 		Attributes: map[string]dschema.Attribute{
 			"label_selector": dschema.StringAttribute{
 				Description: `Only list objects carrying every one of these labels: comma-separated key=value pairs, e.g. "env=prod,team=web". Lists every object when unset.`,
@@ -187,7 +187,7 @@ func (d *objectListDataSource[S, T, M]) Schema(_ context.Context, _ datasource.S
 				Validators:  []validator.String{labelSelector()},
 			},
 			"items": dschema.ListNestedAttribute{
-				Description:  fmt.Sprintf("The matching %ss, ordered by the API.", d.k.title),
+				Description:  fmt.Sprintf("The matching %ss, ordered by the API.", d.k.title()),
 				Computed:     true,
 				NestedObject: dschema.NestedAttributeObject{Attributes: d.k.itemAttributes()},
 			},
@@ -208,7 +208,7 @@ func (d *objectListDataSource[S, T, M]) Read(ctx context.Context, req datasource
 	items := []attr.Value{}
 	for obj, err := range d.k.api(d.c).All(ctx, client.ListOptions{LabelSelector: m.LabelSelector.ValueString()}) {
 		if err != nil {
-			resp.Diagnostics.Append(apiDiagnostics(ctx, nil, nil, fmt.Sprintf("Cannot list %ss", d.k.title), err)...)
+			resp.Diagnostics.Append(apiDiagnostics(ctx, nil, nil, fmt.Sprintf("Cannot list %ss", d.k.title()), err)...)
 			return
 		}
 		v, diags := d.k.item(ctx, obj)

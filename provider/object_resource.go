@@ -58,7 +58,7 @@ func (k *kind[S, T, M]) resourceSchema(ctx context.Context) rschema.Schema {
 	to.Description = "How long create, update and delete may take, as durations such as \"30s\" or \"20m\"."
 	attrs["timeouts"] = to
 	return rschema.Schema{
-		Description: k.description,
+		Description: k.description(),
 		Attributes:  attrs,
 	}
 }
@@ -169,9 +169,9 @@ func (r *objectResource[S, T, M]) Read(ctx context.Context, req resource.ReadReq
 	obj, err := r.k.api(r.c).Get(ctx, meta.ID.ValueString())
 	if client.IsNotFound(err) {
 		resp.Diagnostics.AddWarning(
-			fmt.Sprintf("%s %q no longer exists", r.k.title, meta.Name.ValueString()),
+			fmt.Sprintf("%s %q no longer exists", r.k.title(), meta.Name.ValueString()),
 			fmt.Sprintf("The %s %s (id %s) was deleted outside Terraform. It is removed from the state, and the next apply creates it again.",
-				r.k.title, meta.Name.ValueString(), meta.ID.ValueString()))
+				r.k.title(), meta.Name.ValueString(), meta.ID.ValueString()))
 		resp.State.RemoveResource(ctx)
 		return
 	}
@@ -260,7 +260,7 @@ func (r *objectResource[S, T, M]) deleteAndWait(ctx context.Context, id, name st
 		if err := api.Delete(ctx, id, client.DeleteOptions{Orphan: true}); err != nil {
 			return append(diags, r.apiError(ctx, "delete", name, err)...)
 		}
-		diags.AddWarning(fmt.Sprintf("%s %q was deleted, leaving objects behind", r.k.title, name),
+		diags.AddWarning(fmt.Sprintf("%s %q was deleted, leaving objects behind", r.k.title(), name),
 			blocked.Message+"\n\nQleetOS abandoned them: remove them by hand if the cluster comes back.")
 	}
 }
@@ -311,8 +311,8 @@ func (r *objectResource[S, T, M]) ImportState(ctx context.Context, req resource.
 		obj, err := r.k.api(r.c).GetByName(ctx, name)
 		if err != nil {
 			if client.IsNotFound(err) {
-				resp.Diagnostics.AddError(fmt.Sprintf("Cannot import %s %q", r.k.title, name),
-					fmt.Sprintf("No %s is named %q. Import takes an ID, or a name (optionally written name:<name>).", r.k.title, name))
+				resp.Diagnostics.AddError(fmt.Sprintf("Cannot import %s %q", r.k.title(), name),
+					fmt.Sprintf("No %s is named %q. Import takes an ID, or a name (optionally written name:<name>).", r.k.title(), name))
 				return
 			}
 			resp.Diagnostics.Append(r.apiError(ctx, "import", name, err)...)
@@ -347,14 +347,14 @@ func (r *objectResource[S, T, M]) wait(ctx context.Context, obj *client.Object[S
 		} else {
 			detail += "\n\nThe new configuration was stored; fix it and apply again."
 		}
-		summary := fmt.Sprintf("%s %q failed", r.k.title, got.Name)
+		summary := fmt.Sprintf("%s %q failed", r.k.title(), got.Name)
 		if failed.Stalled != nil {
-			summary = fmt.Sprintf("%s %q stalled (%s)", r.k.title, got.Name, failed.Stalled.Reason)
+			summary = fmt.Sprintf("%s %q stalled (%s)", r.k.title(), got.Name, failed.Stalled.Reason)
 			detail = fmt.Sprintf("The rollout made no progress within the control plane's progress deadline: %s\n\n", failed.Stalled.Message) + detail
 		}
 		diags.AddError(summary, detail)
 	case ctx.Err() != nil:
-		diags.AddError(fmt.Sprintf("%s %q was not reconciled within %s", r.k.title, got.Name, timeout),
+		diags.AddError(fmt.Sprintf("%s %q was not reconciled within %s", r.k.title(), got.Name, timeout),
 			statusDetail(st)+fmt.Sprintf("\n\nRaise timeouts.%s, or set wait_for_ready = false to return without waiting.", op))
 	default:
 		diags.Append(r.apiError(ctx, "wait for", got.Name, err)...)
@@ -389,7 +389,7 @@ func statusDetail(st *client.Status) string {
 
 // apiError turns an API error into diagnostics, pointing validation errors at their attributes.
 func (r *objectResource[S, T, M]) apiError(ctx context.Context, op, name string, err error) diag.Diagnostics {
-	return apiDiagnostics(ctx, schemaHasPath(r.k.resourceSchema(ctx)), r.k.renames, fmt.Sprintf("Cannot %s %s %q", op, r.k.title, name), err)
+	return apiDiagnostics(ctx, schemaHasPath(r.k.resourceSchema(ctx)), r.k.renames, fmt.Sprintf("Cannot %s %s %q", op, r.k.title(), name), err)
 }
 
 // attrValues is a helper for kinds' statusValues.

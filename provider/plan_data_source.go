@@ -312,7 +312,7 @@ func (r *objectResource[S, T, M]) previewWarning(ctx context.Context, plan tfsdk
 	// profile created in the same apply) would make them wrong.
 	res.Warnings = nil
 	if lines := res.Summary(); len(lines) > 0 {
-		diags.AddWarning(fmt.Sprintf("%s %q: the QleetOS controllers will do more than this change", r.k.title, obj.Name),
+		diags.AddWarning(fmt.Sprintf("%s %q: the QleetOS controllers will do more than this change", r.k.title(), obj.Name),
 			strings.Join(lines, "; "))
 	}
 }

@@ -33,14 +33,8 @@ type runtimeProfileModel struct {
 }
 
 var runtimeProfileKind = &kind[client.RuntimeProfileSpec, client.RuntimeProfileStatus, runtimeProfileModel]{
-	name:  client.KindRuntimeProfile,
-	title: "runtime profile",
-	description: "An operator-defined recipe for Kubernetes clusters provisioned on demand: when a workload instance's " +
-		"`placement` needs a runtime in a region where none matches, QleetOS provisions one from the matching profile of " +
-		"highest priority. The runtime is owned by the profile, labelled `qleet.io/profile`, and reclaimed once idle for " +
-		"`reclaim_after` if set. Profiles that could serve the same placement (a region in common, labels that do not " +
-		"conflict) must differ in priority.",
-	api: (*client.Client).RuntimeProfiles,
+	name: client.KindRuntimeProfile,
+	api:  (*client.Client).RuntimeProfiles,
 	attributes: map[string]rschema.Attribute{
 		"provider_type": rschema.StringAttribute{
 			Description: "The provider of the clusters it provisions: `local` (kubesim clusters run by `qleet server`) or `eks` (EKS clusters provisioned with `cloud_account_id`).",

@@ -23,14 +23,8 @@ type secretModel struct {
 }
 
 var secretKind = &kind[client.SecretSpec, client.SecretStatus, secretModel]{
-	name:  client.KindSecret,
-	title: "secret",
-	description: "Secret values for workload instances, delivered as a Kubernetes Secret in each instance's namespace on " +
-		"every runtime it runs on, as environment variables (one per key) or as files under `mount_path`. A change of the " +
-		"values rolls the instances' pods, and no copy of an old value stays in any cluster. The values are write-only in " +
-		"the API (encrypted at rest, never returned or logged): the state holds only what the configuration wrote, marked " +
-		"sensitive.",
-	api: (*client.Client).Secrets,
+	name: client.KindSecret,
+	api:  (*client.Client).Secrets,
 	attributes: map[string]rschema.Attribute{
 		"instance_ids": rschema.ListAttribute{
 			Description: "The IDs of the qleet_workload_instances the values serve.",
@@ -54,7 +48,6 @@ var secretKind = &kind[client.SecretSpec, client.SecretStatus, secretModel]{
 		"keys":      rschema.ListAttribute{Description: "The keys of the values (never the values).", Computed: true, ElementType: types.StringType},
 		"instances": rschema.Int64Attribute{Description: "How many of the named instances exist.", Computed: true},
 	},
-	writeOnly: []string{"values"},
 	toSpec: func(ctx context.Context, m *secretModel) (client.SecretSpec, diag.Diagnostics) {
 		ids, diags := stringsOf(ctx, m.InstanceIDs)
 		values, d := stringMapOf(ctx, m.Values)

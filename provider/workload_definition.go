@@ -263,12 +263,8 @@ var (
 )
 
 var workloadDefinitionKind = &kind[client.WorkloadDefinitionSpec, client.WorkloadDefinitionStatus, workloadDefinitionModel]{
-	name:  client.KindWorkloadDefinition,
-	title: "workload definition",
-	description: "What to run: containers (one Deployment, with a Service when ports are declared), raw Kubernetes " +
-		"manifests, or a Helm chart, with a default replica count and optional autoscaling. Exactly one of " +
-		"`containers`, `manifests` and `helm` is set. Where it runs is a `qleet_workload_instance`.",
-	api: (*client.Client).WorkloadDefinitions,
+	name: client.KindWorkloadDefinition,
+	api:  (*client.Client).WorkloadDefinitions,
 	attributes: map[string]rschema.Attribute{
 		"containers": rschema.ListNestedAttribute{
 			Description:  "The containers of the workload, run as one Deployment.",

@@ -199,11 +199,8 @@ var appliedObjectAttributes = map[string]rschema.Attribute{
 var appliedObjectType = objectTypeOf(appliedObjectAttributes)
 
 var workloadInstanceKind = &kind[client.WorkloadInstanceSpec, client.WorkloadInstanceStatus, workloadInstanceModel]{
-	name:  client.KindWorkloadInstance,
-	title: "workload instance",
-	description: "Where and how to run a workload definition: the Kubernetes runtime, the namespace, and overrides of " +
-		"replicas, environment and images. Create and update return once the workload is rolled out and Ready.",
-	api: (*client.Client).WorkloadInstances,
+	name: client.KindWorkloadInstance,
+	api:  (*client.Client).WorkloadInstances,
 	attributes: map[string]rschema.Attribute{
 		"definition_id": rschema.StringAttribute{
 			Description: "The ID of the qleet_workload_definition to run.",

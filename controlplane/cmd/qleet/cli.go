@@ -16,19 +16,16 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
-// kindAliases are the short names of kinds.
-var kindAliases = map[string]string{
-	"runtime": client.KindKubernetesRuntime, "runtimes": client.KindKubernetesRuntime,
-	"definition": client.KindWorkloadDefinition, "definitions": client.KindWorkloadDefinition,
-	"instance": client.KindWorkloadInstance, "instances": client.KindWorkloadInstance,
-	"profile": client.KindRuntimeProfile, "profiles": client.KindRuntimeProfile,
-	"gateway": client.KindGateway, "gateways": client.KindGateway,
-	"domain": client.KindDomainName, "domains": client.KindDomainName,
-	"support": client.KindSupportService, "supports": client.KindSupportService,
-	"secret": client.KindSecret, "secrets": client.KindSecret,
-	"database": client.KindDatabase, "databases": client.KindDatabase,
-	"bucket": client.KindBucket, "buckets": client.KindBucket,
-	"account": client.KindCloudAccount, "accounts": client.KindCloudAccount,
+// kindAlias resolves a kind's short name (see client.KindInfo.ShortNames), singular or with an "s".
+func kindAlias(s string) (string, bool) {
+	for _, ki := range client.Kinds() {
+		for _, n := range ki.ShortNames {
+			if s == n || s == n+"s" {
+				return ki.Kind, true
+			}
+		}
+	}
+	return "", false
 }
 
 // kindNames are the singular names of the registered kinds.
@@ -42,7 +39,7 @@ func kindNames() []string {
 
 // resolveKind accepts a kind's singular or plural name, or a short alias.
 func resolveKind(s string) (string, error) {
-	if k, ok := kindAliases[s]; ok {
+	if k, ok := kindAlias(s); ok {
 		return k, nil
 	}
 	if ki, ok := client.LookupKind(s); ok {

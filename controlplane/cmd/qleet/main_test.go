@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -937,4 +938,21 @@ func TestStreamTableKeepsLaterRowsAligned(t *testing.T) {
 		"a later row keeps the first batch's columns, and only a longer cell widens its own")
 	require.NoError(t, st.write("b\tReady\tok\n"))
 	require.True(t, strings.HasSuffix(b.String(), "b     Ready        ok\n"), b.String())
+}
+
+// TestEveryShortNameResolves: the CLI's short names come from the kind registry, singular and plural.
+func TestEveryShortNameResolves(t *testing.T) {
+	for _, ki := range client.Kinds() {
+		require.NotEmpty(t, ki.ShortNames, "kind %s has no short name", ki.Kind)
+		for _, n := range append(slices.Clone(ki.ShortNames), ki.Kind, ki.Plural) {
+			for _, form := range []string{n, n + "s"} {
+				if form == ki.Plural+"s" {
+					continue
+				}
+				got, err := resolveKind(form)
+				require.NoError(t, err, form)
+				require.Equal(t, ki.Kind, got, form)
+			}
+		}
+	}
 }
