@@ -52,7 +52,8 @@ func (a *App) startControllers(ctx context.Context, endpoint, token string) erro
 	}
 	accounts := &cloud.Accounts{Client: cl}
 	eksRuntimes := &runtime.EKS{Accounts: accounts, Poll: a.cfg.AWSPoll}
-	conn := kube.NewConnector(kube.ConnectorConfig{LocalDir: localDir, Sources: map[string]kube.RESTConfigSource{client.ProviderEKS: eksRuntimes.RESTConfig}})
+	conn := kube.NewConnector(kube.ConnectorConfig{LocalDir: localDir, Sources: map[string]kube.RESTConfigSource{client.ProviderEKS: eksRuntimes.RESTConfig},
+		OnReachability: func(id string, err error) { runtime.ReportReachability(ctx, cl.KubernetesRuntimes(), id, err) }})
 	a.closers = append(a.closers, func(context.Context) { conn.Close() })
 	var local *kubesim.Supervisor
 	if localDir != "" {

@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
@@ -69,9 +70,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, rt *client.KubernetesRuntime
 		return reconcile.Result{}, reconcile.Terminal(err)
 	}
 	rt.Status.Endpoint = redact.URL(cl.Config.Host) // viewers read it: no userinfo
-	ver, err := cl.Clientset.Discovery().ServerVersion()
+	// The probe is bounded (kube.DefaultProbeTimeout): a hung API server is found unreachable in
+	// seconds, not at a request timeout. A cluster its prober already found unreachable is not asked
+	// again: the prober asks for a reconcile as soon as it answers.
+	var ver *version.Info
+	err = cl.Reachable()
+	if err == nil {
+		ver, err = cl.Probe(ctx)
+	}
 	if err != nil {
-		r.Connector.Forget(rt.ID)
+		if !kube.Transient(err) {
+			r.Connector.Forget(rt.ID) // the next attempt connects afresh (new credentials, say)
+		}
+		// A transient failure keeps the connection: its prober says when the cluster answers again.
 		if !kube.Transient(err) && !wasReady && rt.Spec.Provider != client.ProviderLocal {
 			return reconcile.Result{}, reconcile.Terminal(fmt.Errorf("the Kubernetes API at %s refuses this runtime: %w", cl.Config.Host, err))
 		}
@@ -152,6 +163,18 @@ func (r *Reconciler) Finalize(ctx context.Context, rt *client.KubernetesRuntime)
 		}
 	}
 	return reconcile.Result{}, nil
+}
+
+// ReportReachability is kube.ConnectorConfig.OnReachability for a control plane: when a runtime's cluster
+// stops answering its probe, or answers again, it asks for a reconcile of the runtime (through the API,
+// like every notification), which records it in the Connected condition within seconds, rather than at
+// the runtime's next recheck. Failover of the instances placed there counts from that condition.
+func ReportReachability(ctx context.Context, rts *client.Resource[client.KubernetesRuntimeSpec, client.KubernetesRuntimeStatus], id string, reachErr error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := rts.RequestReconcile(ctx, id); err != nil && !client.IsNotFound(err) {
+		reconcile.Logger(ctx).Warn("requeue runtime whose reachability changed; its recheck will", "id", id, "unreachable", reachErr, "err", err)
+	}
 }
 
 // ReasonLocalClusterExited is the event reason of a local cluster whose process exited on its own.
