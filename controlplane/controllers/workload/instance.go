@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -20,6 +21,14 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
+)
+
+// Defaults of InstanceReconciler.
+const (
+	// DefaultProgressDeadline is the default ProgressDeadline.
+	DefaultProgressDeadline = 5 * time.Minute
+	// DefaultUnschedulableGrace is the default UnschedulableGrace.
+	DefaultUnschedulableGrace = 30 * time.Second
 )
 
 // Condition types and event reasons the instance controller writes.
@@ -57,9 +66,15 @@ type InstanceReconciler struct {
 	// says that it cannot finish and offers orphaning (default 2m).
 	CleanupGrace time.Duration
 	// ProgressDeadline is how long an instance's rollout may make no progress (no change in its
-	// replicas' counts or in what it waits for) before it is Stalled (default 10m, like a Deployment's
-	// progressDeadlineSeconds). A Deployment whose own deadline passes stalls it at once.
+	// replicas' counts or in what it waits for) before it is Stalled (default DefaultProgressDeadline,
+	// half the provider's default create timeout, so that `terraform apply` ends with the reason rather
+	// than at its timeout). A Deployment whose own deadline passes stalls it at once.
 	ProgressDeadline time.Duration
+	// UnschedulableGrace is how long a rollout may make no progress while a pod of it is unschedulable
+	// (the scheduler finds no node for it) before it is Stalled with reason Unschedulable (default
+	// DefaultUnschedulableGrace): waiting longer rarely helps, and node autoscaling that can make room
+	// adds nodes within it.
+	UnschedulableGrace time.Duration
 	// ReadyWait is how long a reconcile that has just applied waits on the cluster's cache for what it
 	// applied to become ready, so that a quick rollout ends Ready in the reconcile that applied it
 	// rather than in a later one the agent asks for (default 1s; negative: no wait). It waits only when
@@ -219,7 +234,8 @@ func (r *InstanceReconciler) rollout(ctx context.Context, def *client.WorkloadDe
 		} else if !fresh {
 			r.remember(key, hash, applied)
 		}
-		return reconcile.Result{RequeueAfter: r.pollAfter(key), Stalled: r.stall(key, hash, rep)}, nil
+		stall, due := r.stall(key, hash, rep)
+		return reconcile.Result{RequeueAfter: max(min(r.pollAfter(key), due), 100*time.Millisecond), Stalled: stall}, nil
 	}
 	r.forget(key)
 	return reconcile.Result{}, nil
@@ -272,18 +288,22 @@ func (r *InstanceReconciler) awaitReady(ctx context.Context, cl *kube.Cluster, i
 	}
 }
 
-// stall reports a rollout that made no progress within ProgressDeadline, or whose Deployment passed its
-// own progress deadline. Progress is any change in the replicas' counts or in what the rollout waits for.
-func (r *InstanceReconciler) stall(id, hash string, rep kube.HealthReport) *reconcile.Stall {
+// stall reports a rollout that made no progress within ProgressDeadline (UnschedulableGrace while a pod
+// is unschedulable), or whose Deployment passed its own progress deadline. Progress is any change in the
+// replicas' counts or in what the rollout waits for. When it is not stalled yet it also returns how soon
+// it would be, so that the poll looks again then (and at most that late).
+func (r *InstanceReconciler) stall(id, hash string, rep kube.HealthReport) (*reconcile.Stall, time.Duration) {
 	nr := rep.NotReady()
 	msg := fmt.Sprintf("%s %q is not ready: %s", nr.Kind, nr.Name, nr.Message)
 	if strings.Contains(nr.Message, kube.ProgressDeadlineExceeded) {
-		return &reconcile.Stall{Reason: "ProgressDeadlineExceeded", Message: msg}
+		return &reconcile.Stall{Reason: "ProgressDeadlineExceeded", Message: msg}, time.Duration(math.MaxInt64)
 	}
 	key := fmt.Sprintf("%s/%d/%d/%d/%s", hash, rep.Replicas, rep.ReadyReplicas, rep.AvailableReplicas, msg)
-	deadline := r.ProgressDeadline
-	if deadline <= 0 {
-		deadline = 10 * time.Minute
+	deadline := cmp.Or(r.ProgressDeadline, DefaultProgressDeadline)
+	reason := "NoProgress"
+	if unschedulable(rep) {
+		reason = "Unschedulable"
+		deadline = min(deadline, cmp.Or(r.UnschedulableGrace, DefaultUnschedulableGrace))
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -293,16 +313,23 @@ func (r *InstanceReconciler) stall(id, hash string, rep kube.HealthReport) *reco
 	p, ok := r.progress[id]
 	if !ok || p.key != key {
 		r.progress[id] = progressMark{key: key, at: time.Now()}
-		return nil
+		return nil, deadline
 	}
-	if time.Since(p.at) < deadline {
-		return nil
+	if left := deadline - time.Since(p.at); left > 0 {
+		return nil, left
 	}
-	reason := "NoProgress"
-	if strings.Contains(nr.Message, ": Unschedulable: ") {
-		reason = "Unschedulable"
+	return &reconcile.Stall{Reason: reason, Message: fmt.Sprintf("no progress for %s: %s", time.Since(p.at).Truncate(time.Second), msg)}, time.Duration(math.MaxInt64)
+}
+
+// unschedulable reports whether a not-ready object of the rollout waits on a pod that the scheduler
+// cannot place (kube.PodCause's "pod NAME: Unschedulable: ...").
+func unschedulable(rep kube.HealthReport) bool {
+	for _, o := range rep.Objects {
+		if !o.Ready && strings.Contains(o.Message, ": Unschedulable: ") {
+			return true
+		}
 	}
-	return &reconcile.Stall{Reason: reason, Message: fmt.Sprintf("no progress for %s: %s", time.Since(p.at).Truncate(time.Second), msg)}
+	return false
 }
 
 // apply applies the rendered objects, records drift, and prunes what is no longer rendered.
@@ -458,10 +485,16 @@ func (r *InstanceReconciler) cleanup(ctx context.Context, inst *client.WorkloadI
 	if ps.Phase == client.PhasePending && len(ps.Objects) == 0 {
 		return true, nil // it never reached the runtime (still being provisioned, say): nothing to delete
 	}
-	_, cl, err := r.connect(ctx, ps.RuntimeID, true)
+	rt, cl, err := r.connect(ctx, ps.RuntimeID, true)
 	if client.IsNotFound(err) {
 		r.doneDeleting(key)
 		return true, nil
+	}
+	var we *reconcile.WaitError
+	if errors.As(err, &we) && we.Reason == ReasonRuntimeUnreachable {
+		// Said at once, not after CleanupGrace: what blocks the deletion, and the way out.
+		we.State += "; " + orphanHint(inst.Name, rt.Name)
+		return false, we
 	}
 	if err != nil {
 		return false, err
@@ -577,6 +610,11 @@ func (r *InstanceReconciler) connect(ctx context.Context, runtimeID string, clea
 	var err error
 	if cleanup {
 		rt, err = r.deps().runtimes.Get(ctx, runtimeID)
+		if err == nil {
+			if c := unreachable(rt); c != nil {
+				return rt, nil, &reconcile.WaitError{On: fmt.Sprintf("kubernetes_runtime %q", rt.Name), State: c.Message, Reason: ReasonRuntimeUnreachable, After: 10 * time.Second}
+			}
+		}
 		if err == nil && rt.Status.Phase != client.PhaseReady && rt.Status.Phase != client.PhaseDeleting {
 			err = reconcile.Wait(fmt.Sprintf("kubernetes_runtime %q", rt.Name), string(rt.Status.Phase), "KubernetesRuntimeNotReady", 5*time.Second)
 		}
@@ -591,6 +629,26 @@ func (r *InstanceReconciler) connect(ctx context.Context, runtimeID string, clea
 		return rt, nil, err
 	}
 	return rt, cl, nil
+}
+
+// ReasonRuntimeUnreachable is the Ready condition's reason of an instance whose deletion waits on a
+// runtime whose cluster does not answer (its Connected condition is False).
+const ReasonRuntimeUnreachable = "RuntimeUnreachable"
+
+// orphanHint names the way out of a deletion that waits on a cluster that does not answer.
+func orphanHint(instance, runtime string) string {
+	return fmt.Sprintf("its objects there cannot be deleted until it answers; to abandon them instead: "+
+		"qleet delete instance %s --orphan (or, deleting the runtime: qleet delete runtime %s --cascade --orphan)", instance, runtime)
+}
+
+// unreachable returns the runtime's Connected condition when it says the cluster does not answer.
+func unreachable(rt *client.KubernetesRuntime) *client.Condition {
+	for i := range rt.Status.Conditions {
+		if c := &rt.Status.Conditions[i]; c.Type == "Connected" && c.Status == client.ConditionFalse {
+			return c
+		}
+	}
+	return nil
 }
 
 // recordDrift emits a DriftCorrected event per corrected object and records the last correction as a
