@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 )
 
 // gatewayConfig adds a zone, a gateway with TLS and a declared support service to instanceConfig.
@@ -47,7 +48,7 @@ func TestAccGateway(t *testing.T) {
 	start := time.Now()
 	records := func(want int) resource.TestCheckFunc {
 		return func(*terraform.State) error {
-			return eventually(ctx, 30*time.Second, func(ctx context.Context) error {
+			return await.Until(ctx, 30*time.Second, func(ctx context.Context) error {
 				d, err := env.api.DomainNames().GetByName(ctx, name+"-zone")
 				if err != nil {
 					return err
@@ -64,7 +65,7 @@ func TestAccGateway(t *testing.T) {
 		CheckDestroy: resource.ComposeTestCheckFunc(env.checkDestroyed, func(*terraform.State) error {
 			// The route, the certificate and its secret are gone from the cluster; the support services
 			// the gateway installed go after the owner grace.
-			return eventually(ctx, time.Minute, func(ctx context.Context) error {
+			return await.Until(ctx, time.Minute, func(ctx context.Context) error {
 				if _, err := env.kube.NetworkingV1().Ingresses(name).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 					return fmt.Errorf("ingress still there: %w", err)
 				}

@@ -202,25 +202,6 @@ var emptyPlanAfterApply = resource.ConfigPlanChecks{
 	PostApplyPostRefresh: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()},
 }
 
-// eventually polls f until it returns nil or the deadline passes.
-func eventually(ctx context.Context, timeout time.Duration, f func(ctx context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := f(ctx)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("after %s: %w", timeout, err)
-		case <-tick.C:
-		}
-	}
-}
-
 func tail(path string, n int) string {
 	f, err := os.Open(path)
 	if err != nil {

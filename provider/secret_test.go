@@ -10,6 +10,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 )
 
 // seedsConfig is the seeds' shape: an RPC node, an app that uses it, a database, and a secret.
@@ -87,7 +89,7 @@ func TestAccSecretAndUses(t *testing.T) {
 	}
 	wantEnv := func(key, want string) resource.TestCheckFunc {
 		return func(*terraform.State) error {
-			return eventually(ctx, time.Minute, func(ctx context.Context) error {
+			return await.Until(ctx, time.Minute, func(ctx context.Context) error {
 				d, err := env.kube.AppsV1().Deployments(name+"-app").Get(ctx, name+"-app", metav1.GetOptions{})
 				if err != nil {
 					return err
@@ -103,7 +105,7 @@ func TestAccSecretAndUses(t *testing.T) {
 	}
 	secretValue := func(want string) resource.TestCheckFunc {
 		return func(*terraform.State) error {
-			return eventually(ctx, time.Minute, func(ctx context.Context) error {
+			return await.Until(ctx, time.Minute, func(ctx context.Context) error {
 				s, err := env.kube.CoreV1().Secrets(name+"-app").Get(ctx, "qleet-secret-"+name+"-api", metav1.GetOptions{})
 				if err != nil {
 					return err

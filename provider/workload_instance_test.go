@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
 )
 
@@ -82,7 +83,7 @@ func TestAccWorkloadInstance(t *testing.T) {
 	// deployment checks the Deployment the instance runs as, in the cluster, until it matches or a minute passes.
 	deployment := func(image string, replicas int32) resource.TestCheckFunc {
 		return func(*terraform.State) error {
-			return eventually(ctx, time.Minute, func(ctx context.Context) error {
+			return await.Until(ctx, time.Minute, func(ctx context.Context) error {
 				d, err := env.kube.AppsV1().Deployments(name).Get(ctx, name, metav1.GetOptions{})
 				if err != nil {
 					return err
@@ -111,7 +112,7 @@ func TestAccWorkloadInstance(t *testing.T) {
 			env.checkDestroyed,
 			func(*terraform.State) error {
 				// The instance's objects are gone from the cluster.
-				return eventually(ctx, time.Minute, func(ctx context.Context) error {
+				return await.Until(ctx, time.Minute, func(ctx context.Context) error {
 					_, err := env.kube.AppsV1().Deployments(name).Get(ctx, name, metav1.GetOptions{})
 					if apierrors.IsNotFound(err) {
 						return nil
@@ -180,7 +181,7 @@ func TestAccWorkloadInstance(t *testing.T) {
 					if _, err := env.api.WorkloadInstances().Patch(ctx, instanceID(), map[string]any{"spec": map[string]any{"replicas": 3}}); err != nil {
 						t.Fatalf("patch instance: %v", err)
 					}
-					if err := eventually(ctx, time.Minute, func(ctx context.Context) error {
+					if err := await.Until(ctx, time.Minute, func(ctx context.Context) error {
 						return deployment("nginx:1.29", 3)(nil)
 					}); err != nil {
 						t.Fatalf("drift did not reach the cluster: %v", err)

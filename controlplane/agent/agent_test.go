@@ -21,6 +21,7 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/workload"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
 	"github.com/qleetos/terraform-provider-qleet/internal/apitest"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
 )
 
@@ -40,15 +41,6 @@ func (c *changes) count(id string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.ids[id]
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		require.True(t, time.Now().Before(deadline), "timed out waiting for %s", what)
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 func TestAgent(t *testing.T) {
@@ -113,12 +105,12 @@ spec:
 	require.NoError(t, err)
 
 	t.Run("a health change of an applied workload notifies the instance", func(t *testing.T) {
-		waitFor(t, 30*time.Second, "OnChange", func() bool { return seen.count(inst.ID) > 0 })
+		await.True(t, 30*time.Second, func() bool { return seen.count(inst.ID) > 0 }, "OnChange")
 	})
 
 	t.Run("warning events about managed objects are mirrored onto the instance", func(t *testing.T) {
 		var got client.Event
-		waitFor(t, 60*time.Second, "a mirrored FailedScheduling event", func() bool {
+		await.True(t, 60*time.Second, func() bool {
 			evs, err := api.WorkloadInstances().Events(ctx, inst.ID)
 			require.NoError(t, err)
 			for _, e := range evs {
@@ -128,7 +120,7 @@ spec:
 				}
 			}
 			return false
-		})
+		}, "a mirrored FailedScheduling event")
 		require.Equal(t, client.EventWarning, got.Type)
 		require.Contains(t, got.Message, "Pod web-a/web-a-")
 		require.Contains(t, got.Message, "Insufficient cpu")
@@ -138,7 +130,7 @@ spec:
 	t.Run("deleting an applied object by hand notifies the instance", func(t *testing.T) {
 		before := seen.count(inst.ID)
 		require.NoError(t, cl.Clientset.AppsV1().Deployments("web-a").Delete(ctx, "web-a", metav1.DeleteOptions{}))
-		waitFor(t, 30*time.Second, "OnChange after delete", func() bool { return seen.count(inst.ID) > before })
+		await.True(t, 30*time.Second, func() bool { return seen.count(inst.ID) > before }, "OnChange after delete")
 	})
 
 	cancel()

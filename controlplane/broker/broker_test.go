@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/qleetos/terraform-provider-qleet/controlplane/broker"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 )
 
 // startBroker starts a broker on an embedded server in a fresh temp dir, closed at cleanup.
@@ -39,18 +40,6 @@ func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// eventually polls cond every 20ms until it holds or the timeout passes.
-func eventually(t testing.TB, timeout time.Duration, cond func() bool, msg string, args ...any) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s: %s", timeout, fmt.Sprintf(msg, args...))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // streamState is the QLEET stream's state.
@@ -218,12 +207,12 @@ func TestConsumer(t *testing.T) {
 		for i := range n {
 			require.NoError(t, b.Publish(ctx, "workload_instances", fmt.Sprintf("w%d", i), ""))
 		}
-		eventually(t, 20*time.Second, func() bool {
+		await.True(t, 20*time.Second, func() bool {
 			mu.Lock()
 			defer mu.Unlock()
 			return len(seen) == n
 		}, "all %d messages consumed", n)
-		eventually(t, 10*time.Second, func() bool { return streamState(t, ctx, b).Msgs == 0 }, "stream drained")
+		await.True(t, 10*time.Second, func() bool { return streamState(t, ctx, b).Msgs == 0 }, "stream drained")
 
 		mu.Lock()
 		defer mu.Unlock()

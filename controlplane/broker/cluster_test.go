@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/qleetos/terraform-provider-qleet/controlplane/broker"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 )
 
 // natsCluster is three embedded nats-servers joined by routes, with clustered JetStream.
@@ -51,7 +52,7 @@ func startCluster(t *testing.T) *natsCluster {
 		c.nodes = append(c.nodes, es)
 	}
 	// A full mesh: every node routes to both others (NATS does not relay between routes).
-	eventually(t, 20*time.Second, func() bool {
+	await.True(t, 20*time.Second, func() bool {
 		for _, n := range c.nodes {
 			if remotes, _ := n.Routes(); remotes != 2 {
 				return false
@@ -88,7 +89,7 @@ func startClusterBroker(t *testing.T, c *natsCluster, cfg broker.Config) *broker
 	cfg.URL = c.URLs()
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	var b *broker.Broker
-	eventually(t, 30*time.Second, func() bool {
+	await.True(t, 30*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		var err error
@@ -111,7 +112,7 @@ func freeTCPPort(t *testing.T) int {
 func leaderOf(t *testing.T, ctx context.Context, b *broker.Broker, stream, consumer string) string {
 	t.Helper()
 	var leader string
-	eventually(t, 20*time.Second, func() bool {
+	await.True(t, 20*time.Second, func() bool {
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		if consumer != "" {
@@ -177,7 +178,7 @@ func TestCluster(t *testing.T) {
 			s, err := other.JetStream().Stream(ctx, name)
 			require.NoError(t, err)
 			require.Equal(t, 3, s.CachedInfo().Config.Replicas, name)
-			eventually(t, 20*time.Second, func() bool { return replicasCurrent(ctx, other, name, "") }, "%s has 3 current replicas", name)
+			await.True(t, 20*time.Second, func() bool { return replicasCurrent(ctx, other, name, "") }, "%s has 3 current replicas", name)
 		}
 	})
 
@@ -203,7 +204,7 @@ func TestCluster(t *testing.T) {
 			cons, err := sub.Consumer(ctx, kind)
 			require.NoError(t, err)
 			for _, p := range [][2]string{{broker.StreamName, ""}, {lockStream, ""}, {broker.StreamName, broker.ConsumerName(kind)}} {
-				eventually(t, 20*time.Second, func() bool { return replicasCurrent(ctx, sub, p[0], p[1]) }, "%s %s has 3 current replicas", p[0], p[1])
+				await.True(t, 20*time.Second, func() bool { return replicasCurrent(ctx, sub, p[0], p[1]) }, "%s %s has 3 current replicas", p[0], p[1])
 			}
 			holder, err := pub.Locker(ctx, broker.LockConfig{TTL: 10 * time.Second, Owner: "pub"})
 			require.NoError(t, err)
@@ -228,7 +229,7 @@ func runRound(t *testing.T, ctx context.Context, pub *broker.Broker, cons jetstr
 	// Take the lock before anything stops; contenders hammer it throughout.
 	key := broker.LockKey(kind, "locked")
 	var held *broker.Lock
-	eventually(t, 10*time.Second, func() bool {
+	await.True(t, 10*time.Second, func() bool {
 		var err error
 		held, err = holder.Acquire(rctx, key)
 		return err == nil
@@ -337,12 +338,12 @@ func runRound(t *testing.T, ctx context.Context, pub *broker.Broker, cons jetstr
 	wg.Wait()
 	require.False(t, lockLost.Load(), "the holder lost its lock")
 	require.Zero(t, grants.Load(), "a held lock was granted to another holder")
-	eventually(t, 15*time.Second, func() bool {
+	await.True(t, 15*time.Second, func() bool {
 		err := held.Release(rctx)
 		require.NotErrorIs(t, err, broker.ErrLockLost)
 		return err == nil
 	}, "release %s", key)
-	eventually(t, 15*time.Second, func() bool {
+	await.True(t, 15*time.Second, func() bool {
 		lk, err := contender.Acquire(rctx, key)
 		if err != nil {
 			return false

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/qleetos/terraform-provider-qleet/controlplane/broker"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 )
 
 // These tests pin down how a WorkQueue stream with MaxMsgsPerSubject=1 (DiscardOld) behaves on
@@ -188,7 +189,7 @@ func TestCoalescing(t *testing.T) {
 
 		b.Embedded().Stop()
 		require.NoError(t, b.Embedded().Start(ctx))
-		eventually(t, 10*time.Second, b.Conn().IsConnected, "client reconnected")
+		await.True(t, 10*time.Second, b.Conn().IsConnected, "client reconnected")
 
 		// JetStream recovers the stream from disk after the restart; on a loaded machine that can take a
 		// few seconds, so keep fetching until a deadline.

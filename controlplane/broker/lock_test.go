@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/qleetos/terraform-provider-qleet/controlplane/broker"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 )
 
 func TestLocker(t *testing.T) {
@@ -137,7 +138,7 @@ func TestLocker(t *testing.T) {
 		acquired := time.Now()
 
 		var next *broker.Lock
-		eventually(t, 10*time.Second, func() bool {
+		await.True(t, 10*time.Second, func() bool {
 			next, err = l.Acquire(ctx, key)
 			if err != nil {
 				require.ErrorIs(t, err, broker.ErrLocked)
@@ -201,10 +202,10 @@ func TestLocker(t *testing.T) {
 
 		b.Embedded().Stop()
 		require.NoError(t, b.Embedded().Start(ctx))
-		eventually(t, 10*time.Second, b.Conn().IsConnected, "client reconnected")
+		await.True(t, 10*time.Second, b.Conn().IsConnected, "client reconnected")
 		// Connected is not serving: JetStream recovers its streams after the connection is back, and a
 		// lock request sent before that waited out the test's context on a loaded machine.
-		eventually(t, 30*time.Second, func() bool {
+		await.True(t, 30*time.Second, func() bool {
 			c, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
 			_, err := b.JetStream().AccountInfo(c)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/qleetos/terraform-provider-qleet/controlplane/broker"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 )
 
 // openStore opens a real SQLite store in a temp dir, closed at cleanup.
@@ -125,7 +126,7 @@ func TestRelay(t *testing.T) {
 		runRelay(t, r1)
 		runRelay(t, r2)
 
-		eventually(t, 30*time.Second, func() bool { return outboxPending(t, ctx, st) == 0 }, "outbox drained")
+		await.True(t, 30*time.Second, func() bool { return outboxPending(t, ctx, st) == 0 }, "outbox drained")
 		state := streamState(t, ctx, b)
 		// Each accepted message takes a sequence; duplicates by message id do not.
 		require.EqualValues(t, rows, state.LastSeq, "one stored message per outbox row")
@@ -147,11 +148,11 @@ func TestRelay(t *testing.T) {
 		r := broker.NewRelay(b, st, broker.RelayConfig{PollInterval: time.Hour, Logger: quietLogger()})
 		runRelay(t, r)
 		// The first round runs at start; after it the relay sleeps on its hour-long poll.
-		eventually(t, 10*time.Second, func() bool { return r.Stats().Published == 1 }, "first round")
+		await.True(t, 10*time.Second, func() bool { return r.Stats().Published == 1 }, "first round")
 
 		second := createObjects(t, ctx, st, "secrets", 1)
 		r.Notify()
-		eventually(t, 10*time.Second, func() bool { return r.Stats().Published == 2 }, "published after Notify")
+		await.True(t, 10*time.Second, func() bool { return r.Stats().Published == 2 }, "published after Notify")
 		require.Equal(t, append(first, second...), drainIDs(t, ctx, b, "secrets"))
 		require.Zero(t, outboxPending(t, ctx, st))
 	})
@@ -168,7 +169,7 @@ func TestRelay(t *testing.T) {
 		r := broker.NewRelay(b, src, broker.RelayConfig{PollInterval: 10 * time.Millisecond, Logger: quietLogger()})
 		runRelay(t, r)
 
-		eventually(t, 10*time.Second, func() bool { return outboxPending(t, ctx, st) == 0 }, "outbox drained")
+		await.True(t, 10*time.Second, func() bool { return outboxPending(t, ctx, st) == 0 }, "outbox drained")
 		stats := r.Stats()
 		require.EqualValues(t, 1, stats.Errors)
 		require.EqualValues(t, 20, stats.Published, "every entry published twice")
@@ -189,7 +190,7 @@ func TestRelay(t *testing.T) {
 		r := broker.NewRelay(b, src, broker.RelayConfig{PollInterval: 10 * time.Millisecond, Logger: quietLogger()})
 		runRelay(t, r)
 
-		eventually(t, 10*time.Second, func() bool { return outboxPending(t, ctx, st) == 0 }, "outbox drained")
+		await.True(t, 10*time.Second, func() bool { return outboxPending(t, ctx, st) == 0 }, "outbox drained")
 		require.EqualValues(t, 3, r.Stats().Errors)
 		require.ElementsMatch(t, ids, drainIDs(t, ctx, b, "buckets"))
 	})
@@ -206,7 +207,7 @@ func TestRelay(t *testing.T) {
 
 		r := broker.NewRelay(b, st, broker.RelayConfig{PollInterval: 10 * time.Millisecond, Logger: quietLogger()})
 		runRelay(t, r)
-		eventually(t, 10*time.Second, func() bool { return outboxPending(t, ctx, st) == 0 }, "outbox drained")
+		await.True(t, 10*time.Second, func() bool { return outboxPending(t, ctx, st) == 0 }, "outbox drained")
 		require.EqualValues(t, 1, r.Stats().Errors)
 		require.ElementsMatch(t, ids, drainIDs(t, ctx, b, "buckets"))
 	})
@@ -236,7 +237,7 @@ func TestRelay(t *testing.T) {
 			r.Notify()
 		}
 		write(20)
-		eventually(t, 10*time.Second, func() bool { return outboxPending(t, ctx, st) == 0 }, "relayed before the outage")
+		await.True(t, 10*time.Second, func() bool { return outboxPending(t, ctx, st) == 0 }, "relayed before the outage")
 
 		// QLEET_TEST_NATS_OUTAGE (a duration, default 1.5s) sets how long NATS stays down, e.g. 10s.
 		length := 1500 * time.Millisecond
@@ -252,12 +253,12 @@ func TestRelay(t *testing.T) {
 			write(5)
 			time.Sleep(50 * time.Millisecond)
 		}
-		eventually(t, 10*time.Second, func() bool { return r.Stats().Errors > 0 }, "relay notices the outage")
+		await.True(t, 10*time.Second, func() bool { return r.Stats().Errors > 0 }, "relay notices the outage")
 		require.Positive(t, outboxPending(t, ctx, st))
 
 		require.NoError(t, b.Embedded().Start(ctx))
 		write(20)
-		eventually(t, 30*time.Second, func() bool { return outboxPending(t, ctx, st) == 0 }, "outbox drained after restart")
+		await.True(t, 30*time.Second, func() bool { return outboxPending(t, ctx, st) == 0 }, "outbox drained after restart")
 
 		mu.Lock()
 		defer mu.Unlock()

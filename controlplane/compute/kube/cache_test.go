@@ -14,6 +14,7 @@ import (
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
 )
 
@@ -36,7 +37,7 @@ func TestInSync(t *testing.T) {
 		return ok, fmt.Sprintf("refs %v", refNames(got))
 	}
 	// The cache follows the cluster through a watch, so each answer is awaited.
-	eventually(t, 30*time.Second, func() (bool, string) { return inSync(desired()) })
+	await.Explained(t, 30*time.Second, func() (bool, string) { return inSync(desired()) })
 	got, ok := kube.InSync(ctx, cl, owner, desired())
 	require.True(t, ok)
 	require.Equal(t, refNames(refs), refNames(got), "the refs in apply order")
@@ -53,7 +54,7 @@ func TestInSync(t *testing.T) {
 		patch := []byte(`{"metadata":{"labels":{"team":"blue"}}}`)
 		_, err := cl.Clientset.AppsV1().Deployments("sync").Patch(ctx, "web", types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "kubectl-edit"})
 		require.NoError(t, err)
-		eventually(t, 30*time.Second, func() (bool, string) {
+		await.Explained(t, 30*time.Second, func() (bool, string) {
 			d, err := cl.Cache().Get(ctx, kube.AppliedRef{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "sync", Name: "web"})
 			if err != nil || d == nil {
 				return false, fmt.Sprint(err)
@@ -69,19 +70,19 @@ func TestInSync(t *testing.T) {
 		patch := []byte(`{"spec":{"replicas":5}}`)
 		_, err := cl.Clientset.AppsV1().Deployments("sync").Patch(ctx, "web", types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "kubectl-scale"})
 		require.NoError(t, err)
-		eventually(t, 30*time.Second, func() (bool, string) { ok, msg := inSync(desired()); return !ok, msg })
+		await.Explained(t, 30*time.Second, func() (bool, string) { ok, msg := inSync(desired()); return !ok, msg })
 
 		owner := owner
 		owner.Previous = refs
 		applied, err := kube.Apply(ctx, cl, owner, desired())
 		require.NoError(t, err)
 		require.Contains(t, applied[2].Drift, "spec.replicas (5 -> 2)")
-		eventually(t, 30*time.Second, func() (bool, string) { return inSync(desired()) })
+		await.Explained(t, 30*time.Second, func() (bool, string) { return inSync(desired()) })
 	})
 
 	t.Run("a deleted object is not in sync", func(t *testing.T) {
 		require.NoError(t, cl.Clientset.CoreV1().Services("sync").Delete(ctx, "web", metav1.DeleteOptions{}))
-		eventually(t, 30*time.Second, func() (bool, string) { ok, msg := inSync(desired()); return !ok, msg })
+		await.Explained(t, 30*time.Second, func() (bool, string) { ok, msg := inSync(desired()); return !ok, msg })
 	})
 
 	t.Run("health read from the cache matches health read from the API server", func(t *testing.T) {
@@ -89,7 +90,7 @@ func TestInSync(t *testing.T) {
 		require.NoError(t, err)
 		// The two reads are moments apart while the scale-down settles: wait until they agree on a
 		// settled, ready deployment.
-		eventually(t, 60*time.Second, func() (bool, string) {
+		await.Explained(t, 60*time.Second, func() (bool, string) {
 			cached := kube.HealthWith(ctx, cl, refs, kube.HealthOptions{Cached: true})
 			direct := kube.Health(ctx, cl, refs)
 			settled := cached.Ready && cached.ReadyReplicas == 2 && cached.AvailableReplicas == 2

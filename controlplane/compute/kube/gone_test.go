@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 )
 
 // TestDeleteOwnedWithoutWaiting checks deletion that holds no one while objects go: one DeleteOwned
@@ -25,7 +26,7 @@ func TestDeleteOwnedWithoutWaiting(t *testing.T) {
 	owner := kube.Owner{InstanceID: "inst-nowait", Namespace: "nowait"}
 	refs, err := kube.Apply(ctx, cl, owner, []*unstructured.Unstructured{namespace(t, "nowait"), deployment(t, "web", 1, "10m"), configMap(t, "settings")})
 	require.NoError(t, err)
-	eventually(t, 60*time.Second, func() (bool, string) {
+	await.Explained(t, 60*time.Second, func() (bool, string) {
 		rep := kube.Health(ctx, cl, refs)
 		return rep.Ready, fmt.Sprintf("%+v", rep.Objects)
 	})

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
 )
 
@@ -76,23 +77,6 @@ func configMap(t *testing.T, name string) *unstructured.Unstructured {
 	return obj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s}\ndata: {a: \"1\"}\n", name)
 }
 
-// eventually polls cond until it holds or the timeout passes, then fails with cond's last message.
-func eventually(t *testing.T, timeout time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var msg string
-	for {
-		var ok bool
-		if ok, msg = cond(); ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			require.FailNow(t, "condition not met", "after %s: %s", timeout, msg)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
 func refNames(refs []kube.AppliedRef) []string {
 	out := make([]string, len(refs))
 	for i, r := range refs {
@@ -117,7 +101,7 @@ func TestCluster(t *testing.T) {
 		require.Equal(t, []string{"Namespace/ready", "Service/ready/web", "Deployment/ready/web"}, refNames(refs), "namespaces first, services before workloads")
 
 		var rep kube.HealthReport
-		eventually(t, 60*time.Second, func() (bool, string) {
+		await.Explained(t, 60*time.Second, func() (bool, string) {
 			rep = kube.Health(ctx, cl, refs)
 			return rep.Ready, fmt.Sprintf("%+v", rep.Objects)
 		})
@@ -149,7 +133,7 @@ func TestCluster(t *testing.T) {
 		owner := kube.Owner{InstanceID: "inst-huge", Namespace: "huge"}
 		refs, err := kube.Apply(ctx, cl, owner, []*unstructured.Unstructured{namespace(t, "huge"), deployment(t, "huge", 1, "1000")})
 		require.NoError(t, err)
-		eventually(t, 60*time.Second, func() (bool, string) {
+		await.Explained(t, 60*time.Second, func() (bool, string) {
 			rep := kube.Health(ctx, cl, refs)
 			nr := rep.NotReady()
 			if nr == nil {
@@ -324,7 +308,7 @@ func TestCluster(t *testing.T) {
 		owner := kube.Owner{InstanceID: "inst-gone", Namespace: "gone"}
 		refs, err := kube.Apply(ctx, cl, owner, []*unstructured.Unstructured{namespace(t, "gone"), deployment(t, "gone", 2, "10m"), service(t, "gone")})
 		require.NoError(t, err)
-		eventually(t, 60*time.Second, func() (bool, string) {
+		await.Explained(t, 60*time.Second, func() (bool, string) {
 			rep := kube.Health(ctx, cl, refs)
 			return rep.Ready, fmt.Sprintf("%+v", rep.Objects)
 		})
