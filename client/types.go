@@ -117,6 +117,11 @@ const ConditionStalled = "Stalled"
 // delete with orphan abandons it. `terraform destroy` does so, and warns.
 const ConditionCleanupBlocked = "CleanupBlocked"
 
+// ReasonRuntimeUnreachable is the Ready condition's reason of an object whose deletion waits on a runtime
+// whose cluster does not answer (its Connected condition is False). Its message names the runtime and
+// how to orphan instead; a cascading delete that meets it stops at once with that message.
+const ReasonRuntimeUnreachable = "RuntimeUnreachable"
+
 // StalledCondition returns the Stalled condition when it is True at the given generation, else nil.
 func StalledCondition(generation int64, s *Status) *Condition {
 	if s.ObservedGeneration != generation {

@@ -190,16 +190,20 @@ func (s *Server) requestDeletion(ctx context.Context, kind, id string, cascade, 
 			}
 		}
 		for _, d := range deps {
-			_, err := s.waitFor(ctx, d.Kind, d.ID, func(*store.Object) bool { return false })
+			var blocked string
+			_, err := s.waitFor(ctx, d.Kind, d.ID, func(o *store.Object) bool {
+				blocked = unreachableBlock(o)
+				return blocked != ""
+			})
 			if errors.Is(err, store.ErrNotFound) {
 				continue
 			}
 			left, _ := s.dependents(context.WithoutCancel(ctx), obj, !detach)
-			return nil, &client.Error{
-				Code:       client.CodeConflict,
-				Message:    fmt.Sprintf("dependents were asked to delete but are not gone yet (%v); retry later", err),
-				Dependents: storeRefs(left),
+			msg := fmt.Sprintf("dependents were asked to delete but are not gone yet (%v); retry later", err)
+			if blocked != "" {
+				msg = fmt.Sprintf("%s %q cannot finish its deletion: %s", d.Kind, d.Name, blocked)
 			}
+			return nil, &client.Error{Code: client.CodeConflict, Message: msg, Dependents: storeRefs(left)}
 		}
 	}
 	obj, err = s.cfg.Store.RequestDeletion(ctx, kind, id, opts)
@@ -208,6 +212,25 @@ func (s *Server) requestDeletion(ctx context.Context, kind, id string, cascade, 
 	}
 	s.committed(id)
 	return obj, nil
+}
+
+// unreachableBlock returns the message of an object whose deletion waits on a cluster that does not
+// answer (its Ready condition's reason is client.ReasonRuntimeUnreachable), or "". A cascade cannot
+// finish while it holds, so it stops at once with the message, which says how to orphan instead.
+func unreachableBlock(o *store.Object) string {
+	if o.DeletionRequestedAt == nil || len(o.Status) == 0 {
+		return ""
+	}
+	var st client.Status
+	if json.Unmarshal(o.Status, &st) != nil {
+		return ""
+	}
+	for _, c := range st.Conditions {
+		if c.Type == "Ready" && c.Reason == client.ReasonRuntimeUnreachable {
+			return c.Message
+		}
+	}
+	return ""
 }
 
 // dependents lists the objects that depend on obj: those whose references name it (the store's

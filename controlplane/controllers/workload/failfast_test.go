@@ -92,5 +92,11 @@ func TestDeletingWhenTheClusterDoesNotAnswerSaysSoAtOnce(t *testing.T) {
 	require.NotNil(t, ready)
 	require.Equal(t, workload.ReasonRuntimeUnreachable, ready.Reason)
 
+	// A cascading delete of the runtime stops at once with the same explanation, instead of waiting out
+	// its 5-minute cascade timeout and saying "retry later".
+	err = cl.KubernetesRuntimes().Delete(cptest.Wait(t, time.Minute), rt.ID, client.DeleteOptions{Cascade: true})
+	require.True(t, client.IsConflict(err), "a cascade blocked by a dead cluster answers 409 at once: %v", err)
+	require.Contains(t, err.Error(), "qleet delete instance web --orphan")
+
 	require.NoError(t, cl.WorkloadInstances().Delete(cptest.Wait(t, time.Minute), inst.ID, client.DeleteOptions{Orphan: true, Wait: true}))
 }

@@ -633,7 +633,7 @@ func (r *InstanceReconciler) connect(ctx context.Context, runtimeID string, clea
 
 // ReasonRuntimeUnreachable is the Ready condition's reason of an instance whose deletion waits on a
 // runtime whose cluster does not answer (its Connected condition is False).
-const ReasonRuntimeUnreachable = "RuntimeUnreachable"
+const ReasonRuntimeUnreachable = client.ReasonRuntimeUnreachable
 
 // orphanHint names the way out of a deletion that waits on a cluster that does not answer.
 func orphanHint(instance, runtime string) string {
