@@ -14,6 +14,7 @@ import (
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
 	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
 )
@@ -229,12 +230,16 @@ func TestAStalledRolloutEndsTheWaitWithItsReason(t *testing.T) {
 	require.Equal(t, client.PhaseReconciling, got.Status.Phase, "stalled is not Failed: the world may still heal")
 	t.Logf("stalled after %s (deadline 2s)", time.Since(start).Round(time.Millisecond))
 
-	// Give the instance a few more reconciles while stalled.
-	require.Eventually(t, func() bool {
+	// Give the instance a few more reconciles while stalled (a repeated event is counted on its record).
+	await.True(t, 30*time.Second, func() bool {
 		evs, err := cl.WorkloadInstances().Events(ctx, inst.ID)
 		require.NoError(t, err)
-		return len(evs) >= 4
-	}, 30*time.Second, 100*time.Millisecond)
+		var happened int64
+		for _, e := range evs {
+			happened += max(e.Count, 1)
+		}
+		return happened >= 4
+	}, "four events while stalled")
 	evs, err := cl.WorkloadInstances().Events(ctx, inst.ID)
 	require.NoError(t, err)
 	var stalledEvents int
