@@ -15,6 +15,7 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
 	"github.com/qleetos/terraform-provider-qleet/internal/apitest"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 )
 
 // apiClients starts a real API server on SQLite and returns a developer and a controller client.
@@ -34,7 +35,9 @@ func TestClientAgainstServer(t *testing.T) {
 
 	t.Run("WaitReconciled returns the reconciled object", func(t *testing.T) {
 		go func() {
-			time.Sleep(50 * time.Millisecond)
+			// The race is benign: a write that lands before the wait starts is seen by the wait's first
+			// read, which returns the same reconciled object.
+			time.Sleep(50 * time.Millisecond) // no signal: the client cannot see the server's wait start
 			_, _ = ctrl.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, 0, client.KubernetesRuntimeStatus{
 				Status: client.Status{Phase: client.PhaseReady, ObservedGeneration: rt.Generation}, NodesReady: 3})
 		}()
@@ -65,13 +68,13 @@ func TestClientAgainstServer(t *testing.T) {
 		require.Equal(t, client.PhaseReady, client.CommonStatus(raw).Phase)
 	})
 	t.Run("Delete with Wait returns once the controller finalized", func(t *testing.T) {
-		go func() {
-			for {
-				if err := ctrl.KubernetesRuntimes().Finalize(ctx, rt.ID); err == nil || client.IsNotFound(err) {
-					return
+		go func() { // finalizes once the delete has been requested
+			_ = await.Until(ctx, 30*time.Second, func(ctx context.Context) error {
+				if err := ctrl.KubernetesRuntimes().Finalize(ctx, rt.ID); err != nil && !client.IsNotFound(err) {
+					return err
 				}
-				time.Sleep(20 * time.Millisecond)
-			}
+				return nil
+			})
 		}()
 		require.NoError(t, dev.KubernetesRuntimes().Delete(ctx, rt.ID, client.DeleteOptions{Wait: true}))
 		_, err := dev.KubernetesRuntimes().Get(ctx, rt.ID)

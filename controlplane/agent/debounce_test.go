@@ -12,6 +12,7 @@ import (
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 )
 
 // The first change of an instance is reported at once; a burst after it is coalesced into one more call
@@ -31,17 +32,17 @@ func TestChangesCallAtOnceThenCoalesce(t *testing.T) {
 
 	start := time.Now()
 	a.changed(pod, false)
-	require.Eventually(t, func() bool { return count() == 1 }, time.Second, time.Millisecond)
+	await.True(t, time.Second, func() bool { return count() == 1 }, "the first change reported")
 	require.Less(t, calls[0].Sub(start), 150*time.Millisecond, "the first change is not held for the window")
 	for range 5 {
 		a.changed(pod, false)
 	}
-	require.Eventually(t, func() bool { return count() == 2 }, 2*time.Second, time.Millisecond)
-	time.Sleep(400 * time.Millisecond)
+	await.True(t, 2*time.Second, func() bool { return count() == 2 }, "the burst's trailing call")
+	time.Sleep(400 * time.Millisecond) // no signal: a window, twice the debounce, in which no third call must come
 	require.Equal(t, 2, count(), "the burst became one trailing call")
 
-	a.changed(&corev1.Pod{}, false) // no instance label: nothing to report
-	time.Sleep(300 * time.Millisecond)
+	a.changed(&corev1.Pod{}, false)    // no instance label: nothing to report
+	time.Sleep(300 * time.Millisecond) // no signal: a window in which the unlabelled change must not call
 	require.Equal(t, 2, count())
 }
 

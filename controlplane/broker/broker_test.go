@@ -192,7 +192,7 @@ func TestConsumer(t *testing.T) {
 				seen[m.Subject()]++
 				perSub[i]++
 				mu.Unlock()
-				// Slow enough that one subscriber cannot drain everything alone.
+				// no signal: a deliberately slow handler, so that one subscriber cannot drain everything alone.
 				time.Sleep(time.Millisecond)
 				_ = m.Ack()
 			}

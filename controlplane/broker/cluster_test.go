@@ -277,7 +277,7 @@ func runRound(t *testing.T, ctx context.Context, pub *broker.Broker, cons jetstr
 					grants.Add(1)
 					_ = lk.Release(rctx)
 				}
-				time.Sleep(20 * time.Millisecond)
+				time.Sleep(20 * time.Millisecond) // no signal: paces the contenders' load on the lock
 			}
 		}()
 	}
@@ -310,7 +310,7 @@ func runRound(t *testing.T, ctx context.Context, pub *broker.Broker, cons jetstr
 		batch, err := cons.Fetch(50, jetstream.FetchMaxWait(500*time.Millisecond))
 		if err != nil {
 			t.Logf("fetch: %v", err)
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(100 * time.Millisecond) // no signal: backs off from a failed fetch while a node is down; the loop has its deadline
 			continue
 		}
 		for m := range batch.Messages() {
@@ -329,7 +329,7 @@ func runRound(t *testing.T, ctx context.Context, pub *broker.Broker, cons jetstr
 			} else {
 				t.Logf("fetch %d/%d: %v; consumer info: %v", len(consumed), n, err, cerr)
 			}
-			time.Sleep(200 * time.Millisecond)
+			time.Sleep(200 * time.Millisecond) // no signal: backs off while the consumer's leader moves; the loop has its deadline
 		}
 	}
 

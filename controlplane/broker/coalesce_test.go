@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -194,17 +195,20 @@ func TestCoalescing(t *testing.T) {
 		// JetStream recovers the stream from disk after the restart; on a loaded machine that can take a
 		// few seconds, so keep fetching until a deadline.
 		var m jetstream.Msg
-		deadline := time.Now().Add(20 * time.Second)
-		for m == nil && time.Now().Before(deadline) {
+		err = await.Until(ctx, 20*time.Second, func(context.Context) error {
 			batch, err := c.Fetch(1, jetstream.FetchMaxWait(time.Second))
 			if err != nil {
-				time.Sleep(100 * time.Millisecond) // the stream is not back yet
-				continue
+				return err // the stream is not back yet
 			}
 			for msg := range batch.Messages() {
 				m = msg
 			}
-		}
+			if m == nil {
+				return await.ErrNotYet
+			}
+			return nil
+		})
+		require.NoError(t, err, "the pending message is delivered after the restart")
 		require.NotNil(t, m, "the pending message is delivered after the restart")
 		require.Equal(t, uint64(2), seqOf(t, m))
 		require.NoError(t, m.DoubleAck(ctx))
@@ -218,10 +222,10 @@ func TestCoalescing(t *testing.T) {
 func consumerSettles(t *testing.T, c jetstream.Consumer, pending uint64, ackPending int) {
 	t.Helper()
 	var info *jetstream.ConsumerInfo
-	require.Eventually(t, func() bool {
+	await.True(t, 2*time.Second, func() bool {
 		var err error
 		info, err = c.Info(testCtx(t))
 		require.NoError(t, err)
 		return info.NumPending == pending && info.NumAckPending == ackPending
-	}, 2*time.Second, 5*time.Millisecond, "pending %d, ack pending %d", pending, ackPending)
+	}, "pending %d, ack pending %d", pending, ackPending)
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
+
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 )
 
 // TestLockUnansweredWrites covers a lock write whose reply was lost (as when the lock bucket's leader
@@ -70,10 +72,10 @@ func TestLockUnansweredWrites(t *testing.T) {
 		k.unanswered(time.Now())
 		k.mu.Unlock()
 		var other *Lock
-		require.Eventually(t, func() bool {
+		await.True(t, 10*time.Second, func() bool {
 			other, err = l.Acquire(ctx, k.Key())
 			return err == nil
-		}, 10*time.Second, 50*time.Millisecond, "the lock expires and the same owner name takes it again")
+		}, "the lock expires and the same owner name takes it again")
 		require.ErrorIs(t, k.Refresh(ctx), ErrLockLost)
 		require.ErrorIs(t, k.Release(ctx), ErrLockLost)
 		require.NoError(t, other.Refresh(ctx))

@@ -115,7 +115,7 @@ func TestLocker(t *testing.T) {
 		rev := lk.Revision()
 		start := time.Now()
 		for time.Since(start) < 3*time.Second {
-			time.Sleep(250 * time.Millisecond) // the heartbeat interval under test
+			time.Sleep(250 * time.Millisecond) // no signal: the heartbeat interval under test
 			require.NoError(t, lk.Refresh(ctx))
 			_, err := l.Acquire(ctx, key)
 			require.ErrorIs(t, err, broker.ErrLocked)

@@ -251,7 +251,7 @@ func TestRelay(t *testing.T) {
 		outage := time.Now()
 		for time.Since(outage) < length {
 			write(5)
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond) // no signal: paces the writes made during the outage
 		}
 		await.True(t, 10*time.Second, func() bool { return r.Stats().Errors > 0 }, "relay notices the outage")
 		require.Positive(t, outboxPending(t, ctx, st))

@@ -15,6 +15,7 @@ import (
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 )
 
 // latencies collects durations and reports p50/p99 on a benchmark.
@@ -102,7 +103,7 @@ func BenchmarkRequeueStarvation(b *testing.B) {
 					})
 					require.NoError(b, err)
 				}
-				require.Eventually(b, func() bool { return requeues.Load() > 1000 }, 30*time.Second, 10*time.Millisecond)
+				await.True(b, 30*time.Second, func() bool { return requeues.Load() > 1000 }, "more than 1000 requeues of the busy objects")
 			}
 			before := requeues.Load()
 			start := time.Now()
@@ -165,10 +166,10 @@ func BenchmarkFullResync(b *testing.B) {
 				stop()
 				gets += counter.total()
 				hits += int(ctrl.ListedStats().Hits)
-				require.Eventually(b, func() bool {
+				await.True(b, 30*time.Second, func() bool {
 					info, err := cons.Info(context.Background())
 					return err == nil && info.NumPending == 0 && info.NumAckPending == 0
-				}, 30*time.Second, 20*time.Millisecond)
+				}, "the consumer drained")
 			}
 			b.ReportMetric(float64(took.Milliseconds())/float64(b.N), "ms/pass")
 			b.ReportMetric(float64(gets)/float64(b.N), "GETs/pass")

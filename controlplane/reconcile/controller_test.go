@@ -14,6 +14,7 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/broker"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 )
 
 type defSpec = client.WorkloadDefinitionSpec
@@ -103,7 +104,7 @@ func TestReconcileOutcomes(t *testing.T) {
 		got, err := b.client.WorkloadDefinitions().WaitReconciled(waitCtx(t, 20*time.Second), obj.ID)
 		require.NoError(t, err)
 		require.Equal(t, client.PhaseReady, got.Status.Phase)
-		require.Eventually(t, func() bool { return seen.get("recheck") >= 4 }, 10*time.Second, 20*time.Millisecond, "rechecked without any notification")
+		await.True(t, 10*time.Second, func() bool { return seen.get("recheck") >= 4 }, "rechecked without any notification")
 		got, err = b.client.WorkloadDefinitions().Get(context.Background(), obj.ID)
 		require.NoError(t, err)
 		require.Equal(t, client.PhaseReady, got.Status.Phase)
@@ -138,7 +139,7 @@ func TestReconcileOutcomes(t *testing.T) {
 		require.NoError(t, err)
 		require.Positive(t, n, "other objects are enqueued")
 		// Give the controller time to consume what resync enqueued; the failed object must not be among it.
-		require.Eventually(t, func() bool { return seen.get("plain") >= 2 }, 10*time.Second, 20*time.Millisecond)
+		await.True(t, 10*time.Second, func() bool { return seen.get("plain") >= 2 }, "the resync to reconcile the plain object again")
 		require.Equal(t, before, seen.get("terminal"))
 
 		got.Labels = map[string]string{"fixed": "true"}
@@ -174,12 +175,12 @@ func TestWaitingConditionIsVisibleInStatus(t *testing.T) {
 	}), reconcile.Config{ResyncInterval: time.Hour})
 	obj := b.createDef(t, "waits")
 	var got *defObj
-	require.Eventually(t, func() bool {
+	await.True(t, 10*time.Second, func() bool {
 		var err error
 		got, err = b.client.WorkloadDefinitions().Get(context.Background(), obj.ID)
 		require.NoError(t, err)
 		return got.Status.Phase == client.PhaseReconciling
-	}, 10*time.Second, 20*time.Millisecond)
+	}, "the wait reported as Reconciling")
 	require.Contains(t, got.Status.Message, `waiting for kubernetes_runtime "us-east" (Provisioning`)
 	require.Len(t, got.Status.Conditions, 1)
 	require.Equal(t, `kubernetes_runtime "us-east"`, got.Status.Conditions[0].WaitingOn)
@@ -196,12 +197,12 @@ func TestRepeatedWaitIsOneCountedEvent(t *testing.T) {
 	// The status changes every second (it says how long the wait has lasted), and each change used to
 	// append an event: one a second, or one every 5 s at the default wait pace.
 	var evs []client.Event
-	require.Eventually(t, func() bool {
+	await.True(t, 20*time.Second, func() bool {
 		var err error
 		evs, err = b.client.WorkloadDefinitions().Events(context.Background(), obj.ID)
 		require.NoError(t, err)
 		return len(evs) > 0 && evs[len(evs)-1].Count >= 4
-	}, 20*time.Second, 100*time.Millisecond)
+	}, "the wait event counted at least 4 times")
 	waits := 0
 	for _, e := range evs {
 		if e.Reason == "RuntimeNotReady" {
@@ -266,7 +267,7 @@ func TestTwoReplicasNeverReconcileOneObjectAtOnce(t *testing.T) {
 			overlap.Add(1)
 		}
 		mu.Unlock()
-		time.Sleep(5 * time.Millisecond) // hold the object long enough for a competitor to try
+		time.Sleep(5 * time.Millisecond) // no signal: holding the object is the behaviour under test, long enough for a competitor to try
 		mu.Lock()
 		inFlight[obj.ID]--
 		mu.Unlock()
@@ -297,7 +298,7 @@ func TestTwoReplicasNeverReconcileOneObjectAtOnce(t *testing.T) {
 		_, err := b.client.WorkloadDefinitions().WaitReconciled(waitCtx(t, 20*time.Second), o.ID)
 		require.NoError(t, err)
 	}
-	require.Eventually(t, func() bool { return total.Load() >= 6 }, 10*time.Second, 10*time.Millisecond)
+	await.True(t, 10*time.Second, func() bool { return total.Load() >= 6 }, "at least 6 reconciles")
 	require.Zero(t, overlap.Load(), "two reconciles of one object overlapped")
 }
 
@@ -350,11 +351,11 @@ func TestResyncPicksUpObjectsWhoseNotificationWasLost(t *testing.T) {
 	b := setup(t, setupOpts{})
 	obj := b.createDef(t, "lost")
 	// Lose every notification: purge the stream before any controller runs.
-	require.Eventually(t, func() bool {
+	await.True(t, 10*time.Second, func() bool {
 		pending, _, err := b.store.OutboxStats(context.Background())
 		require.NoError(t, err)
 		return pending == 0
-	}, 10*time.Second, 10*time.Millisecond)
+	}, "the outbox relayed")
 	stream, err := b.broker.JetStream().Stream(context.Background(), "QLEET")
 	require.NoError(t, err)
 	require.NoError(t, stream.Purge(context.Background()))
@@ -402,7 +403,7 @@ func TestNotificationDuringReconcileIsTakenOverByTheWorker(t *testing.T) {
 	first := make(chan struct{})
 	release := make(chan struct{})
 	var calls, running, overlap atomic.Int32
-	b.run(t, recFunc(func(ctx context.Context, obj *defObj) (reconcile.Result, error) {
+	ctrl, _ := b.runWith(t, b.client, recFunc(func(ctx context.Context, obj *defObj) (reconcile.Result, error) {
 		if running.Add(1) > 1 {
 			overlap.Add(1)
 		}
@@ -423,11 +424,13 @@ func TestNotificationDuringReconcileIsTakenOverByTheWorker(t *testing.T) {
 	// Two more notifications while the first reconcile runs: they coalesce into one more reconcile.
 	require.NoError(t, b.broker.Publish(context.Background(), client.KindWorkloadDefinition, obj.ID, "again-1"))
 	require.NoError(t, b.broker.Publish(context.Background(), client.KindWorkloadDefinition, obj.ID, "again-2"))
-	time.Sleep(200 * time.Millisecond) // let them be delivered to a second worker while the first holds the object
+	// Wait for one to reach a second worker, which hands it to the first (the stream may coalesce the two
+	// into one message); one that arrives later is reconciled at most once more, the bound checked below.
+	await.True(t, 10*time.Second, func() bool { return ctrl.HandedOver(obj.ID) >= 1 }, "a notification handed to the worker that holds the object")
 	close(release)
 
-	require.Eventually(t, func() bool { return calls.Load() >= 2 }, 10*time.Second, 10*time.Millisecond)
-	time.Sleep(300 * time.Millisecond)
+	await.True(t, 10*time.Second, func() bool { return calls.Load() >= 2 }, "the coalesced second reconcile")
+	time.Sleep(300 * time.Millisecond) // no signal: a window in which no more reconciles must start
 	require.LessOrEqual(t, calls.Load(), int32(3), "the extra notifications coalesced")
 	require.Zero(t, overlap.Load(), "two reconciles of one object overlapped")
 	_, err := b.client.WorkloadDefinitions().WaitReconciled(waitCtx(t, 10*time.Second), obj.ID)
@@ -454,11 +457,11 @@ func TestFailedObjectsAreRecheckedOnASlowSchedule(t *testing.T) {
 	// The world is fixed outside QleetOS; no spec change, no `qleet reconcile`.
 	fixed.Store(true)
 	var got *defObj
-	require.Eventually(t, func() bool {
+	await.True(t, 10*time.Second, func() bool {
 		got, err = b.client.WorkloadDefinitions().Get(context.Background(), obj.ID)
 		require.NoError(t, err)
 		return got.Status.Phase == client.PhaseReady
-	}, 10*time.Second, 50*time.Millisecond, "the failed object was re-checked and healed")
+	}, "the failed object was re-checked and healed")
 	require.Equal(t, got.Generation, got.Status.ObservedGeneration)
 	// Re-checks are rare: the resync ticks twenty times a second, the failed re-check twice.
 	require.Less(t, seen.get("heals"), 8, "a Failed object is not re-checked on every resync")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 )
 
 // TestOwnedObjectsAreCollectedWhenTheirOwnersAreGone: an object created for owners goes a grace period
@@ -37,16 +38,16 @@ func TestOwnedObjectsAreCollectedWhenTheirOwnersAreGone(t *testing.T) {
 	require.NoError(t, err)
 
 	// While the owner exists nothing is collected, well past the grace.
-	time.Sleep(time.Second) // a window in which the controller must not act: there is no signal for "did nothing"
+	time.Sleep(time.Second) // no signal: a window in which the controller must not act, and nothing signals "did nothing"
 	_, err = defs.Get(ctx, owned.ID)
 	require.NoError(t, err, "an owned object stays while its owner does")
 
 	start := time.Now()
 	require.NoError(t, defs.Delete(ctx, owner.ID, client.DeleteOptions{Wait: true}))
-	require.Eventually(t, func() bool {
+	await.True(t, 10*time.Second, func() bool {
 		_, err := defs.Get(ctx, owned.ID)
 		return client.IsNotFound(err)
-	}, 10*time.Second, 20*time.Millisecond, "the owned object is collected after its owner goes")
+	}, "the owned object is collected after its owner goes")
 	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond, "not before the grace")
 
 	_, err = defs.Get(ctx, used.ID)
@@ -67,16 +68,16 @@ func TestOwnedObjectsAreCollectedWhenTheirOwnersAreGone(t *testing.T) {
 		require.Contains(t, err.Error(), "owners")
 	})
 	t.Run("the grace counts from when the last consumer goes, not from when the owner did", func(t *testing.T) {
-		time.Sleep(500 * time.Millisecond) // the owner has been gone longer than the grace
+		time.Sleep(500 * time.Millisecond) // no signal: time passing is the point, the owner has been gone longer than the grace
 		gone := time.Now()
 		// The consumer moves to another definition (no instance controller runs here to delete it).
 		consumer.Spec.DefinitionID = declared.ID
 		_, err := b.client.WorkloadInstances().Update(ctx, consumer)
 		require.NoError(t, err)
-		require.Eventually(t, func() bool {
+		await.True(t, 10*time.Second, func() bool {
 			_, err := defs.Get(ctx, used.ID)
 			return client.IsNotFound(err)
-		}, 10*time.Second, 20*time.Millisecond)
+		}, "the unused definition collected")
 		require.GreaterOrEqual(t, time.Since(gone), 300*time.Millisecond, "not before the grace after the consumer went")
 	})
 }

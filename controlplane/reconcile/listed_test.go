@@ -14,6 +14,7 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/broker"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 )
 
 // getCounter counts the API's reads of single workload definitions, by id.
@@ -67,22 +68,22 @@ func (b *bundle) readyDefs(t testing.TB, n int) []string {
 	}
 	stop := b.run(t, recFunc(func(ctx context.Context, obj *defObj) (reconcile.Result, error) { return reconcile.Result{}, nil }),
 		reconcile.Config{Workers: 16, ResyncInterval: time.Hour})
-	limit, tick := 60*time.Second+time.Duration(n)*20*time.Millisecond, max(20*time.Millisecond, time.Duration(n)*50*time.Microsecond)
-	require.Eventually(t, func() bool {
+	limit := 60*time.Second + time.Duration(n)*20*time.Millisecond // await backs off to 250ms between listings of all n
+	await.True(t, limit, func() bool {
 		for obj, err := range b.client.WorkloadDefinitions().All(context.Background(), client.ListOptions{Limit: 1000}) {
 			if err != nil || !client.Reconciled(obj.Generation, client.CommonStatus(obj)) {
 				return false
 			}
 		}
 		return true
-	}, limit, tick)
+	}, "every definition reconciled")
 	// ... and until its queue is empty, so that no notification of this controller is left for the next.
 	cons, err := b.broker.Consumer(context.Background(), client.KindWorkloadDefinition)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
+	await.True(t, 30*time.Second, func() bool {
 		info, err := cons.Info(context.Background())
 		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
-	}, 30*time.Second, 20*time.Millisecond)
+	}, "the consumer drained")
 	stop()
 	return ids
 }
@@ -142,7 +143,7 @@ func TestResyncReconcilesListedObjects(t *testing.T) {
 				seen.add(obj)
 				return reconcile.Result{}, nil
 			}), reconcile.Config{Workers: 4, ResyncInterval: tc.interval, ListedMax: tc.listedMax})
-			require.Eventually(t, func() bool { return seen.all(ids) }, 60*time.Second, 10*time.Millisecond)
+			await.True(t, 60*time.Second, func() bool { return seen.all(ids) }, "every definition reconciled")
 			stop()
 			require.Equal(t, tc.wantGets, gets.total(), "reads of single objects")
 			st := ctrl.ListedStats()
@@ -164,7 +165,7 @@ func TestResyncReconcilesListedObjects(t *testing.T) {
 		clB, getsB := b.countingClient(t)
 		a, stopA := b.runWith(t, clA, rec, cfg)
 		c, stopB := b.runWith(t, clB, rec, cfg)
-		require.Eventually(t, func() bool { return seen.all(ids) }, 60*time.Second, 10*time.Millisecond)
+		await.True(t, 60*time.Second, func() bool { return seen.all(ids) }, "every definition reconciled")
 		stopA()
 		stopB()
 		// A copy is dropped, and the object read, when the other replica's lock events for it are not seen
@@ -229,10 +230,10 @@ func TestListedCopyNotUsedAfterWriteOrOtherReconcile(t *testing.T) {
 		require.NoError(t, l.Release(ctx))
 	}
 	// The writes' notifications reached this replica (each dropped a copy) before the queue moves on.
-	require.Eventually(t, func() bool { return ctrl.ListedStats().Invalidated >= int64(len(updated)) }, 10*time.Second, 5*time.Millisecond)
+	await.True(t, 10*time.Second, func() bool { return ctrl.ListedStats().Invalidated >= int64(len(updated)) }, "the updates to invalidate the listed copies")
 	close(gate)
 
-	require.Eventually(t, func() bool {
+	await.True(t, 30*time.Second, func() bool {
 		if !seen.all(ids) {
 			return false
 		}
@@ -242,7 +243,7 @@ func TestListedCopyNotUsedAfterWriteOrOtherReconcile(t *testing.T) {
 			}
 		}
 		return true
-	}, 30*time.Second, 10*time.Millisecond)
+	}, "every definition reconciled, the updated ones at nginx:1.28")
 	for _, id := range updated {
 		require.NotContains(t, seen.of(id), "nginx:1.27", "object %s reconciled with its listed spec after a write", id)
 		require.Positive(t, gets.of(id), "object %s was not read", id)

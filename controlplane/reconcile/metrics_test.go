@@ -10,6 +10,7 @@ import (
 
 	"github.com/qleetos/terraform-provider-qleet/controlplane/broker"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 )
 
 // counterValue is the value of the counter family name with the given labels in reg (0 when absent).
@@ -51,8 +52,7 @@ func TestLockAcquisitionsAreCountedByResult(t *testing.T) {
 		reconcile.Config{Metrics: metrics, LockRetry: 20 * time.Millisecond, ResyncInterval: time.Hour})
 	contended := map[string]string{"kind": "workload_definition", "result": "contended"}
 	acquired := map[string]string{"kind": "workload_definition", "result": "acquired"}
-	require.Eventually(t, func() bool { return counterValue(t, reg, "qleet_lock_acquisitions_total", contended) >= 1 },
-		10*time.Second, 10*time.Millisecond, "a contended acquisition is counted")
+	await.True(t, 10*time.Second, func() bool { return counterValue(t, reg, "qleet_lock_acquisitions_total", contended) >= 1 }, "a contended acquisition is counted")
 	require.Zero(t, counterValue(t, reg, "qleet_lock_acquisitions_total", acquired))
 
 	require.NoError(t, lock.Release(context.Background()))
@@ -99,9 +99,9 @@ func TestFinishedCountsWhatTheDurationHistogramCounts(t *testing.T) {
 		_, err := b.client.WorkloadDefinitions().WaitReconciled(waitCtx(t, 20*time.Second), def.ID)
 		require.NoError(t, err)
 	}
-	require.Eventually(t, func() bool {
+	await.True(t, 10*time.Second, func() bool {
 		n := metrics.Finished("workload_definition")
 		return n >= 3 && uint64(n) == histogramCount(t, reg, "qleet_reconcile_duration_seconds", "workload_definition")
-	}, 10*time.Second, 10*time.Millisecond)
+	}, "three finished reconciles, each in the duration histogram")
 	require.Zero(t, metrics.Finished("workload_instance"), "counted per kind")
 }

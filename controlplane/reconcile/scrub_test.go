@@ -13,6 +13,7 @@ import (
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 )
 
 // TestNoCredentialLeavesAReconcile: whatever a reconciler puts in its status, conditions, events or
@@ -53,12 +54,12 @@ func TestNoCredentialLeavesAReconcile(t *testing.T) {
 		t.Run("a "+tc.name+" outcome shows the URL without its password", func(t *testing.T) {
 			obj := b.createDef(t, tc.name)
 			var got *defObj
-			require.Eventually(t, func() bool {
+			await.True(t, 20*time.Second, func() bool {
 				var err error
 				got, err = b.client.WorkloadDefinitions().Get(context.Background(), obj.ID)
 				require.NoError(t, err)
 				return got.Status.Phase == tc.phase && got.Status.ObservedGeneration == got.Generation
-			}, 20*time.Second, 20*time.Millisecond)
+			}, "the outcome written at the current generation")
 			evs, err := b.client.WorkloadDefinitions().Events(context.Background(), obj.ID)
 			require.NoError(t, err)
 			status, err := json.Marshal(got.Status)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 )
 
 func TestSharedReads(t *testing.T) {
@@ -27,8 +29,8 @@ func TestSharedReads(t *testing.T) {
 			wg.Add(1)
 			go func() { defer wg.Done(); results[i], _ = s.get(ctx, "def", began, fetch) }()
 		}
-		require.Eventually(t, func() bool { return fetches.Load() >= 1 }, 5*time.Second, time.Millisecond)
-		time.Sleep(50 * time.Millisecond) // let the others join
+		await.True(t, 5*time.Second, func() bool { return fetches.Load() >= 1 }, "the first fetch to start")
+		time.Sleep(50 * time.Millisecond) // no signal: nothing counts joiners; one later than this joins the finished read, which passes too
 		close(release)
 		wg.Wait()
 		require.Equal(t, int32(1), fetches.Load(), "one read for all")
@@ -45,7 +47,7 @@ func TestSharedReads(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 1, got)
 		later := time.Now().Add(time.Millisecond)
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(2 * time.Millisecond) // no signal: the clock must pass later, so that the next read begins after it
 		got, err = s.get(ctx, "def", later, fetch)
 		require.NoError(t, err)
 		require.Equal(t, 2, got, "read anew: the first read may predate the notification")

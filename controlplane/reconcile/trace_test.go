@@ -15,6 +15,7 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/telemetry"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/telemetry/tracing"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 )
 
 // seen is what one reconcile saw of its own span.
@@ -51,7 +52,7 @@ func TestRequeuedAndTakenOverReconcilesLinkToTheOriginal(t *testing.T) {
 		block    = make(chan struct{})
 		blocked  = make(chan struct{}, 1)
 	)
-	b.run(t, recFunc(func(ctx context.Context, obj *defObj) (reconcile.Result, error) {
+	ctrl, _ := b.runWith(t, b.client, recFunc(func(ctx context.Context, obj *defObj) (reconcile.Result, error) {
 		span := trace.SpanFromContext(ctx)
 		rw, ok := span.(sdktrace.ReadWriteSpan)
 		require.True(t, ok, "the reconcile runs in a recorded span")
@@ -117,11 +118,12 @@ func TestRequeuedAndTakenOverReconcilesLinkToTheOriginal(t *testing.T) {
 			}
 			return false
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for !linked() && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if !linked() {
+		if err := await.Until(context.Background(), 10*time.Second, func(context.Context) error {
+			if !linked() {
+				return await.ErrNotYet
+			}
+			return nil
+		}); err != nil {
 			for _, c := range got {
 				t.Logf("%s %s links %v", c.name, c.sc.SpanID(), c.links)
 			}
@@ -148,7 +150,7 @@ func TestRequeuedAndTakenOverReconcilesLinkToTheOriginal(t *testing.T) {
 		_, err := b.client.WorkloadDefinitions().Update(ctx, obj)
 		span.End()
 		require.NoError(t, err)
-		time.Sleep(200 * time.Millisecond) // let its notification reach a second worker, which hands it over
+		await.True(t, 10*time.Second, func() bool { return ctrl.HandedOver(obj.ID) >= 1 }, "the update's notification handed to the worker that holds the object")
 		close(block)
 		_, err = b.client.WorkloadDefinitions().WaitReconciled(waitCtx(t, 10*time.Second), obj.ID)
 		require.NoError(t, err)

@@ -13,7 +13,23 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 )
+
+// onceWaiting makes write, in another goroutine, once a request waits on id at srv: the write then
+// tests what wakes the wait (the hub, or the poll for a write through another replica), not the wait's
+// first read. If no wait starts within 30s it writes anyway, and the test's own checks fail.
+func onceWaiting(srv *server.Server, id string, write func()) {
+	go func() {
+		_ = await.Until(context.Background(), 30*time.Second, func(context.Context) error {
+			if srv.WaitersOn(id) == 0 {
+				return await.ErrNotYet
+			}
+			return nil
+		})
+		write()
+	}()
+}
 
 // finalizer plays a controller: it finalizes every object of the kinds whose deletion was requested.
 func finalizer(t *testing.T, e *env, stop <-chan struct{}) {
@@ -137,10 +153,7 @@ func TestDelete(t *testing.T) {
 		rt, err := e.dev.KubernetesRuntimes().Create(ctx, localRuntime("g"))
 		require.NoError(t, err)
 		require.NoError(t, e.dev.KubernetesRuntimes().Delete(ctx, rt.ID, client.DeleteOptions{}))
-		go func() {
-			time.Sleep(50 * time.Millisecond) // let the wait start; the hub wakes it, not the poll
-			_ = e.ctrl.KubernetesRuntimes().Finalize(ctx, rt.ID)
-		}()
+		onceWaiting(e.srv, rt.ID, func() { _ = e.ctrl.KubernetesRuntimes().Finalize(ctx, rt.ID) }) // the hub wakes it, not the poll
 		start := time.Now()
 		require.NoError(t, e.dev.KubernetesRuntimes().WaitGone(ctx, rt.ID))
 		require.Less(t, time.Since(start), 10*time.Second)
@@ -205,11 +218,10 @@ func TestWaitReconciled(t *testing.T) {
 		e := setup(t, setupOpts{cfg: func(c *server.Config) { c.WaitPollInterval = time.Hour }})
 		rt, err := e.dev.KubernetesRuntimes().Create(ctx, localRuntime("w"))
 		require.NoError(t, err)
-		go func() {
-			time.Sleep(100 * time.Millisecond) // let the wait start
+		onceWaiting(e.srv, rt.ID, func() {
 			_, _ = e.ctrl.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, 0, client.KubernetesRuntimeStatus{Status: client.Status{Phase: client.PhaseReconciling, ObservedGeneration: 1}})
 			_, _ = e.ctrl.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, 0, client.KubernetesRuntimeStatus{Status: client.Status{Phase: client.PhaseReady, ObservedGeneration: 1}})
-		}()
+		})
 		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		defer cancel()
 		start := time.Now()
@@ -253,10 +265,9 @@ func TestWaitReconciled(t *testing.T) {
 		b := setup(t, setupOpts{st: a.store})
 		rt, err := a.dev.KubernetesRuntimes().Create(ctx, localRuntime("r"))
 		require.NoError(t, err)
-		go func() {
-			time.Sleep(100 * time.Millisecond)
+		onceWaiting(a.srv, rt.ID, func() { // written through b: a's hub does not hear it, a's poll must see it
 			_, _ = b.ctrl.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, 0, client.KubernetesRuntimeStatus{Status: client.Status{Phase: client.PhaseReady, ObservedGeneration: 1}})
-		}()
+		})
 		start := time.Now()
 		_, err = a.dev.KubernetesRuntimes().WaitReconciled(ctx, rt.ID)
 		require.NoError(t, err)
@@ -368,14 +379,17 @@ func TestGarbageDependentsDoNotBlockADelete(t *testing.T) {
 	// play the controller: finalize it once its deletion is requested.
 	require.NoError(t, e.admin.WorkloadDefinitions().Delete(ctx, owner.ID, client.DeleteOptions{}))
 	go func() {
-		for range 200 {
+		_ = await.Until(ctx, 10*time.Second, func(ctx context.Context) error {
 			got, err := e.ctrl.SupportServices().Get(ctx, made.ID)
-			if err == nil && got.DeletionRequestedAt != nil {
-				_ = e.ctrl.SupportServices().Finalize(ctx, made.ID)
-				return
+			if err != nil {
+				return err
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			if got.DeletionRequestedAt == nil {
+				return await.ErrNotYet
+			}
+			_ = e.ctrl.SupportServices().Finalize(ctx, made.ID)
+			return nil
+		})
 	}()
 	require.NoError(t, e.admin.KubernetesRuntimes().Delete(ctx, rt.ID, client.DeleteOptions{}))
 	_, err = e.admin.SupportServices().Get(ctx, made.ID)

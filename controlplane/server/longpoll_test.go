@@ -15,6 +15,7 @@ import (
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 )
 
 // logLines decodes JSON log lines.
@@ -54,7 +55,7 @@ func TestLongPollsEndedByTheCallerAreNotErrors(t *testing.T) {
 			require.ErrorIs(t, err, context.DeadlineExceeded, "no controller runs: the runtime stays")
 		}
 		var waits int
-		require.Eventually(t, func() bool {
+		await.True(t, 5*time.Second, func() bool {
 			waits = 0
 			for _, l := range logLines(t, &mu, &logs) {
 				if l["msg"] == "http request" && l["method"] == http.MethodGet && l["route"] == "/v1/{plural}/{id}" {
@@ -62,7 +63,7 @@ func TestLongPollsEndedByTheCallerAreNotErrors(t *testing.T) {
 				}
 			}
 			return waits == slices
-		}, 5*time.Second, 20*time.Millisecond, "each cancelled wait is in the access log")
+		}, "each cancelled wait is in the access log")
 		for _, l := range logLines(t, &mu, &logs) {
 			require.NotEqual(t, "ERROR", l["level"], "nothing needs a person: %v", l)
 			require.NotEqual(t, "WARN", l["level"], "nothing needs a person: %v", l)

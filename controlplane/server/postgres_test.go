@@ -44,10 +44,9 @@ func TestPostgresSmoke(t *testing.T) {
 		require.True(t, client.IsNotFound(err))
 	})
 	t.Run("wait=reconciled wakes on a status write", func(t *testing.T) {
-		go func() {
-			time.Sleep(100 * time.Millisecond)
+		onceWaiting(e.srv, inst.ID, func() {
 			_, _ = e.ctrl.WorkloadInstances().UpdateStatus(ctx, inst.ID, 0, client.WorkloadInstanceStatus{Status: client.Status{Phase: client.PhaseReady, ObservedGeneration: 1}})
-		}()
+		})
 		start := time.Now()
 		_, err := e.dev.WorkloadInstances().WaitReconciled(ctx, inst.ID)
 		require.NoError(t, err)

@@ -91,7 +91,7 @@ func TestWatchBacksOffWhileIdleAndWakesOnAWrite(t *testing.T) {
 	<-sub.primed
 
 	start, before := time.Now(), cs.reads.Load()
-	time.Sleep(3 * time.Second) // measuring how often it reads while idle: a fixed window is the point
+	time.Sleep(3 * time.Second) // no signal: measuring how often it reads while idle, a fixed window is the point
 	reads := cs.reads.Load() - before
 	t.Logf("idle: %d reads in %s (at a fixed %s: %d)", reads, time.Since(start).Round(time.Millisecond), base, 3*time.Second/base)
 	require.LessOrEqual(t, reads, int64(10), "backs off: 100, 200, 400, then 800 ms")

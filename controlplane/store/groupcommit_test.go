@@ -16,6 +16,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
+
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 )
 
 func openGroupStore(t *testing.T, url string) *bunStore {
@@ -46,11 +48,11 @@ func holdLanes(t *testing.T, s *bunStore) (release func()) {
 			})
 		}()
 	}
-	require.Eventually(t, func() bool {
+	await.True(t, 10*time.Second, func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		return c.free == 0
-	}, 10*time.Second, time.Millisecond, "every lane is taken")
+	}, "every lane is taken")
 	var once sync.Once
 	release = func() {
 		once.Do(func() { close(gate) })
@@ -63,11 +65,11 @@ func holdLanes(t *testing.T, s *bunStore) (release func()) {
 // waitQueued waits until n writes are queued behind the held lanes.
 func waitQueued(t *testing.T, s *bunStore, n int) {
 	t.Helper()
-	require.Eventually(t, func() bool {
+	await.True(t, 10*time.Second, func() bool {
 		s.writes.mu.Lock()
 		defer s.writes.mu.Unlock()
 		return len(s.writes.queue) == n
-	}, 10*time.Second, time.Millisecond, "%d writes queued", n)
+	}, "%d writes queued", n)
 }
 
 // outboxCount returns how many outbox rows name each object id.

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 	"github.com/qleetos/terraform-provider-qleet/internal/awssim"
 	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
 )
@@ -162,11 +163,11 @@ func TestEKSRunsWorkloads(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			t.Fatal("no watch event through the EKS endpoint")
 		}
-		require.Eventually(t, func() bool {
+		await.True(t, time.Minute, func() bool {
 			d, err := cs.AppsV1().Deployments("default").Get(ctx, "web", metav1.GetOptions{})
 			require.NoError(t, err)
 			return d.Status.ReadyReplicas == 2
-		}, time.Minute, 200*time.Millisecond)
+		}, "the deployment to have 2 ready replicas")
 		d, err := cs.AppsV1().Deployments("default").Get(ctx, "web", metav1.GetOptions{})
 		require.NoError(t, err)
 		require.NotEmpty(t, d.Annotations["deployment.kubernetes.io/revision"], "the deployment controller has handled it")
@@ -199,12 +200,12 @@ func TestEKSRunsWorkloads(t *testing.T) {
 			ScalingConfig: &ekstypes.NodegroupScalingConfig{MinSize: aws.Int32(1), MaxSize: aws.Int32(4), DesiredSize: aws.Int32(2)}})
 		require.NoError(t, err)
 		waitNodegroup(t, f, "apps", "workers", ekstypes.NodegroupStatusActive)
-		require.Eventually(t, func() bool { return nodes() == 2 }, time.Minute, 200*time.Millisecond)
+		await.True(t, time.Minute, func() bool { return nodes() == 2 }, "2 nodes")
 		_, err = f.eks.UpdateNodegroupConfig(ctx, &eks.UpdateNodegroupConfigInput{ClusterName: aws.String("apps"), NodegroupName: aws.String("workers"),
 			ScalingConfig: &ekstypes.NodegroupScalingConfig{DesiredSize: aws.Int32(3)}})
 		require.NoError(t, err)
 		waitNodegroup(t, f, "apps", "workers", ekstypes.NodegroupStatusActive)
-		require.Eventually(t, func() bool { return nodes() == 3 }, time.Minute, 200*time.Millisecond)
+		await.True(t, time.Minute, func() bool { return nodes() == 3 }, "3 nodes")
 	})
 
 	t.Run("deleting the cluster stops its kubesim and endpoint", func(t *testing.T) {

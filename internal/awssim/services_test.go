@@ -21,6 +21,7 @@ import (
 	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 	"github.com/qleetos/terraform-provider-qleet/internal/awssim"
 )
 
@@ -168,7 +169,7 @@ func role(t *testing.T, f *fixture, name string) string {
 func waitCluster(t *testing.T, f *fixture, name string, status ekstypes.ClusterStatus) *ekstypes.Cluster {
 	t.Helper()
 	var c *ekstypes.Cluster
-	require.Eventually(t, func() bool {
+	await.True(t, 2*time.Minute, func() bool {
 		out, err := f.eks.DescribeCluster(context.Background(), &eks.DescribeClusterInput{Name: aws.String(name)})
 		if status == "" {
 			var nf *ekstypes.ResourceNotFoundException
@@ -177,13 +178,13 @@ func waitCluster(t *testing.T, f *fixture, name string, status ekstypes.ClusterS
 		require.NoError(t, err)
 		c = out.Cluster
 		return c.Status == status
-	}, 2*time.Minute, 50*time.Millisecond, "cluster %s never %q", name, status)
+	}, "cluster %s never %q", name, status)
 	return c
 }
 
 func waitNodegroup(t *testing.T, f *fixture, cluster, name string, status ekstypes.NodegroupStatus) {
 	t.Helper()
-	require.Eventually(t, func() bool {
+	await.True(t, time.Minute, func() bool {
 		out, err := f.eks.DescribeNodegroup(context.Background(), &eks.DescribeNodegroupInput{ClusterName: aws.String(cluster), NodegroupName: aws.String(name)})
 		if status == "" {
 			var nf *ekstypes.ResourceNotFoundException
@@ -191,7 +192,7 @@ func waitNodegroup(t *testing.T, f *fixture, cluster, name string, status ekstyp
 		}
 		require.NoError(t, err)
 		return out.Nodegroup.Status == status
-	}, time.Minute, 50*time.Millisecond, "node group %s never %q", name, status)
+	}, "node group %s never %q", name, status)
 }
 
 func TestEKSLifecycle(t *testing.T) {
@@ -282,22 +283,22 @@ func TestRDS(t *testing.T) {
 	}
 	require.Nil(t, out.DBInstance.Endpoint)
 
-	require.Eventually(t, func() bool {
+	await.True(t, time.Minute, func() bool {
 		d, err := f.rds.DescribeDBInstances(ctx, &rds.DescribeDBInstancesInput{DBInstanceIdentifier: aws.String("app-db")})
 		require.NoError(t, err)
 		db := d.DBInstances[0]
 		return aws.ToString(db.DBInstanceStatus) == "available" && db.Endpoint != nil && aws.ToInt32(db.Endpoint.Port) == 5432 &&
 			aws.ToString(db.Endpoint.Address) != "" && aws.ToString(db.DBSubnetGroup.VpcId) != ""
-	}, time.Minute, 50*time.Millisecond)
+	}, "the database available at an endpoint on 5432 in the VPC")
 
 	_, err = f.rds.DeleteDBSubnetGroup(ctx, &rds.DeleteDBSubnetGroupInput{DBSubnetGroupName: aws.String("app-db")})
 	require.Equal(t, "InvalidDBSubnetGroupStateFault", errorCode(t, err), "a subnet group in use cannot be deleted")
 	_, err = f.rds.DeleteDBInstance(ctx, &rds.DeleteDBInstanceInput{DBInstanceIdentifier: aws.String("app-db"), SkipFinalSnapshot: aws.Bool(true)})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
+	await.True(t, time.Minute, func() bool {
 		_, err := f.rds.DescribeDBInstances(ctx, &rds.DescribeDBInstancesInput{DBInstanceIdentifier: aws.String("app-db")})
 		return err != nil && errorCode(t, err) == "DBInstanceNotFound"
-	}, time.Minute, 50*time.Millisecond)
+	}, "the database gone")
 	_, err = f.rds.DeleteDBSubnetGroup(ctx, &rds.DeleteDBSubnetGroupInput{DBSubnetGroupName: aws.String("app-db")})
 	require.NoError(t, err)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
 )
 
@@ -36,11 +37,11 @@ func TestDeleteSaysHowToOrphanWhenTheClusterDoesNotAnswer(t *testing.T) {
 	rt, err := cl.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "gone"},
 		Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderKubeconfig, Kubeconfig: deadKubeconfig}})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
+	await.True(t, 30*time.Second, func() bool {
 		got, err := cl.KubernetesRuntimes().Get(ctx, rt.ID)
 		require.NoError(t, err)
 		return disconnected(&got.Status.Status) != nil
-	}, 30*time.Second, 100*time.Millisecond, "the runtime's Connected condition turns False")
+	}, "the runtime's Connected condition turns False")
 	_, err = cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "stranded"},
 		Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
 	require.NoError(t, err)

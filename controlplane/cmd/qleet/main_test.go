@@ -24,6 +24,7 @@ import (
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
 	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
 )
@@ -170,10 +171,10 @@ current-context: x
 		inst, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "api"},
 			Spec: client.WorkloadInstanceSpec{DefinitionID: api.ID, RuntimeID: rt.ID}})
 		require.NoError(t, err)
-		require.Eventually(t, func() bool {
+		await.True(t, 30*time.Second, func() bool {
 			got, err := cl.WorkloadInstances().Get(ctx, inst.ID)
 			return err == nil && got.Status.ObservedGeneration == got.Generation && got.Status.Message != ""
-		}, 30*time.Second, 50*time.Millisecond)
+		}, "the instance reconciled with a message")
 
 		out, err := cli("graph", "instance", "api")
 		require.NoError(t, err, out)
@@ -340,11 +341,11 @@ func TestTokensAndSecrets(t *testing.T) {
 		require.NoError(t, err)
 		rt, err := ctrl.KubernetesRuntimes().GetByName(context.Background(), "secret-rt")
 		require.NoError(t, err)
-		require.Eventually(t, func() bool {
+		await.True(t, 30*time.Second, func() bool {
 			evs, err := ctrl.KubernetesRuntimes().Events(context.Background(), rt.ID)
 			require.NoError(t, err)
 			return len(evs) > 0 && evs[len(evs)-1].Type == client.EventWarning
-		}, 30*time.Second, 100*time.Millisecond, "the controller reports the unreachable cluster")
+		}, "the controller reports the unreachable cluster")
 		for _, args := range [][]string{{"get", "runtimes", "-o", "json"}, {"get", "runtime", "secret-rt", "-o", "json"}, {"describe", "runtime", "secret-rt"}, {"events", "runtime", "secret-rt", "-o", "json"}} {
 			for _, role := range []string{"", tokens[client.RoleViewer]} {
 				out, err := cli(role, args...)
@@ -629,27 +630,23 @@ func TestWatchPrintsChanges(t *testing.T) {
 	}
 	t.Run("get --watch prints a new object, then its deletion", func(t *testing.T) {
 		out, stop := watch(t, "get", "definitions", "--watch", "--watch-interval", "50ms")
-		require.Eventually(t, func() bool { return regexp.MustCompile(`(?m)^web\s+Ready`).MatchString(out.String()) },
-			10*time.Second, 20*time.Millisecond, "the first list")
+		await.True(t, 10*time.Second, func() bool { return regexp.MustCompile(`(?m)^web\s+Ready`).MatchString(out.String()) }, "the first list")
 		added, err := cl.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "watched"},
 			Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "w", Image: "nginx:1.27"}}}})
 		require.NoError(t, err)
-		require.Eventually(t, func() bool { return regexp.MustCompile(`(?m)^watched\s+Ready\s+1\s+1`).MatchString(out.String()) },
-			30*time.Second, 20*time.Millisecond, "the new object, once Ready: %s", out)
+		await.True(t, 30*time.Second, func() bool { return regexp.MustCompile(`(?m)^watched\s+Ready\s+1\s+1`).MatchString(out.String()) }, "the new object, once Ready: %s", out)
 		require.NoError(t, cl.WorkloadDefinitions().Delete(ctx, added.ID, client.DeleteOptions{}))
-		require.Eventually(t, func() bool { return regexp.MustCompile(`(?m)^watched\s+Deleted`).MatchString(out.String()) },
-			30*time.Second, 20*time.Millisecond, "its deletion: %s", out)
+		await.True(t, 30*time.Second, func() bool { return regexp.MustCompile(`(?m)^watched\s+Deleted`).MatchString(out.String()) }, "its deletion: %s", out)
 		require.Equal(t, 0, stop(), "Ctrl-C ends a watch without an error")
 		require.Equal(t, 1, strings.Count(out.String(), "NAME"), "one header: %s", out)
 	})
 	t.Run("events --watch prints the events of a new generation", func(t *testing.T) {
 		out, stop := watch(t, "events", "definition", "web", "--watch", "--watch-interval", "50ms")
-		require.Eventually(t, func() bool { return strings.Contains(out.String(), "REASON") }, 10*time.Second, 20*time.Millisecond)
+		await.True(t, 10*time.Second, func() bool { return strings.Contains(out.String(), "REASON") }, "the events header")
 		require.NotRegexp(t, `(?m)^\s+\S+\s+Normal\s+\w+\s+2\s`, out.String())
 		_, err := cl.SetImage(ctx, def.ID, client.ImageChange{Container: "web", Image: "nginx:1.29"})
 		require.NoError(t, err)
-		require.Eventually(t, func() bool { return regexp.MustCompile(`(?m)^\s+\S+\s+Normal\s+\w+\s+2\s`).MatchString(out.String()) },
-			30*time.Second, 20*time.Millisecond, "an event of generation 2: %s", out)
+		await.True(t, 30*time.Second, func() bool { return regexp.MustCompile(`(?m)^\s+\S+\s+Normal\s+\w+\s+2\s`).MatchString(out.String()) }, "an event of generation 2: %s", out)
 		require.Equal(t, 0, stop())
 	})
 }
@@ -915,7 +912,7 @@ func TestServerCommandInProcess(t *testing.T) {
 		done <- run(ctx, []string{"server", "-data-dir", dir, "-listen=127.0.0.1:0"}, func(k string) string { return env[k] }, out, io.Discard)
 	}()
 	endpoint := regexp.MustCompile(`endpoint:\s+(\S+)`)
-	require.Eventually(t, func() bool { return endpoint.MatchString(out.String()) }, 60*time.Second, 20*time.Millisecond, "the server prints its endpoint")
+	await.True(t, 60*time.Second, func() bool { return endpoint.MatchString(out.String()) }, "the server prints its endpoint")
 	require.FileExists(t, filepath.Join(dir, "admin.token"), "-data-dir was taken")
 	r := qleetIn(context.Background(), cliEnv(t, "QLEET_ENDPOINT", endpoint.FindStringSubmatch(out.String())[1], "QLEET_DATA_DIR", dir), "get", "runtimes")
 	require.Equal(t, 0, r.code, r.stderr)

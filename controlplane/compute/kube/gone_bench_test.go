@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
 )
 
@@ -68,11 +69,7 @@ func BenchmarkDeleteToGone(b *testing.B) {
 		cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": name}}}
 		refs, err := Apply(ctx, cl, owner, append(objs, cm, dep))
 		require.NoError(b, err)
-		deadline := time.Now().Add(2 * time.Minute)
-		for !Health(ctx, cl, refs).Ready {
-			require.True(b, time.Now().Before(deadline), "not ready")
-			time.Sleep(100 * time.Millisecond)
-		}
+		await.True(b, 2*time.Minute, func() bool { return Health(ctx, cl, refs).Ready }, "the applied objects ready")
 		owner.Previous = refs
 		return owner
 	}
@@ -91,7 +88,7 @@ func BenchmarkDeleteToGone(b *testing.B) {
 				require.NoError(b, err)
 				kinds := searchKinds(append(append([]schema.GroupVersionKind{}, SearchKinds...), childKinds...), owner.Previous)
 				for delay := 100 * time.Millisecond; ; delay = min(2*delay, time.Second) {
-					time.Sleep(delay)
+					time.Sleep(delay) // no signal: this poll with back-off is the old way, being measured
 					owned, err := listOwned(ctx, cl, owner, kinds)
 					require.NoError(b, err)
 					if len(owned) == 0 {
