@@ -19,8 +19,8 @@ import (
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
-	qaws "github.com/qleetos/terraform-provider-qleet/controlplane/compute/aws"
-	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/data"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/awscloud"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/dataservice"
 	"github.com/qleetos/terraform-provider-qleet/internal/awssim"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
 )
@@ -136,7 +136,7 @@ func TestAppOnEKS(t *testing.T) {
 	}
 	require.Equal(t, []string{"CreateRole", "AttachRolePolicy", "CreateRole", "AttachRolePolicy", "AttachRolePolicy", "AttachRolePolicy",
 		"CreateOpenIDConnectProvider", "CreateRole", "PutRolePolicy"}, iamMutations)
-	clients, err := qaws.Account{Region: "us-east-1", AccessKeyID: acct.AccessKeyID, SecretAccessKey: acct.SecretAccessKey, Endpoint: sim.URL()}.Connect(ctx, "")
+	clients, err := awscloud.Account{Region: "us-east-1", AccessKeyID: acct.AccessKeyID, SecretAccessKey: acct.SecretAccessKey, Endpoint: sim.URL()}.Connect(ctx, "")
 	require.NoError(t, err)
 	bucketName := bucket.Status.Runtimes[0].CloudID
 	role, err := clients.IAM.GetRole(ctx, &iam.GetRoleInput{RoleName: &bucketName})
@@ -146,9 +146,9 @@ func TestAppOnEKS(t *testing.T) {
 	cluster, err := clients.EKS.DescribeCluster(ctx, &eks.DescribeClusterInput{Name: &rt.Status.Cloud.ClusterName})
 	require.NoError(t, err)
 	issuer := sdkaws.ToString(cluster.Cluster.Identity.Oidc.Issuer)
-	require.JSONEq(t, qaws.WebIdentityTrust(qaws.OIDCProviderARN(acct.ID, issuer), issuer, []string{"system:serviceaccount:shop:default"}), trust)
+	require.JSONEq(t, awscloud.WebIdentityTrust(awscloud.OIDCProviderARN(acct.ID, issuer), issuer, []string{"system:serviceaccount:shop:default"}), trust)
 	require.Contains(t, trust, `"sts:AssumeRoleWithWebIdentity"`)
-	rc, err := qaws.RESTConfig(sdkaws.ToString(cluster.Cluster.Endpoint), sdkaws.ToString(cluster.Cluster.CertificateAuthority.Data), qaws.NewTokenSource(clients.Config, rt.Status.Cloud.ClusterName))
+	rc, err := awscloud.RESTConfig(sdkaws.ToString(cluster.Cluster.Endpoint), sdkaws.ToString(cluster.Cluster.CertificateAuthority.Data), awscloud.NewTokenSource(clients.Config, rt.Status.Cloud.ClusterName))
 	require.NoError(t, err)
 	kc, err := kubernetes.NewForConfig(rc)
 	require.NoError(t, err)
@@ -158,7 +158,7 @@ func TestAppOnEKS(t *testing.T) {
 	}, 30*time.Second, 100*time.Millisecond, "the instance's service account names the bucket's role")
 	require.Eventually(t, func() bool {
 		dep, err := kc.AppsV1().Deployments("shop").Get(ctx, "shop", metav1.GetOptions{})
-		return err == nil && dep.Spec.Template.Annotations[data.RestartedForRole] == sdkaws.ToString(role.Role.Arn)
+		return err == nil && dep.Spec.Template.Annotations[dataservice.RestartedForRole] == sdkaws.ToString(role.Role.Arn)
 	}, 30*time.Second, 100*time.Millisecond, "the instance's pods are restarted once for the role, so that they get it")
 	t.Logf("apply: instance Ready in %s; AWS calls per service: %s", applied.Round(100*time.Millisecond), formatCounts(callCounts(applyCalls)))
 

@@ -11,9 +11,9 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kubesim"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/cloud"
-	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/data"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/cluster"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/dataservice"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/gateway"
-	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/runtime"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/support"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/workload"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
@@ -51,24 +51,24 @@ func (a *App) startControllers(ctx context.Context, endpoint, token string) erro
 		localDir = filepath.Join(a.cfg.DataDir, "runtimes")
 	}
 	accounts := &cloud.Accounts{Client: cl}
-	eksRuntimes := &runtime.EKS{Accounts: accounts, Poll: a.cfg.AWSPoll}
+	eksRuntimes := &cluster.EKS{Accounts: accounts, Poll: a.cfg.AWSPoll}
 	conn := kube.NewConnector(kube.ConnectorConfig{LocalDir: localDir, Sources: map[string]kube.RESTConfigSource{client.ProviderEKS: eksRuntimes.RESTConfig},
-		OnReachability: func(id string, err error) { runtime.ReportReachability(ctx, cl.KubernetesRuntimes(), id, err) }})
+		OnReachability: func(id string, err error) { cluster.ReportReachability(ctx, cl.KubernetesRuntimes(), id, err) }})
 	a.closers = append(a.closers, func(context.Context) { conn.Close() })
 	var local *kubesim.Supervisor
 	if localDir != "" {
 		local = kubesim.NewSupervisor(kubesim.SupervisorConfig{Dir: localDir, Binary: a.cfg.KubesimBinary, Logger: a.log,
-			OnExit: func(id string, err error) { runtime.ReportExit(ctx, cl.KubernetesRuntimes(), conn, id, err) }})
+			OnExit: func(id string, err error) { cluster.ReportExit(ctx, cl.KubernetesRuntimes(), conn, id, err) }})
 		a.closers = append(a.closers, local.StopAll)
 	}
 
 	ctrls := []starter{
 		reconcile.New(a.Broker, cl.CloudAccounts(), &cloud.AccountReconciler{Accounts: accounts}, cfg),
-		reconcile.New(a.Broker, cl.KubernetesRuntimes(), &runtime.Reconciler{Connector: conn, Local: local, EKS: eksRuntimes, Client: cl,
+		reconcile.New(a.Broker, cl.KubernetesRuntimes(), &cluster.Reconciler{Connector: conn, Local: local, EKS: eksRuntimes, Client: cl,
 			RecheckInterval: a.cfg.RuntimeRecheck, ScaleDownDelay: a.cfg.ScaleDownDelay}, cfg),
-		reconcile.New(a.Broker, cl.RuntimeProfiles(), &runtime.ProfileReconciler{Client: cl}, cfg),
+		reconcile.New(a.Broker, cl.RuntimeProfiles(), &cluster.ProfileReconciler{Client: cl}, cfg),
 	}
-	ctrls = append(ctrls, a.workloadControllers(cl, conn, cfg, &data.AWS{Accounts: accounts})...)
+	ctrls = append(ctrls, a.workloadControllers(cl, conn, cfg, &dataservice.AWS{Accounts: accounts})...)
 	ctrls = append(ctrls,
 		reconcile.New(a.Broker, cl.SupportServices(), &support.Reconciler{Client: cl, Connector: conn, ChartDir: a.cfg.SupportChartDir}, cfg),
 		reconcile.New(a.Broker, cl.Gateways(), &gateway.Reconciler{Client: cl, Connector: conn}, cfg),
@@ -90,13 +90,13 @@ func (a *App) startControllers(ctx context.Context, endpoint, token string) erro
 }
 
 // workloadControllers returns the workload_definition and workload_instance controllers.
-func (a *App) workloadControllers(cl *client.Client, conn *kube.Connector, cfg reconcile.Config, dataAWS *data.AWS) []starter {
+func (a *App) workloadControllers(cl *client.Client, conn *kube.Connector, cfg reconcile.Config, dataAWS *dataservice.AWS) []starter {
 	renderer := &workload.Renderer{ChartDir: a.cfg.ChartDir}
 	return []starter{
 		reconcile.New(a.Broker, cl.WorkloadDefinitions(), &workload.DefinitionReconciler{Client: cl, Renderer: renderer}, cfg),
 		reconcile.New(a.Broker, cl.Secrets(), &workload.SecretReconciler{Client: cl}, cfg),
-		reconcile.New(a.Broker, cl.Databases(), &data.Reconciler[client.DatabaseSpec, client.DatabaseStatus]{Client: cl, Connector: conn, Kind: data.Databases, AWS: dataAWS}, cfg),
-		reconcile.New(a.Broker, cl.Buckets(), &data.Reconciler[client.BucketSpec, client.BucketStatus]{Client: cl, Connector: conn, Kind: data.Buckets, AWS: dataAWS}, cfg),
+		reconcile.New(a.Broker, cl.Databases(), &dataservice.Reconciler[client.DatabaseSpec, client.DatabaseStatus]{Client: cl, Connector: conn, Kind: dataservice.Databases, AWS: dataAWS}, cfg),
+		reconcile.New(a.Broker, cl.Buckets(), &dataservice.Reconciler[client.BucketSpec, client.BucketStatus]{Client: cl, Connector: conn, Kind: dataservice.Buckets, AWS: dataAWS}, cfg),
 		a.instanceController(cl, conn, renderer, cfg),
 	}
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
-	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/runtime"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/cluster"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
 )
 
@@ -83,7 +83,7 @@ func TestRetainedDataKeepsItsRuntime(t *testing.T) {
 		require.True(t, strings.HasPrefix(d.Volumes[0], "data-db-0 ("), d.Volumes[0])
 		var held *client.Condition
 		for i := range rt.Status.Conditions {
-			if rt.Status.Conditions[i].Type == runtime.ConditionHoldsData {
+			if rt.Status.Conditions[i].Type == cluster.ConditionHoldsData {
 				held = &rt.Status.Conditions[i]
 			}
 		}
@@ -97,8 +97,8 @@ func TestRetainedDataKeepsItsRuntime(t *testing.T) {
 		require.NoError(t, err)
 		var told bool
 		for _, e := range evs {
-			require.NotEqual(t, runtime.ReasonReclaimed, e.Reason)
-			told = told || e.Reason == runtime.ReasonReclaimHeld && strings.Contains(e.Message, `database "orders"`)
+			require.NotEqual(t, cluster.ReasonReclaimed, e.Reason)
+			told = told || e.Reason == cluster.ReasonReclaimHeld && strings.Contains(e.Message, `database "orders"`)
 		}
 		require.True(t, told, "an event says why it stays: %+v", evs)
 	})

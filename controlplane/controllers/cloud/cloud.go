@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
-	qaws "github.com/qleetos/terraform-provider-qleet/controlplane/compute/aws"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/awscloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 )
 
@@ -30,7 +30,7 @@ func (r *AccountReconciler) Reconcile(ctx context.Context, ca *client.CloudAccou
 	}
 	out, err := cls.STS.GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
 	if err != nil {
-		return reconcile.Result{}, Outcome(fmt.Errorf("validate the credentials: %w", qaws.Classify(err)))
+		return reconcile.Result{}, Outcome(fmt.Errorf("validate the credentials: %w", awscloud.Classify(err)))
 	}
 	ca.Status.AccountID, ca.Status.CallerARN = deref(out.Account), deref(out.Arn)
 	ca.Status.Message = fmt.Sprintf("AWS account %s as %s", ca.Status.AccountID, ca.Status.CallerARN)
@@ -40,7 +40,7 @@ func (r *AccountReconciler) Reconcile(ctx context.Context, ca *client.CloudAccou
 // Outcome turns an AWS error into a reconcile outcome: a permanent one (access denied, bad input, bad
 // credentials) fails the object with its message, naming the action; anything else is retried with backoff.
 func Outcome(err error) error {
-	if err == nil || qaws.IsRetryable(err) {
+	if err == nil || awscloud.IsRetryable(err) {
 		return err
 	}
 	return reconcile.Terminal(err)
@@ -60,12 +60,12 @@ type Accounts struct {
 	// Client reads cloud_accounts. It needs the controller role.
 	Client *client.Client
 	// Configure, when set, adjusts every Account before use (tests give an HTTP client here).
-	Configure func(*qaws.Account)
+	Configure func(*awscloud.Account)
 
 	once  sync.Once
 	deps  reconcile.Deps[client.CloudAccountSpec, client.CloudAccountStatus]
 	mu    sync.Mutex
-	cache map[string]*qaws.Clients
+	cache map[string]*awscloud.Clients
 }
 
 // Get returns the cloud account with that id once it is Ready (validated); otherwise an error that makes
@@ -76,7 +76,7 @@ func (a *Accounts) Get(ctx context.Context, id string) (*client.CloudAccount, er
 }
 
 // Clients returns the AWS clients of a Ready cloud account in region (its default region when empty).
-func (a *Accounts) Clients(ctx context.Context, id, region string) (*qaws.Clients, *client.CloudAccount, error) {
+func (a *Accounts) Clients(ctx context.Context, id, region string) (*awscloud.Clients, *client.CloudAccount, error) {
 	ca, err := a.Get(ctx, id)
 	if err != nil {
 		return nil, ca, err
@@ -85,16 +85,16 @@ func (a *Accounts) Clients(ctx context.Context, id, region string) (*qaws.Client
 	return cls, ca, err
 }
 
-// Account returns the qaws.Account of a cloud account, configured like the clients.
-func (a *Accounts) Account(ca *client.CloudAccount) qaws.Account {
-	acc := qaws.AccountOf(ca)
+// Account returns the awscloud.Account of a cloud account, configured like the clients.
+func (a *Accounts) Account(ca *client.CloudAccount) awscloud.Account {
+	acc := awscloud.AccountOf(ca)
 	if a.Configure != nil {
 		a.Configure(&acc)
 	}
 	return acc
 }
 
-func (a *Accounts) connect(ctx context.Context, ca *client.CloudAccount, region string) (*qaws.Clients, error) {
+func (a *Accounts) connect(ctx context.Context, ca *client.CloudAccount, region string) (*awscloud.Clients, error) {
 	if ca.Spec.Provider != client.CloudAWS {
 		return nil, fmt.Errorf("cloud_account %q: provider %q is not supported", ca.Name, ca.Spec.Provider)
 	}
@@ -112,7 +112,7 @@ func (a *Accounts) connect(ctx context.Context, ca *client.CloudAccount, region 
 		return nil, fmt.Errorf("cloud_account %q: %w", ca.Name, err)
 	}
 	if a.cache == nil {
-		a.cache = map[string]*qaws.Clients{}
+		a.cache = map[string]*awscloud.Clients{}
 	}
 	current := fmt.Sprintf("%s/%d/", ca.ID, ca.Generation)
 	for k := range a.cache { // an older generation of the account is not used again

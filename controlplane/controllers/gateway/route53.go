@@ -12,7 +12,7 @@ import (
 	r53types "github.com/aws/aws-sdk-go-v2/service/route53/types"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
-	qaws "github.com/qleetos/terraform-provider-qleet/controlplane/compute/aws"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/awscloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/cloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 )
@@ -28,18 +28,18 @@ func fqdn(name string) string { return strings.TrimSuffix(name, ".") + "." }
 
 func ownerValue(id string) string { return `"heritage=qleetos,owner=` + id + `"` }
 
-func domainOwner(d *client.DomainName) qaws.Owner {
-	return qaws.Owner{Kind: client.KindDomainName, ID: d.ID}
+func domainOwner(d *client.DomainName) awscloud.Owner {
+	return awscloud.Owner{Kind: client.KindDomainName, ID: d.ID}
 }
 
 // zoneID is a hosted zone's id without its "/hostedzone/" prefix.
 func zoneID(id string) string { return strings.TrimPrefix(id, "/hostedzone/") }
 
 // findZone returns the public hosted zone named zone, if any.
-func findZone(ctx context.Context, api qaws.Route53, zone string) (*r53types.HostedZone, error) {
+func findZone(ctx context.Context, api awscloud.Route53, zone string) (*r53types.HostedZone, error) {
 	out, err := api.ListHostedZonesByName(ctx, &route53.ListHostedZonesByNameInput{DNSName: sdkaws.String(fqdn(zone))})
 	if err != nil {
-		return nil, cloud.Outcome(fmt.Errorf("find Route53 hosted zone %s: %w", zone, qaws.Classify(err)))
+		return nil, cloud.Outcome(fmt.Errorf("find Route53 hosted zone %s: %w", zone, awscloud.Classify(err)))
 	}
 	for i, z := range out.HostedZones {
 		if strings.EqualFold(sdkaws.ToString(z.Name), fqdn(zone)) && (z.Config == nil || !z.Config.PrivateZone) {
@@ -50,10 +50,10 @@ func findZone(ctx context.Context, api qaws.Route53, zone string) (*r53types.Hos
 }
 
 // zoneTags returns a hosted zone's tags.
-func zoneTags(ctx context.Context, api qaws.Route53, id string) (map[string]string, error) {
+func zoneTags(ctx context.Context, api awscloud.Route53, id string) (map[string]string, error) {
 	out, err := api.ListTagsForResource(ctx, &route53.ListTagsForResourceInput{ResourceType: r53types.TagResourceTypeHostedzone, ResourceId: sdkaws.String(zoneID(id))})
 	if err != nil {
-		return nil, cloud.Outcome(fmt.Errorf("read the tags of Route53 hosted zone %s: %w", id, qaws.Classify(err)))
+		return nil, cloud.Outcome(fmt.Errorf("read the tags of Route53 hosted zone %s: %w", id, awscloud.Classify(err)))
 	}
 	m := map[string]string{}
 	if out.ResourceTagSet != nil {
@@ -64,14 +64,14 @@ func zoneTags(ctx context.Context, api qaws.Route53, id string) (map[string]stri
 	return m, nil
 }
 
-func tagZone(ctx context.Context, api qaws.Route53, id string, o qaws.Owner) error {
+func tagZone(ctx context.Context, api awscloud.Route53, id string, o awscloud.Owner) error {
 	var tags []r53types.Tag
-	for _, k := range []string{qaws.TagOwnerKind, qaws.TagOwnerID, qaws.TagManagedBy} {
+	for _, k := range []string{awscloud.TagOwnerKind, awscloud.TagOwnerID, awscloud.TagManagedBy} {
 		tags = append(tags, r53types.Tag{Key: sdkaws.String(k), Value: sdkaws.String(o.Tags()[k])})
 	}
 	if _, err := api.ChangeTagsForResource(ctx, &route53.ChangeTagsForResourceInput{ResourceType: r53types.TagResourceTypeHostedzone,
 		ResourceId: sdkaws.String(zoneID(id)), AddTags: tags}); err != nil {
-		return cloud.Outcome(fmt.Errorf("tag Route53 hosted zone %s: %w", id, qaws.Classify(err)))
+		return cloud.Outcome(fmt.Errorf("tag Route53 hosted zone %s: %w", id, awscloud.Classify(err)))
 	}
 	return nil
 }
@@ -79,7 +79,7 @@ func tagZone(ctx context.Context, api qaws.Route53, id string, o qaws.Owner) err
 // ensureZone finds the domain name's hosted zone by name, or creates it (tagged with the domain name's
 // ownership, so that only a zone QleetOS created is ever deleted). A zone found untagged whose caller
 // reference is the domain name's id is one whose creation was interrupted before its tags: it is tagged.
-func ensureZone(ctx context.Context, api qaws.Route53, d *client.DomainName) (string, error) {
+func ensureZone(ctx context.Context, api awscloud.Route53, d *client.DomainName) (string, error) {
 	z, err := findZone(ctx, api, d.Spec.Zone)
 	if err != nil {
 		return "", err
@@ -101,7 +101,7 @@ func ensureZone(ctx context.Context, api qaws.Route53, d *client.DomainName) (st
 	out, err := api.CreateHostedZone(ctx, &route53.CreateHostedZoneInput{Name: sdkaws.String(d.Spec.Zone), CallerReference: sdkaws.String(d.ID),
 		HostedZoneConfig: &r53types.HostedZoneConfig{Comment: sdkaws.String("QleetOS: domain_name " + d.Name)}})
 	if err != nil {
-		return "", cloud.Outcome(fmt.Errorf("create Route53 hosted zone %s: %w", d.Spec.Zone, qaws.Classify(err)))
+		return "", cloud.Outcome(fmt.Errorf("create Route53 hosted zone %s: %w", d.Spec.Zone, awscloud.Classify(err)))
 	}
 	id := sdkaws.ToString(out.HostedZone.Id)
 	if err := tagZone(ctx, api, id, domainOwner(d)); err != nil {
@@ -112,13 +112,13 @@ func ensureZone(ctx context.Context, api qaws.Route53, d *client.DomainName) (st
 }
 
 // recordSets lists every record set of a hosted zone.
-func recordSets(ctx context.Context, api qaws.Route53, id string) ([]r53types.ResourceRecordSet, error) {
+func recordSets(ctx context.Context, api awscloud.Route53, id string) ([]r53types.ResourceRecordSet, error) {
 	var out []r53types.ResourceRecordSet
 	in := &route53.ListResourceRecordSetsInput{HostedZoneId: sdkaws.String(id)}
 	for {
 		page, err := api.ListResourceRecordSets(ctx, in)
 		if err != nil {
-			return nil, cloud.Outcome(fmt.Errorf("list the records of Route53 hosted zone %s: %w", id, qaws.Classify(err)))
+			return nil, cloud.Outcome(fmt.Errorf("list the records of Route53 hosted zone %s: %w", id, awscloud.Classify(err)))
 		}
 		out = append(out, page.ResourceRecordSets...)
 		if !page.IsTruncated {
@@ -157,7 +157,7 @@ func sameRecordSet(a, b r53types.ResourceRecordSet) bool {
 // record, in one change batch: UPSERT what is missing or different, DELETE what the domain name wrote
 // and no longer wants. A name that holds a record that is not the domain name's is left unchanged; it
 // is returned as a conflict.
-func syncRecords(ctx context.Context, api qaws.Route53, zone, owner string, wanted []client.DNSRecord) (conflicts []string, err error) {
+func syncRecords(ctx context.Context, api awscloud.Route53, zone, owner string, wanted []client.DNSRecord) (conflicts []string, err error) {
 	sets, err := recordSets(ctx, api, zone)
 	if err != nil {
 		return nil, err
@@ -222,7 +222,7 @@ func syncRecords(ctx context.Context, api qaws.Route53, zone, owner string, want
 	}
 	if _, err := api.ChangeResourceRecordSets(ctx, &route53.ChangeResourceRecordSetsInput{HostedZoneId: sdkaws.String(zone),
 		ChangeBatch: &r53types.ChangeBatch{Comment: sdkaws.String("QleetOS: domain_name " + owner), Changes: changes}}); err != nil {
-		return conflicts, cloud.Outcome(fmt.Errorf("change the records of Route53 hosted zone %s: %w", zone, qaws.Classify(err)))
+		return conflicts, cloud.Outcome(fmt.Errorf("change the records of Route53 hosted zone %s: %w", zone, awscloud.Classify(err)))
 	}
 	return conflicts, nil
 }
@@ -302,7 +302,7 @@ func (r *DomainReconciler) syncRoute53(ctx context.Context, d *client.DomainName
 
 // removeRoute53Records takes the domain name's records out of its zone in every AWS cloud account.
 func (r *DomainReconciler) removeRoute53Records(ctx context.Context, d *client.DomainName) error {
-	_, err := r.eachZone(ctx, d, nil, func(api qaws.Route53, id string) error {
+	_, err := r.eachZone(ctx, d, nil, func(api awscloud.Route53, id string) error {
 		_, err := syncRecords(ctx, api, id, d.ID, nil)
 		return err
 	})
@@ -311,7 +311,7 @@ func (r *DomainReconciler) removeRoute53Records(ctx context.Context, d *client.D
 
 // eachZone calls f with the domain name's hosted zone in each of accounts (every AWS cloud account
 // when empty) that has one.
-func (r *DomainReconciler) eachZone(ctx context.Context, d *client.DomainName, accounts []string, f func(api qaws.Route53, zone string) error) (int, error) {
+func (r *DomainReconciler) eachZone(ctx context.Context, d *client.DomainName, accounts []string, f func(api awscloud.Route53, zone string) error) (int, error) {
 	if r.Accounts == nil {
 		return 0, nil
 	}
@@ -350,7 +350,7 @@ func (r *DomainReconciler) removeRoute53(ctx context.Context, d *client.DomainNa
 	if err != nil {
 		return err
 	}
-	_, err = r.eachZone(ctx, d, accounts, func(api qaws.Route53, id string) error {
+	_, err = r.eachZone(ctx, d, accounts, func(api awscloud.Route53, id string) error {
 		if _, err := syncRecords(ctx, api, id, d.ID, nil); err != nil {
 			return err
 		}
@@ -360,10 +360,10 @@ func (r *DomainReconciler) removeRoute53(ctx context.Context, d *client.DomainNa
 		}
 		_, err = api.DeleteHostedZone(ctx, &route53.DeleteHostedZoneInput{Id: sdkaws.String(zoneID(id))})
 		switch {
-		case qaws.IsCode(err, "HostedZoneNotEmpty"):
+		case awscloud.IsCode(err, "HostedZoneNotEmpty"):
 			reconcile.Eventf(ctx, client.EventWarning, "LeftAlone", "Route53 hosted zone %s holds records QleetOS did not write; it was kept", d.Spec.Zone)
-		case err != nil && !qaws.IsNotFound(err):
-			return cloud.Outcome(fmt.Errorf("delete Route53 hosted zone %s: %w", d.Spec.Zone, qaws.Classify(err)))
+		case err != nil && !awscloud.IsNotFound(err):
+			return cloud.Outcome(fmt.Errorf("delete Route53 hosted zone %s: %w", d.Spec.Zone, awscloud.Classify(err)))
 		}
 		return nil
 	})

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
-	qaws "github.com/qleetos/terraform-provider-qleet/controlplane/compute/aws"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/awscloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/cloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/gateway"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
@@ -77,7 +77,7 @@ func TestRoute53Records(t *testing.T) {
 		return d
 	}
 
-	r53, err := qaws.Account{Region: "us-east-1", AccessKeyID: acct.AccessKeyID, SecretAccessKey: acct.SecretAccessKey, Endpoint: sim.URL()}.Connect(ctx, "")
+	r53, err := awscloud.Account{Region: "us-east-1", AccessKeyID: acct.AccessKeyID, SecretAccessKey: acct.SecretAccessKey, Endpoint: sim.URL()}.Connect(ctx, "")
 	require.NoError(t, err)
 	records := func(zone string) map[string]string {
 		out, err := r53.Route53.ListResourceRecordSets(ctx, &route53.ListResourceRecordSetsInput{HostedZoneId: &zone})
@@ -111,7 +111,7 @@ func TestRoute53Records(t *testing.T) {
 	for _, r := range sim.Resources() {
 		if r.Type == "hosted-zone" || r.Service == "route53" {
 			zone = r.ID
-			require.Equal(t, dn.ID, r.Tags[qaws.TagOwnerID], "the zone QleetOS made carries the domain name's ownership")
+			require.Equal(t, dn.ID, r.Tags[awscloud.TagOwnerID], "the zone QleetOS made carries the domain name's ownership")
 		}
 	}
 	require.NotEmpty(t, zone)

@@ -1,4 +1,4 @@
-package runtime
+package cluster
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
-	qaws "github.com/qleetos/terraform-provider-qleet/controlplane/compute/aws"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/awscloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/cloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 )
@@ -26,21 +26,21 @@ func Issuer(c *ekstypes.Cluster) string {
 // ensureOIDCProvider registers the cluster's issuer as an IAM OpenID Connect provider for STS, tagged
 // with the runtime's ownership, so that roles can trust its service accounts (IRSA). A provider of
 // that issuer without the tags is not QleetOS's: it is refused.
-func ensureOIDCProvider(ctx context.Context, api qaws.IAM, accountID, issuer string, o qaws.Owner) error {
-	arn := qaws.OIDCProviderARN(accountID, issuer)
+func ensureOIDCProvider(ctx context.Context, api awscloud.IAM, accountID, issuer string, o awscloud.Owner) error {
+	arn := awscloud.OIDCProviderARN(accountID, issuer)
 	got, err := api.GetOpenIDConnectProvider(ctx, &iam.GetOpenIDConnectProviderInput{OpenIDConnectProviderArn: &arn})
 	switch {
 	case err == nil:
-		if !o.Owns(qaws.IAMTagMap(got.Tags)) {
+		if !o.Owns(awscloud.IAMTagMap(got.Tags)) {
 			return notOurs("IAM OpenID Connect provider " + arn)
 		}
 		return nil
-	case !qaws.IsNotFound(err):
-		return cloud.Outcome(fmt.Errorf("get IAM OpenID Connect provider %s: %w", arn, qaws.Classify(err)))
+	case !awscloud.IsNotFound(err):
+		return cloud.Outcome(fmt.Errorf("get IAM OpenID Connect provider %s: %w", arn, awscloud.Classify(err)))
 	}
 	if _, err := api.CreateOpenIDConnectProvider(ctx, &iam.CreateOpenIDConnectProviderInput{Url: sdkaws.String(issuer),
-		ClientIDList: []string{qaws.STSAudience}, Tags: o.IAMTags()}); err != nil {
-		return cloud.Outcome(fmt.Errorf("create IAM OpenID Connect provider for %s: %w", issuer, qaws.Classify(err)))
+		ClientIDList: []string{awscloud.STSAudience}, Tags: o.IAMTags()}); err != nil {
+		return cloud.Outcome(fmt.Errorf("create IAM OpenID Connect provider for %s: %w", issuer, awscloud.Classify(err)))
 	}
 	reconcile.Eventf(ctx, client.EventNormal, "OIDCProviderCreated", "registered the cluster's service account issuer %s with IAM", issuer)
 	return nil
@@ -49,10 +49,10 @@ func ensureOIDCProvider(ctx context.Context, api qaws.IAM, accountID, issuer str
 // removeOIDCProviders deletes the OpenID Connect providers of EKS issuers tagged with the runtime's
 // ownership. They are listed rather than derived from the cluster, so that a deletion that resumes
 // after the cluster is gone still finds them.
-func removeOIDCProviders(ctx context.Context, api qaws.IAM, o qaws.Owner) error {
+func removeOIDCProviders(ctx context.Context, api awscloud.IAM, o awscloud.Owner) error {
 	out, err := api.ListOpenIDConnectProviders(ctx, &iam.ListOpenIDConnectProvidersInput{})
 	if err != nil {
-		return cloud.Outcome(fmt.Errorf("list IAM OpenID Connect providers: %w", qaws.Classify(err)))
+		return cloud.Outcome(fmt.Errorf("list IAM OpenID Connect providers: %w", awscloud.Classify(err)))
 	}
 	for _, p := range out.OpenIDConnectProviderList {
 		arn := sdkaws.ToString(p.Arn)
@@ -60,17 +60,17 @@ func removeOIDCProviders(ctx context.Context, api qaws.IAM, o qaws.Owner) error 
 			continue
 		}
 		got, err := api.GetOpenIDConnectProvider(ctx, &iam.GetOpenIDConnectProviderInput{OpenIDConnectProviderArn: &arn})
-		if qaws.IsNotFound(err) {
+		if awscloud.IsNotFound(err) {
 			continue
 		}
 		if err != nil {
-			return cloud.Outcome(fmt.Errorf("get IAM OpenID Connect provider %s: %w", arn, qaws.Classify(err)))
+			return cloud.Outcome(fmt.Errorf("get IAM OpenID Connect provider %s: %w", arn, awscloud.Classify(err)))
 		}
-		if !o.Owns(qaws.IAMTagMap(got.Tags)) {
+		if !o.Owns(awscloud.IAMTagMap(got.Tags)) {
 			continue
 		}
-		if _, err := api.DeleteOpenIDConnectProvider(ctx, &iam.DeleteOpenIDConnectProviderInput{OpenIDConnectProviderArn: &arn}); err != nil && !qaws.IsNotFound(err) {
-			return cloud.Outcome(fmt.Errorf("delete IAM OpenID Connect provider %s: %w", arn, qaws.Classify(err)))
+		if _, err := api.DeleteOpenIDConnectProvider(ctx, &iam.DeleteOpenIDConnectProviderInput{OpenIDConnectProviderArn: &arn}); err != nil && !awscloud.IsNotFound(err) {
+			return cloud.Outcome(fmt.Errorf("delete IAM OpenID Connect provider %s: %w", arn, awscloud.Classify(err)))
 		}
 	}
 	return nil

@@ -1,4 +1,4 @@
-package runtime_test
+package cluster_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
-	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/runtime"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/cluster"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
 	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
 )
@@ -21,7 +21,7 @@ import (
 // connected returns the runtime's Connected condition, or nil.
 func connected(rt *client.KubernetesRuntime) *client.Condition {
 	for i := range rt.Status.Conditions {
-		if rt.Status.Conditions[i].Type == runtime.ConditionConnected {
+		if rt.Status.Conditions[i].Type == cluster.ConditionConnected {
 			return &rt.Status.Conditions[i]
 		}
 	}

@@ -1,4 +1,4 @@
-package runtime_test
+package cluster_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
-	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/runtime"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/cluster"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
 	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
 )
@@ -133,7 +133,7 @@ func TestLocalRuntimeStartsAndRemovesItsCluster(t *testing.T) {
 			evs, err := cl.KubernetesRuntimes().Events(ctx, rt.ID)
 			require.NoError(t, err)
 			for _, e := range evs {
-				if e.Reason == runtime.ReasonLocalClusterExited && e.Type == client.EventWarning {
+				if e.Reason == cluster.ReasonLocalClusterExited && e.Type == client.EventWarning {
 					return true
 				}
 			}

@@ -1,4 +1,4 @@
-package runtime_test
+package cluster_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/cloud"
-	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/runtime"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/cluster"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
 	"github.com/qleetos/terraform-provider-qleet/internal/apitest"
@@ -25,7 +25,7 @@ type eksSetup struct {
 	acct    awssim.Account
 	admin   *client.Client
 	ctrl    *client.Client
-	eks     *runtime.EKS
+	eks     *cluster.EKS
 	account *client.CloudAccount
 }
 
@@ -44,7 +44,7 @@ func setupEKS(t *testing.T) *eksSetup {
 	require.NoError(t, err)
 	s.account = s.reconcileAccount(t, ca.ID)
 	require.Equal(t, client.PhaseReady, s.account.Status.Phase, s.account.Status.Message)
-	s.eks = &runtime.EKS{Accounts: &cloud.Accounts{Client: s.ctrl}, Poll: 50 * time.Millisecond}
+	s.eks = &cluster.EKS{Accounts: &cloud.Accounts{Client: s.ctrl}, Poll: 50 * time.Millisecond}
 	return s
 }
 
@@ -238,7 +238,7 @@ func TestEKSRuntimeProvisioning(t *testing.T) {
 
 	t.Run("a role QleetOS did not make is neither used nor deleted", func(t *testing.T) {
 		rt := s.runtime(t, "squatted")
-		name := runtime.RoleName(rt, "cluster")
+		name := cluster.RoleName(rt, "cluster")
 		_, err := s.sim.AddRole(s.acct.ID, name, awssim.TrustPolicy("eks.amazonaws.com", ""))
 		require.NoError(t, err)
 		_, err = s.eks.Ensure(ctx, rt)
@@ -268,7 +268,7 @@ func TestEKSTokenIsRenewed(t *testing.T) {
 		Provider: client.CloudAWS, Region: "us-east-1", AccessKeyID: acct.AccessKeyID, SecretAccessKey: acct.SecretAccessKey, Endpoint: sim.URL()}})
 	require.NoError(t, err)
 	s.account = s.reconcileAccount(t, ca.ID)
-	s.eks = &runtime.EKS{Accounts: &cloud.Accounts{Client: s.ctrl}, Poll: 50 * time.Millisecond}
+	s.eks = &cluster.EKS{Accounts: &cloud.Accounts{Client: s.ctrl}, Poll: 50 * time.Millisecond}
 	rt := s.runtime(t, "tokens")
 	converge(t, s.eks.Ensure, rt)
 	t.Cleanup(func() { converge(t, s.eks.Remove, rt) })

@@ -1,4 +1,4 @@
-package aws_test
+package awscloud_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	qaws "github.com/qleetos/terraform-provider-qleet/controlplane/compute/aws"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/awscloud"
 	"github.com/qleetos/terraform-provider-qleet/internal/awssim"
 )
 
@@ -29,7 +29,7 @@ func TestOperationsWithinATraceGetASpan(t *testing.T) {
 	t.Cleanup(func() { _ = sim.Stop(context.Background()) })
 	acct, err := sim.AddAccount("")
 	require.NoError(t, err)
-	cfg, err := qaws.Account{Region: "us-east-1", AccessKeyID: acct.AccessKeyID, SecretAccessKey: acct.SecretAccessKey, Endpoint: sim.URL()}.Config(ctx, "")
+	cfg, err := awscloud.Account{Region: "us-east-1", AccessKeyID: acct.AccessKeyID, SecretAccessKey: acct.SecretAccessKey, Endpoint: sim.URL()}.Config(ctx, "")
 	require.NoError(t, err)
 	stsc := sts.NewFromConfig(cfg)
 

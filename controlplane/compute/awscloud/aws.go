@@ -1,8 +1,8 @@
-// Package aws talks to AWS through aws-sdk-go-v2: a configuration per cloud account (access keys or an
+// Package awscloud talks to AWS through aws-sdk-go-v2: a configuration per cloud account (access keys or an
 // assumed role, an optional endpoint override), small interfaces per service holding only the calls
 // QleetOS makes, errors classified as retryable or permanent, and the EKS token that authenticates to an
 // EKS cluster's Kubernetes API. Nothing here logs or formats a credential.
-package aws
+package awscloud
 
 import (
 	"context"

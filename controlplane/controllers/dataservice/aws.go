@@ -1,4 +1,4 @@
-package data
+package dataservice
 
 import (
 	"context"
@@ -25,7 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
-	qaws "github.com/qleetos/terraform-provider-qleet/controlplane/compute/aws"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/awscloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/cloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/workload"
@@ -44,7 +44,7 @@ type AWS struct {
 	DBInstanceClass string
 }
 
-func awsOwner(id string, svc Service) qaws.Owner { return qaws.Owner{Kind: svc.Kind, ID: id} }
+func awsOwner(id string, svc Service) awscloud.Owner { return awscloud.Owner{Kind: svc.Kind, ID: id} }
 
 // CloudName is the name of the RDS instance (and DB subnet group) or the S3 bucket serving a data
 // service on a runtime: its name, and a hash of its id and the runtime's, so that it is unique per
@@ -96,7 +96,7 @@ func (a *AWS) run(ctx context.Context, cl *kube.Cluster, id, name string, svc Se
 			// IRSA: the instances' pods reach the bucket with its role, not their node's.
 			subjects := make([]string, 0, len(consumers))
 			for _, ns := range consumers {
-				subjects = append(subjects, qaws.ServiceAccountSubject(ns, WorkloadServiceAccount))
+				subjects = append(subjects, awscloud.ServiceAccountSubject(ns, WorkloadServiceAccount))
 			}
 			var arn string
 			if arn, err = ensureBucketRole(ctx, cls, rs.CloudID, rt, subjects, o); err == nil {
@@ -168,9 +168,9 @@ func credentialObjects(ns string, creds map[string]string) []*unstructured.Unstr
 	}
 }
 
-func rdsTags(o qaws.Owner) []rdstypes.Tag {
+func rdsTags(o awscloud.Owner) []rdstypes.Tag {
 	var tags []rdstypes.Tag
-	for _, k := range []string{qaws.TagOwnerKind, qaws.TagOwnerID, qaws.TagManagedBy} {
+	for _, k := range []string{awscloud.TagOwnerKind, awscloud.TagOwnerID, awscloud.TagManagedBy} {
 		tags = append(tags, rdstypes.Tag{Key: sdkaws.String(k), Value: sdkaws.String(o.Tags()[k])})
 	}
 	return tags
@@ -199,7 +199,7 @@ func storageGiB(size string) int32 {
 
 // ensureDB makes the DB subnet group and the RDS instance, and reports the instance's address once it
 // is available.
-func (a *AWS) ensureDB(ctx context.Context, api qaws.RDS, ec2api qaws.EC2, rs *client.DataRuntimeStatus, svc Service, creds map[string]string, rt *client.KubernetesRuntime, o qaws.Owner) (bool, error) {
+func (a *AWS) ensureDB(ctx context.Context, api awscloud.RDS, ec2api awscloud.EC2, rs *client.DataRuntimeStatus, svc Service, creds map[string]string, rt *client.KubernetesRuntime, o awscloud.Owner) (bool, error) {
 	name := rs.CloudID
 	db, err := describeDB(ctx, api, name)
 	if err != nil {
@@ -225,7 +225,7 @@ func (a *AWS) ensureDB(ctx context.Context, api qaws.RDS, ec2api qaws.EC2, rs *c
 			MasterUsername: sdkaws.String(creds["username"]), MasterUserPassword: sdkaws.String(creds["password"]), DBName: sdkaws.String(creds["database"]),
 			DBSubnetGroupName: &name, VpcSecurityGroupIds: []string{sg}, PubliclyAccessible: sdkaws.Bool(false), Tags: rdsTags(o)})
 		if err != nil {
-			return false, cloud.Outcome(fmt.Errorf("create RDS instance %s: %w", name, qaws.Classify(err)))
+			return false, cloud.Outcome(fmt.Errorf("create RDS instance %s: %w", name, awscloud.Classify(err)))
 		}
 		reconcile.Eventf(ctx, client.EventNormal, "RDSCreating", "creating RDS instance %s (%s %s) on kubernetes_runtime %q", name, svc.Engine, svc.Version, rt.Name)
 		db = out.DBInstance
@@ -244,13 +244,13 @@ func (a *AWS) ensureDB(ctx context.Context, api qaws.RDS, ec2api qaws.EC2, rs *c
 	return true, nil
 }
 
-func describeDB(ctx context.Context, api qaws.RDS, name string) (*rdstypes.DBInstance, error) {
+func describeDB(ctx context.Context, api awscloud.RDS, name string) (*rdstypes.DBInstance, error) {
 	out, err := api.DescribeDBInstances(ctx, &rds.DescribeDBInstancesInput{DBInstanceIdentifier: &name})
-	if qaws.IsNotFound(err) {
+	if awscloud.IsNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, cloud.Outcome(fmt.Errorf("describe RDS instance %s: %w", name, qaws.Classify(err)))
+		return nil, cloud.Outcome(fmt.Errorf("describe RDS instance %s: %w", name, awscloud.Classify(err)))
 	}
 	if len(out.DBInstances) == 0 {
 		return nil, nil
@@ -259,27 +259,27 @@ func describeDB(ctx context.Context, api qaws.RDS, name string) (*rdstypes.DBIns
 }
 
 // subnetGroup returns the DB subnet group's ARN, or "" when it does not exist.
-func subnetGroup(ctx context.Context, api qaws.RDS, name string) (string, error) {
+func subnetGroup(ctx context.Context, api awscloud.RDS, name string) (string, error) {
 	out, err := api.DescribeDBSubnetGroups(ctx, &rds.DescribeDBSubnetGroupsInput{DBSubnetGroupName: &name})
-	if qaws.IsNotFound(err) || err == nil && len(out.DBSubnetGroups) == 0 {
+	if awscloud.IsNotFound(err) || err == nil && len(out.DBSubnetGroups) == 0 {
 		return "", nil
 	}
 	if err != nil {
-		return "", cloud.Outcome(fmt.Errorf("describe DB subnet group %s: %w", name, qaws.Classify(err)))
+		return "", cloud.Outcome(fmt.Errorf("describe DB subnet group %s: %w", name, awscloud.Classify(err)))
 	}
 	return sdkaws.ToString(out.DBSubnetGroups[0].DBSubnetGroupArn), nil
 }
 
 // ownsSubnetGroup reports whether the DB subnet group carries o's tags.
-func ownsSubnetGroup(ctx context.Context, api qaws.RDS, arn string, o qaws.Owner) (bool, error) {
+func ownsSubnetGroup(ctx context.Context, api awscloud.RDS, arn string, o awscloud.Owner) (bool, error) {
 	out, err := api.ListTagsForResource(ctx, &rds.ListTagsForResourceInput{ResourceName: &arn})
 	if err != nil {
-		return false, cloud.Outcome(fmt.Errorf("list the tags of %s: %w", arn, qaws.Classify(err)))
+		return false, cloud.Outcome(fmt.Errorf("list the tags of %s: %w", arn, awscloud.Classify(err)))
 	}
 	return o.Owns(rdsTagMap(out.TagList)), nil
 }
 
-func ensureSubnetGroup(ctx context.Context, api qaws.RDS, name string, subnets []string, o qaws.Owner) error {
+func ensureSubnetGroup(ctx context.Context, api awscloud.RDS, name string, subnets []string, o awscloud.Owner) error {
 	arn, err := subnetGroup(ctx, api, name)
 	if err != nil {
 		return err
@@ -294,33 +294,33 @@ func ensureSubnetGroup(ctx context.Context, api qaws.RDS, name string, subnets [
 	_, err = api.CreateDBSubnetGroup(ctx, &rds.CreateDBSubnetGroupInput{DBSubnetGroupName: &name, SubnetIds: subnets, Tags: rdsTags(o),
 		DBSubnetGroupDescription: sdkaws.String("QleetOS: " + o.Kind + " " + o.ID)})
 	if err != nil {
-		return cloud.Outcome(fmt.Errorf("create DB subnet group %s: %w", name, qaws.Classify(err)))
+		return cloud.Outcome(fmt.Errorf("create DB subnet group %s: %w", name, awscloud.Classify(err)))
 	}
 	return nil
 }
 
-func s3Tags(o qaws.Owner) []s3types.Tag {
+func s3Tags(o awscloud.Owner) []s3types.Tag {
 	var tags []s3types.Tag
-	for _, k := range []string{qaws.TagOwnerKind, qaws.TagOwnerID, qaws.TagManagedBy} {
+	for _, k := range []string{awscloud.TagOwnerKind, awscloud.TagOwnerID, awscloud.TagManagedBy} {
 		tags = append(tags, s3types.Tag{Key: sdkaws.String(k), Value: sdkaws.String(o.Tags()[k])})
 	}
 	return tags
 }
 
 // bucketTags returns a bucket's tags; exists is false when the bucket does not exist.
-func bucketTags(ctx context.Context, api qaws.S3, name string) (tags map[string]string, exists bool, err error) {
+func bucketTags(ctx context.Context, api awscloud.S3, name string) (tags map[string]string, exists bool, err error) {
 	if _, err := api.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: &name}); err != nil {
-		if qaws.IsNotFound(err) {
+		if awscloud.IsNotFound(err) {
 			return nil, false, nil
 		}
-		return nil, false, cloud.Outcome(fmt.Errorf("look for S3 bucket %s: %w", name, qaws.Classify(err)))
+		return nil, false, cloud.Outcome(fmt.Errorf("look for S3 bucket %s: %w", name, awscloud.Classify(err)))
 	}
 	out, err := api.GetBucketTagging(ctx, &s3.GetBucketTaggingInput{Bucket: &name})
-	if qaws.IsCode(err, "NoSuchTagSet") {
+	if awscloud.IsCode(err, "NoSuchTagSet") {
 		return map[string]string{}, true, nil
 	}
 	if err != nil {
-		return nil, true, cloud.Outcome(fmt.Errorf("read the tags of S3 bucket %s: %w", name, qaws.Classify(err)))
+		return nil, true, cloud.Outcome(fmt.Errorf("read the tags of S3 bucket %s: %w", name, awscloud.Classify(err)))
 	}
 	tags = map[string]string{}
 	for _, t := range out.TagSet {
@@ -332,7 +332,7 @@ func bucketTags(ctx context.Context, api qaws.S3, name string) (tags map[string]
 // ensureBucket makes the S3 bucket and tags it. S3 cannot tag a bucket as it makes it, so a bucket of
 // this name without any tags is one whose tagging an earlier reconcile did not reach (the name holds a
 // hash of the object's id): it is tagged now. A bucket with other tags is not QleetOS's.
-func (a *AWS) ensureBucket(ctx context.Context, api qaws.S3, rs *client.DataRuntimeStatus, region string, o qaws.Owner) (bool, error) {
+func (a *AWS) ensureBucket(ctx context.Context, api awscloud.S3, rs *client.DataRuntimeStatus, region string, o awscloud.Owner) (bool, error) {
 	name := rs.CloudID
 	tags, exists, err := bucketTags(ctx, api, name)
 	if err != nil {
@@ -349,11 +349,11 @@ func (a *AWS) ensureBucket(ctx context.Context, api qaws.S3, rs *client.DataRunt
 			in.CreateBucketConfiguration = &s3types.CreateBucketConfiguration{LocationConstraint: s3types.BucketLocationConstraint(region)}
 		}
 		if _, err := api.CreateBucket(ctx, in); err != nil {
-			return false, cloud.Outcome(fmt.Errorf("create S3 bucket %s: %w", name, qaws.Classify(err)))
+			return false, cloud.Outcome(fmt.Errorf("create S3 bucket %s: %w", name, awscloud.Classify(err)))
 		}
 	}
 	if _, err := api.PutBucketTagging(ctx, &s3.PutBucketTaggingInput{Bucket: &name, Tagging: &s3types.Tagging{TagSet: s3Tags(o)}}); err != nil {
-		return false, cloud.Outcome(fmt.Errorf("tag S3 bucket %s: %w", name, qaws.Classify(err)))
+		return false, cloud.Outcome(fmt.Errorf("tag S3 bucket %s: %w", name, awscloud.Classify(err)))
 	}
 	return true, nil
 }
@@ -394,8 +394,8 @@ func (a *AWS) remove(ctx context.Context, cl *kube.Cluster, id, objName string, 
 		}
 		if sdkaws.ToString(db.DBInstanceStatus) != "deleting" {
 			if _, err := cls.RDS.DeleteDBInstance(ctx, &rds.DeleteDBInstanceInput{DBInstanceIdentifier: &name, SkipFinalSnapshot: sdkaws.Bool(true),
-				DeleteAutomatedBackups: sdkaws.Bool(true)}); err != nil && !qaws.IsNotFound(err) {
-				return 0, cloud.Outcome(fmt.Errorf("delete RDS instance %s: %w", name, qaws.Classify(err)))
+				DeleteAutomatedBackups: sdkaws.Bool(true)}); err != nil && !awscloud.IsNotFound(err) {
+				return 0, cloud.Outcome(fmt.Errorf("delete RDS instance %s: %w", name, awscloud.Classify(err)))
 			}
 		}
 		rs.Message = fmt.Sprintf("RDS instance %s is deleting on kubernetes_runtime %q", name, rt.Name)
@@ -411,8 +411,8 @@ func (a *AWS) remove(ctx context.Context, cl *kube.Cluster, id, objName string, 
 			return 0, err
 		}
 		if ours {
-			if _, err := cls.RDS.DeleteDBSubnetGroup(ctx, &rds.DeleteDBSubnetGroupInput{DBSubnetGroupName: &name}); err != nil && !qaws.IsNotFound(err) {
-				return 0, cloud.Outcome(fmt.Errorf("delete DB subnet group %s: %w", name, qaws.Classify(err)))
+			if _, err := cls.RDS.DeleteDBSubnetGroup(ctx, &rds.DeleteDBSubnetGroupInput{DBSubnetGroupName: &name}); err != nil && !awscloud.IsNotFound(err) {
+				return 0, cloud.Outcome(fmt.Errorf("delete DB subnet group %s: %w", name, awscloud.Classify(err)))
 			}
 		}
 	}
@@ -420,13 +420,13 @@ func (a *AWS) remove(ctx context.Context, cl *kube.Cluster, id, objName string, 
 	if err != nil || sg == nil {
 		return 0, err
 	}
-	if _, err := cls.EC2.DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: sg.GroupId}); err != nil && !qaws.IsNotFound(err) {
-		return 0, cloud.Outcome(fmt.Errorf("delete security group %s: %w", name, qaws.Classify(err)))
+	if _, err := cls.EC2.DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: sg.GroupId}); err != nil && !awscloud.IsNotFound(err) {
+		return 0, cloud.Outcome(fmt.Errorf("delete security group %s: %w", name, awscloud.Classify(err)))
 	}
 	return 0, nil
 }
 
-func removeBucket(ctx context.Context, api qaws.S3, name string, o qaws.Owner) error {
+func removeBucket(ctx context.Context, api awscloud.S3, name string, o awscloud.Owner) error {
 	tags, exists, err := bucketTags(ctx, api, name)
 	if err != nil || !exists {
 		return err
@@ -438,39 +438,39 @@ func removeBucket(ctx context.Context, api qaws.S3, name string, o qaws.Owner) e
 	for {
 		out, err := api.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &name})
 		if err != nil {
-			return cloud.Outcome(fmt.Errorf("list S3 bucket %s: %w", name, qaws.Classify(err)))
+			return cloud.Outcome(fmt.Errorf("list S3 bucket %s: %w", name, awscloud.Classify(err)))
 		}
 		if len(out.Contents) == 0 {
 			break
 		}
 		for _, obj := range out.Contents {
-			if _, err := api.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &name, Key: obj.Key}); err != nil && !qaws.IsNotFound(err) {
-				return cloud.Outcome(fmt.Errorf("empty S3 bucket %s: %w", name, qaws.Classify(err)))
+			if _, err := api.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &name, Key: obj.Key}); err != nil && !awscloud.IsNotFound(err) {
+				return cloud.Outcome(fmt.Errorf("empty S3 bucket %s: %w", name, awscloud.Classify(err)))
 			}
 		}
 	}
-	if _, err := api.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: &name}); err != nil && !qaws.IsNotFound(err) {
-		return cloud.Outcome(fmt.Errorf("delete S3 bucket %s: %w", name, qaws.Classify(err)))
+	if _, err := api.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: &name}); err != nil && !awscloud.IsNotFound(err) {
+		return cloud.Outcome(fmt.Errorf("delete S3 bucket %s: %w", name, awscloud.Classify(err)))
 	}
 	return nil
 }
 
-func ec2OwnerTags(o qaws.Owner, name string) []ec2types.TagSpecification {
+func ec2OwnerTags(o awscloud.Owner, name string) []ec2types.TagSpecification {
 	tags := []ec2types.Tag{{Key: sdkaws.String("Name"), Value: sdkaws.String(name)}}
-	for _, k := range []string{qaws.TagOwnerKind, qaws.TagOwnerID, qaws.TagManagedBy} {
+	for _, k := range []string{awscloud.TagOwnerKind, awscloud.TagOwnerID, awscloud.TagManagedBy} {
 		tags = append(tags, ec2types.Tag{Key: sdkaws.String(k), Value: sdkaws.String(o.Tags()[k])})
 	}
 	return []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeSecurityGroup, Tags: tags}}
 }
 
 // findSecurityGroup returns the security group named name that carries o's tags, if any.
-func findSecurityGroup(ctx context.Context, api qaws.EC2, name string, o qaws.Owner) (*ec2types.SecurityGroup, error) {
+func findSecurityGroup(ctx context.Context, api awscloud.EC2, name string, o awscloud.Owner) (*ec2types.SecurityGroup, error) {
 	out, err := api.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2types.Filter{
-		{Name: sdkaws.String("tag:" + qaws.TagOwnerKind), Values: []string{o.Kind}},
-		{Name: sdkaws.String("tag:" + qaws.TagOwnerID), Values: []string{o.ID}},
+		{Name: sdkaws.String("tag:" + awscloud.TagOwnerKind), Values: []string{o.Kind}},
+		{Name: sdkaws.String("tag:" + awscloud.TagOwnerID), Values: []string{o.ID}},
 	}})
 	if err != nil {
-		return nil, cloud.Outcome(fmt.Errorf("find security group %s: %w", name, qaws.Classify(err)))
+		return nil, cloud.Outcome(fmt.Errorf("find security group %s: %w", name, awscloud.Classify(err)))
 	}
 	for i := range out.SecurityGroups {
 		if sdkaws.ToString(out.SecurityGroups[i].GroupName) == name {
@@ -482,7 +482,7 @@ func findSecurityGroup(ctx context.Context, api qaws.EC2, name string, o qaws.Ow
 
 // ensureSecurityGroup makes the database's security group in the cluster's VPC: the database's port,
 // open to the VPC's addresses (where the cluster's nodes are).
-func ensureSecurityGroup(ctx context.Context, api qaws.EC2, name string, port int32, rt *client.KubernetesRuntime, o qaws.Owner) (string, error) {
+func ensureSecurityGroup(ctx context.Context, api awscloud.EC2, name string, port int32, rt *client.KubernetesRuntime, o awscloud.Owner) (string, error) {
 	sg, err := findSecurityGroup(ctx, api, name, o)
 	if err != nil {
 		return "", err
@@ -492,14 +492,14 @@ func ensureSecurityGroup(ctx context.Context, api qaws.EC2, name string, port in
 		if vpc == "" {
 			out, err := api.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{SubnetIds: rt.Status.Cloud.SubnetIDs[:1]})
 			if err != nil || len(out.Subnets) == 0 {
-				return "", cloud.Outcome(fmt.Errorf("find the VPC of subnet %s: %w", rt.Status.Cloud.SubnetIDs[0], qaws.Classify(err)))
+				return "", cloud.Outcome(fmt.Errorf("find the VPC of subnet %s: %w", rt.Status.Cloud.SubnetIDs[0], awscloud.Classify(err)))
 			}
 			vpc = sdkaws.ToString(out.Subnets[0].VpcId)
 		}
 		out, err := api.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: &name, VpcId: &vpc,
 			Description: sdkaws.String("QleetOS: " + o.Kind + " " + o.ID), TagSpecifications: ec2OwnerTags(o, name)})
 		if err != nil {
-			return "", cloud.Outcome(fmt.Errorf("create security group %s: %w", name, qaws.Classify(err)))
+			return "", cloud.Outcome(fmt.Errorf("create security group %s: %w", name, awscloud.Classify(err)))
 		}
 		sg = &ec2types.SecurityGroup{GroupId: out.GroupId, VpcId: &vpc}
 	}
@@ -508,12 +508,12 @@ func ensureSecurityGroup(ctx context.Context, api qaws.EC2, name string, port in
 	}
 	vpcs, err := api.DescribeVpcs(ctx, &ec2.DescribeVpcsInput{VpcIds: []string{sdkaws.ToString(sg.VpcId)}})
 	if err != nil || len(vpcs.Vpcs) == 0 {
-		return "", cloud.Outcome(fmt.Errorf("read VPC %s: %w", sdkaws.ToString(sg.VpcId), qaws.Classify(err)))
+		return "", cloud.Outcome(fmt.Errorf("read VPC %s: %w", sdkaws.ToString(sg.VpcId), awscloud.Classify(err)))
 	}
 	if _, err := api.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: sg.GroupId,
 		IpPermissions: []ec2types.IpPermission{{IpProtocol: sdkaws.String("tcp"), FromPort: &port, ToPort: &port,
 			IpRanges: []ec2types.IpRange{{CidrIp: vpcs.Vpcs[0].CidrBlock, Description: sdkaws.String("the cluster's VPC")}}}}}); err != nil {
-		return "", cloud.Outcome(fmt.Errorf("open port %d in security group %s: %w", port, name, qaws.Classify(err)))
+		return "", cloud.Outcome(fmt.Errorf("open port %d in security group %s: %w", port, name, awscloud.Classify(err)))
 	}
 	return sdkaws.ToString(sg.GroupId), nil
 }

@@ -1,7 +1,7 @@
-// Package data reconciles databases and buckets: off AWS, an in-cluster StatefulSet (PostgreSQL, MySQL,
+// Package dataservice reconciles databases and buckets: off AWS, an in-cluster StatefulSet (PostgreSQL, MySQL,
 // or an S3-compatible store) with a Service, a volume and generated credentials, on every runtime the
 // instance it serves runs on. The instance controller delivers the connection details to the pods.
-package data
+package dataservice
 
 import (
 	"cmp"

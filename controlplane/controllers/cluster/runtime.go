@@ -1,6 +1,6 @@
-// Package runtime reconciles kubernetes_runtimes: it starts local (kubesim) clusters, connects to
+// Package cluster reconciles kubernetes_runtimes: it starts local (kubesim) clusters, connects to
 // bring-your-own clusters by kubeconfig, and reports endpoint, version and node readiness.
-package runtime
+package cluster
 
 import (
 	"cmp"

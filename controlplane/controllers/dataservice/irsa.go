@@ -1,4 +1,4 @@
-package data
+package dataservice
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
-	qaws "github.com/qleetos/terraform-provider-qleet/controlplane/compute/aws"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/awscloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/cloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
@@ -69,7 +69,7 @@ func trustedSubjects(doc string) []string {
 // ensureBucketRole makes the bucket's IAM role on an eks runtime (IRSA): trusted by the cluster's OpenID
 // Connect provider for the service accounts of the instances using the bucket there, with an inline
 // policy granting S3 on this bucket only. It returns the role's ARN.
-func ensureBucketRole(ctx context.Context, cls *qaws.Clients, name string, rt *client.KubernetesRuntime, subjects []string, o qaws.Owner) (string, error) {
+func ensureBucketRole(ctx context.Context, cls *awscloud.Clients, name string, rt *client.KubernetesRuntime, subjects []string, o awscloud.Owner) (string, error) {
 	subjects = slices.Sorted(slices.Values(subjects))
 	trust := func() (string, error) {
 		if rt.Status.Cloud == nil || rt.Status.Cloud.ClusterName == "" {
@@ -77,17 +77,17 @@ func ensureBucketRole(ctx context.Context, cls *qaws.Clients, name string, rt *c
 		}
 		out, err := cls.EKS.DescribeCluster(ctx, &eks.DescribeClusterInput{Name: &rt.Status.Cloud.ClusterName})
 		if err != nil {
-			return "", cloud.Outcome(fmt.Errorf("describe EKS cluster %s: %w", rt.Status.Cloud.ClusterName, qaws.Classify(err)))
+			return "", cloud.Outcome(fmt.Errorf("describe EKS cluster %s: %w", rt.Status.Cloud.ClusterName, awscloud.Classify(err)))
 		}
 		if out.Cluster.Identity == nil || out.Cluster.Identity.Oidc == nil || sdkaws.ToString(out.Cluster.Identity.Oidc.Issuer) == "" {
 			return "", reconcile.Wait(fmt.Sprintf("EKS cluster %s", rt.Status.Cloud.ClusterName), "no OIDC issuer yet", "RuntimeNotReady", 5*time.Second)
 		}
 		issuer := sdkaws.ToString(out.Cluster.Identity.Oidc.Issuer)
-		return qaws.WebIdentityTrust(qaws.OIDCProviderARN(rt.Status.Cloud.AccountID, issuer), issuer, subjects), nil
+		return awscloud.WebIdentityTrust(awscloud.OIDCProviderARN(rt.Status.Cloud.AccountID, issuer), issuer, subjects), nil
 	}
 	got, err := cls.IAM.GetRole(ctx, &iam.GetRoleInput{RoleName: &name})
 	switch {
-	case qaws.IsNotFound(err):
+	case awscloud.IsNotFound(err):
 		doc, err := trust()
 		if err != nil {
 			return "", err
@@ -95,16 +95,16 @@ func ensureBucketRole(ctx context.Context, cls *qaws.Clients, name string, rt *c
 		out, err := cls.IAM.CreateRole(ctx, &iam.CreateRoleInput{RoleName: &name, AssumeRolePolicyDocument: &doc, Tags: o.IAMTags(),
 			Description: sdkaws.String("QleetOS: " + o.Kind + " " + o.ID + " on kubernetes_runtime " + rt.Name)})
 		if err != nil {
-			return "", cloud.Outcome(fmt.Errorf("create IAM role %s: %w", name, qaws.Classify(err)))
+			return "", cloud.Outcome(fmt.Errorf("create IAM role %s: %w", name, awscloud.Classify(err)))
 		}
 		if err := putBucketPolicy(ctx, cls.IAM, name); err != nil {
 			return "", err
 		}
 		return sdkaws.ToString(out.Role.Arn), nil
 	case err != nil:
-		return "", cloud.Outcome(fmt.Errorf("get IAM role %s: %w", name, qaws.Classify(err)))
+		return "", cloud.Outcome(fmt.Errorf("get IAM role %s: %w", name, awscloud.Classify(err)))
 	}
-	if !o.Owns(qaws.IAMTagMap(got.Role.Tags)) {
+	if !o.Owns(awscloud.IAMTagMap(got.Role.Tags)) {
 		return "", notOurs("IAM role " + name)
 	}
 	if !slices.Equal(trustedSubjects(sdkaws.ToString(got.Role.AssumeRolePolicyDocument)), subjects) {
@@ -113,12 +113,12 @@ func ensureBucketRole(ctx context.Context, cls *qaws.Clients, name string, rt *c
 			return "", err
 		}
 		if _, err := cls.IAM.UpdateAssumeRolePolicy(ctx, &iam.UpdateAssumeRolePolicyInput{RoleName: &name, PolicyDocument: &doc}); err != nil {
-			return "", cloud.Outcome(fmt.Errorf("update the trust policy of IAM role %s: %w", name, qaws.Classify(err)))
+			return "", cloud.Outcome(fmt.Errorf("update the trust policy of IAM role %s: %w", name, awscloud.Classify(err)))
 		}
 	}
 	pols, err := cls.IAM.ListRolePolicies(ctx, &iam.ListRolePoliciesInput{RoleName: &name})
 	if err != nil {
-		return "", cloud.Outcome(fmt.Errorf("list the policies of IAM role %s: %w", name, qaws.Classify(err)))
+		return "", cloud.Outcome(fmt.Errorf("list the policies of IAM role %s: %w", name, awscloud.Classify(err)))
 	}
 	if !slices.Contains(pols.PolicyNames, bucketPolicyName) {
 		if err := putBucketPolicy(ctx, cls.IAM, name); err != nil {
@@ -128,38 +128,38 @@ func ensureBucketRole(ctx context.Context, cls *qaws.Clients, name string, rt *c
 	return sdkaws.ToString(got.Role.Arn), nil
 }
 
-func putBucketPolicy(ctx context.Context, api qaws.IAM, bucket string) error {
+func putBucketPolicy(ctx context.Context, api awscloud.IAM, bucket string) error {
 	if _, err := api.PutRolePolicy(ctx, &iam.PutRolePolicyInput{RoleName: &bucket, PolicyName: sdkaws.String(bucketPolicyName),
-		PolicyDocument: sdkaws.String(qaws.BucketPolicy(bucket))}); err != nil {
-		return cloud.Outcome(fmt.Errorf("put the S3 policy of IAM role %s: %w", bucket, qaws.Classify(err)))
+		PolicyDocument: sdkaws.String(awscloud.BucketPolicy(bucket))}); err != nil {
+		return cloud.Outcome(fmt.Errorf("put the S3 policy of IAM role %s: %w", bucket, awscloud.Classify(err)))
 	}
 	return nil
 }
 
 // removeBucketRole deletes the bucket's role (its inline policies first) if it carries o's tags.
-func removeBucketRole(ctx context.Context, api qaws.IAM, name string, o qaws.Owner) error {
+func removeBucketRole(ctx context.Context, api awscloud.IAM, name string, o awscloud.Owner) error {
 	got, err := api.GetRole(ctx, &iam.GetRoleInput{RoleName: &name})
-	if qaws.IsNotFound(err) {
+	if awscloud.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
-		return cloud.Outcome(fmt.Errorf("get IAM role %s: %w", name, qaws.Classify(err)))
+		return cloud.Outcome(fmt.Errorf("get IAM role %s: %w", name, awscloud.Classify(err)))
 	}
-	if !o.Owns(qaws.IAMTagMap(got.Role.Tags)) {
+	if !o.Owns(awscloud.IAMTagMap(got.Role.Tags)) {
 		reconcile.Eventf(ctx, client.EventWarning, "LeftAlone", "IAM role %s has no QleetOS ownership tags for this bucket; it was left unchanged", name)
 		return nil
 	}
 	pols, err := api.ListRolePolicies(ctx, &iam.ListRolePoliciesInput{RoleName: &name})
 	if err != nil {
-		return cloud.Outcome(fmt.Errorf("list the policies of IAM role %s: %w", name, qaws.Classify(err)))
+		return cloud.Outcome(fmt.Errorf("list the policies of IAM role %s: %w", name, awscloud.Classify(err)))
 	}
 	for _, p := range pols.PolicyNames {
-		if _, err := api.DeleteRolePolicy(ctx, &iam.DeleteRolePolicyInput{RoleName: &name, PolicyName: sdkaws.String(p)}); err != nil && !qaws.IsNotFound(err) {
-			return cloud.Outcome(fmt.Errorf("delete policy %s of IAM role %s: %w", p, name, qaws.Classify(err)))
+		if _, err := api.DeleteRolePolicy(ctx, &iam.DeleteRolePolicyInput{RoleName: &name, PolicyName: sdkaws.String(p)}); err != nil && !awscloud.IsNotFound(err) {
+			return cloud.Outcome(fmt.Errorf("delete policy %s of IAM role %s: %w", p, name, awscloud.Classify(err)))
 		}
 	}
-	if _, err := api.DeleteRole(ctx, &iam.DeleteRoleInput{RoleName: &name}); err != nil && !qaws.IsNotFound(err) {
-		return cloud.Outcome(fmt.Errorf("delete IAM role %s: %w", name, qaws.Classify(err)))
+	if _, err := api.DeleteRole(ctx, &iam.DeleteRoleInput{RoleName: &name}); err != nil && !awscloud.IsNotFound(err) {
+		return cloud.Outcome(fmt.Errorf("delete IAM role %s: %w", name, awscloud.Classify(err)))
 	}
 	return nil
 }
@@ -188,7 +188,7 @@ func annotateServiceAccount(ctx context.Context, cl *kube.Cluster, ns, roleARN s
 	sa, err := sas(ns).Get(ctx, WorkloadServiceAccount, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		sa = &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: WorkloadServiceAccount, Namespace: ns,
-			Annotations: map[string]string{qaws.ServiceAccountRoleAnnotation: roleARN}}}
+			Annotations: map[string]string{awscloud.ServiceAccountRoleAnnotation: roleARN}}}
 		_, err := sas(ns).Create(ctx, sa, metav1.CreateOptions{})
 		switch {
 		case apierrors.IsNotFound(err) || apierrors.IsAlreadyExists(err):
@@ -201,11 +201,11 @@ func annotateServiceAccount(ctx context.Context, cl *kube.Cluster, ns, roleARN s
 	if err != nil {
 		return fmt.Errorf("read service account %s/%s: %w", ns, WorkloadServiceAccount, err)
 	}
-	switch cur := sa.Annotations[qaws.ServiceAccountRoleAnnotation]; cur {
+	switch cur := sa.Annotations[awscloud.ServiceAccountRoleAnnotation]; cur {
 	case roleARN:
 		return restartForRole(ctx, cl, ns, roleARN) // a restart that a crash left undone
 	case "":
-		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{qaws.ServiceAccountRoleAnnotation: roleARN}}})
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{awscloud.ServiceAccountRoleAnnotation: roleARN}}})
 		if _, err := sas(ns).Patch(ctx, WorkloadServiceAccount, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			return fmt.Errorf("annotate service account %s/%s: %w", ns, WorkloadServiceAccount, err)
 		}
@@ -243,9 +243,9 @@ func unannotateServiceAccounts(ctx context.Context, cl *kube.Cluster, roleARN st
 	if err != nil {
 		return fmt.Errorf("list service accounts: %w", err)
 	}
-	patch := []byte(`{"metadata":{"annotations":{"` + qaws.ServiceAccountRoleAnnotation + `":null}}}`)
+	patch := []byte(`{"metadata":{"annotations":{"` + awscloud.ServiceAccountRoleAnnotation + `":null}}}`)
 	for _, sa := range list.Items {
-		if sa.Annotations[qaws.ServiceAccountRoleAnnotation] != roleARN {
+		if sa.Annotations[awscloud.ServiceAccountRoleAnnotation] != roleARN {
 			continue
 		}
 		if _, err := cl.Clientset.CoreV1().ServiceAccounts(sa.Namespace).Patch(ctx, sa.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {

@@ -1,4 +1,4 @@
-package aws_test
+package awscloud_test
 
 import (
 	"bytes"
@@ -17,13 +17,13 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/stretchr/testify/require"
 
-	qaws "github.com/qleetos/terraform-provider-qleet/controlplane/compute/aws"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/awscloud"
 )
 
 const secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 
-func account() qaws.Account {
-	return qaws.Account{Region: "us-east-1", AccessKeyID: "AKIAIOSFODNN7EXAMPLE", SecretAccessKey: secret, SessionToken: "sess-token-secret"}
+func account() awscloud.Account {
+	return awscloud.Account{Region: "us-east-1", AccessKeyID: "AKIAIOSFODNN7EXAMPLE", SecretAccessKey: secret, SessionToken: "sess-token-secret"}
 }
 
 func TestClassify(t *testing.T) {
@@ -36,45 +36,45 @@ func TestClassify(t *testing.T) {
 	}
 	t.Run("throttling is retryable", func(t *testing.T) {
 		for _, code := range []string{"Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException", "SlowDown"} {
-			err := qaws.Classify(op("EKS", "CreateCluster", api(code, smithy.FaultClient)))
-			require.True(t, qaws.IsRetryable(err), code)
-			require.False(t, qaws.IsAccessDenied(err), code)
+			err := awscloud.Classify(op("EKS", "CreateCluster", api(code, smithy.FaultClient)))
+			require.True(t, awscloud.IsRetryable(err), code)
+			require.False(t, awscloud.IsAccessDenied(err), code)
 		}
 	})
 	t.Run("access denied is permanent and names the action", func(t *testing.T) {
-		err := qaws.Classify(op("EKS", "CreateCluster", api("AccessDeniedException", smithy.FaultClient)))
-		require.False(t, qaws.IsRetryable(err))
-		require.True(t, qaws.IsAccessDenied(err))
+		err := awscloud.Classify(op("EKS", "CreateCluster", api("AccessDeniedException", smithy.FaultClient)))
+		require.False(t, awscloud.IsRetryable(err))
+		require.True(t, awscloud.IsAccessDenied(err))
 		require.Contains(t, err.Error(), "access denied to eks:CreateCluster")
-		err = qaws.Classify(op("Route 53", "ChangeResourceRecordSets", api("AccessDenied", smithy.FaultClient)))
+		err = awscloud.Classify(op("Route 53", "ChangeResourceRecordSets", api("AccessDenied", smithy.FaultClient)))
 		require.Contains(t, err.Error(), "route53:ChangeResourceRecordSets")
-		err = qaws.Classify(op("STS", "GetCallerIdentity", fmt.Errorf("get credentials: %w", op("STS", "AssumeRole", api("AccessDenied", smithy.FaultClient)))))
+		err = awscloud.Classify(op("STS", "GetCallerIdentity", fmt.Errorf("get credentials: %w", op("STS", "AssumeRole", api("AccessDenied", smithy.FaultClient)))))
 		require.Contains(t, err.Error(), "access denied to sts:AssumeRole", "the innermost operation is named")
-		err = qaws.Classify(op("EC2", "CreateVpc", api("UnauthorizedOperation", smithy.FaultClient)))
-		require.True(t, qaws.IsAccessDenied(err))
+		err = awscloud.Classify(op("EC2", "CreateVpc", api("UnauthorizedOperation", smithy.FaultClient)))
+		require.True(t, awscloud.IsAccessDenied(err))
 	})
 	t.Run("bad credentials and bad input are permanent", func(t *testing.T) {
 		for _, code := range []string{"InvalidClientTokenId", "SignatureDoesNotMatch", "ValidationError", "InvalidParameterException"} {
-			require.False(t, qaws.IsRetryable(qaws.Classify(op("STS", "GetCallerIdentity", api(code, smithy.FaultClient)))), code)
+			require.False(t, awscloud.IsRetryable(awscloud.Classify(op("STS", "GetCallerIdentity", api(code, smithy.FaultClient)))), code)
 		}
 	})
 	t.Run("server faults, resources in use and the network are retryable", func(t *testing.T) {
-		require.True(t, qaws.IsRetryable(qaws.Classify(op("IAM", "DeleteRole", api("DeleteConflict", smithy.FaultClient)))))
-		require.True(t, qaws.IsRetryable(qaws.Classify(op("RDS", "CreateDBInstance", api("SomethingNew", smithy.FaultServer)))))
-		require.True(t, qaws.IsRetryable(qaws.Classify(op("EKS", "DescribeCluster", errors.New("dial tcp: connection refused")))))
+		require.True(t, awscloud.IsRetryable(awscloud.Classify(op("IAM", "DeleteRole", api("DeleteConflict", smithy.FaultClient)))))
+		require.True(t, awscloud.IsRetryable(awscloud.Classify(op("RDS", "CreateDBInstance", api("SomethingNew", smithy.FaultServer)))))
+		require.True(t, awscloud.IsRetryable(awscloud.Classify(op("EKS", "DescribeCluster", errors.New("dial tcp: connection refused")))))
 	})
 	t.Run("not found is recognised", func(t *testing.T) {
-		require.True(t, qaws.IsNotFound(op("IAM", "GetRole", api("NoSuchEntity", smithy.FaultClient))))
-		require.True(t, qaws.IsNotFound(op("EKS", "DescribeCluster", api("ResourceNotFoundException", smithy.FaultClient))))
-		require.False(t, qaws.IsNotFound(op("EKS", "DescribeCluster", api("AccessDeniedException", smithy.FaultClient))))
+		require.True(t, awscloud.IsNotFound(op("IAM", "GetRole", api("NoSuchEntity", smithy.FaultClient))))
+		require.True(t, awscloud.IsNotFound(op("EKS", "DescribeCluster", api("ResourceNotFoundException", smithy.FaultClient))))
+		require.False(t, awscloud.IsNotFound(op("EKS", "DescribeCluster", api("AccessDeniedException", smithy.FaultClient))))
 	})
 	t.Run("classified errors unwrap and nil stays nil", func(t *testing.T) {
-		require.NoError(t, qaws.Classify(nil))
+		require.NoError(t, awscloud.Classify(nil))
 		inner := api("Throttling", smithy.FaultClient)
-		err := qaws.Classify(fmt.Errorf("wrapped: %w", op("EKS", "CreateCluster", inner)))
+		err := awscloud.Classify(fmt.Errorf("wrapped: %w", op("EKS", "CreateCluster", inner)))
 		var ae smithy.APIError
 		require.ErrorAs(t, err, &ae)
-		require.Same(t, err, qaws.Classify(err))
+		require.Same(t, err, awscloud.Classify(err))
 	})
 }
 
@@ -97,11 +97,11 @@ func TestEKSToken(t *testing.T) {
 	cfg, err := account().Config(ctx, "")
 	require.NoError(t, err)
 	t.Run("is a presigned GetCallerIdentity that signs the cluster name", func(t *testing.T) {
-		ts := qaws.NewTokenSource(cfg, "prod-us")
+		ts := awscloud.NewTokenSource(cfg, "prod-us")
 		tok, err := ts.Token(ctx)
 		require.NoError(t, err)
-		require.True(t, strings.HasPrefix(tok, qaws.TokenPrefix))
-		raw, err := qaws.DecodeToken(tok)
+		require.True(t, strings.HasPrefix(tok, awscloud.TokenPrefix))
+		raw, err := awscloud.DecodeToken(tok)
 		require.NoError(t, err)
 		u, err := url.Parse(raw)
 		require.NoError(t, err)
@@ -116,12 +116,12 @@ func TestEKSToken(t *testing.T) {
 	})
 	t.Run("is kept until close to expiry, then replaced", func(t *testing.T) {
 		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-		ts := qaws.NewTokenSource(cfg, "c")
+		ts := awscloud.NewTokenSource(cfg, "c")
 		ts.Now = func() time.Time { return now }
 		_, err := ts.Token(ctx)
 		require.NoError(t, err)
 		first := ts.Expires()
-		require.Equal(t, now.Add(qaws.TokenLifetime), first)
+		require.Equal(t, now.Add(awscloud.TokenLifetime), first)
 		now = now.Add(9 * time.Minute)
 		_, err = ts.Token(ctx)
 		require.NoError(t, err)
@@ -129,13 +129,13 @@ func TestEKSToken(t *testing.T) {
 		now = now.Add(2 * time.Minute)
 		_, err = ts.Token(ctx)
 		require.NoError(t, err)
-		require.Equal(t, now.Add(qaws.TokenLifetime), ts.Expires(), "a token with 4 minutes left is replaced")
+		require.Equal(t, now.Add(awscloud.TokenLifetime), ts.Expires(), "a token with 4 minutes left is replaced")
 	})
 	t.Run("a refused token is replaced and the request sent again", func(t *testing.T) {
 		var calls atomic.Int32
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			n := calls.Add(1)
-			require.True(t, strings.HasPrefix(r.Header.Get("Authorization"), "Bearer "+qaws.TokenPrefix))
+			require.True(t, strings.HasPrefix(r.Header.Get("Authorization"), "Bearer "+awscloud.TokenPrefix))
 			if n == 1 {
 				w.WriteHeader(http.StatusUnauthorized)
 				return
@@ -144,12 +144,12 @@ func TestEKSToken(t *testing.T) {
 		}))
 		defer srv.Close()
 		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-		ts := qaws.NewTokenSource(cfg, "c")
+		ts := awscloud.NewTokenSource(cfg, "c")
 		ts.Now = func() time.Time { return now }
 		_, err := ts.Token(ctx)
 		require.NoError(t, err)
 		now = now.Add(time.Minute)
-		rc, err := qaws.RESTConfig(srv.URL, "", ts)
+		rc, err := awscloud.RESTConfig(srv.URL, "", ts)
 		require.NoError(t, err)
 		hc := &http.Client{Transport: rc.WrapTransport(http.DefaultTransport)}
 		resp, err := hc.Get(srv.URL + "/version")
@@ -157,6 +157,6 @@ func TestEKSToken(t *testing.T) {
 		resp.Body.Close()
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		require.EqualValues(t, 2, calls.Load())
-		require.Equal(t, now.Add(qaws.TokenLifetime), ts.Expires(), "the refused token was replaced")
+		require.Equal(t, now.Add(awscloud.TokenLifetime), ts.Expires(), "the refused token was replaced")
 	})
 }

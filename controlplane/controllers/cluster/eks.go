@@ -1,4 +1,4 @@
-package runtime
+package cluster
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
-	qaws "github.com/qleetos/terraform-provider-qleet/controlplane/compute/aws"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/awscloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/cloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 )
@@ -61,8 +61,8 @@ func RoleName(rt *client.KubernetesRuntime, what string) string {
 	return "qleet-" + id + "-" + what
 }
 
-func owner(rt *client.KubernetesRuntime) qaws.Owner {
-	return qaws.Owner{Kind: client.KindKubernetesRuntime, ID: rt.ID}
+func owner(rt *client.KubernetesRuntime) awscloud.Owner {
+	return awscloud.Owner{Kind: client.KindKubernetesRuntime, ID: rt.ID}
 }
 
 func (e *EKS) poll() time.Duration {
@@ -145,7 +145,7 @@ func (e *EKS) Ensure(ctx context.Context, rt *client.KubernetesRuntime) (time.Du
 		}
 		out, err := cls.EKS.CreateCluster(ctx, in)
 		if err != nil {
-			return 0, cloud.Outcome(fmt.Errorf("create EKS cluster %s: %w", name, qaws.Classify(err)))
+			return 0, cloud.Outcome(fmt.Errorf("create EKS cluster %s: %w", name, awscloud.Classify(err)))
 		}
 		cluster = out.Cluster
 		reconcile.Eventf(ctx, client.EventNormal, "ClusterCreating", "creating EKS cluster %s in %s", name, rt.Spec.Region)
@@ -181,7 +181,7 @@ func (e *EKS) Ensure(ctx context.Context, rt *client.KubernetesRuntime) (time.Du
 			NodeRole: &cr.NodeRoleARN, Subnets: subnets, ScalingConfig: want, InstanceTypes: []string{rt.Spec.NodeType},
 			Tags: o.Tags(), ClientRequestToken: sdkaws.String(rt.ID + "-nodes")})
 		if err != nil {
-			return 0, cloud.Outcome(fmt.Errorf("create EKS node group %s: %w", NodeGroupName, qaws.Classify(err)))
+			return 0, cloud.Outcome(fmt.Errorf("create EKS node group %s: %w", NodeGroupName, awscloud.Classify(err)))
 		}
 		step(rt, "eks: node group %s: waiting for ACTIVE (CREATING)", NodeGroupName)
 		return e.poll(), nil
@@ -200,7 +200,7 @@ func (e *EKS) Ensure(ctx context.Context, rt *client.KubernetesRuntime) (time.Du
 	if want := scaling(&rt.Spec, ng.ScalingConfig); !sameScaling(want, ng.ScalingConfig) {
 		if _, err := cls.EKS.UpdateNodegroupConfig(ctx, &eks.UpdateNodegroupConfigInput{ClusterName: &name, NodegroupName: sdkaws.String(NodeGroupName),
 			ScalingConfig: want}); err != nil {
-			return 0, cloud.Outcome(fmt.Errorf("scale EKS node group %s: %w", NodeGroupName, qaws.Classify(err)))
+			return 0, cloud.Outcome(fmt.Errorf("scale EKS node group %s: %w", NodeGroupName, awscloud.Classify(err)))
 		}
 		step(rt, "eks: node group %s: scaling to %d-%d nodes", NodeGroupName, *want.MinSize, *want.MaxSize)
 		return e.poll(), nil
@@ -242,46 +242,46 @@ func sameScaling(a, b *ekstypes.NodegroupScalingConfig) bool {
 		sdkaws.ToInt32(a.DesiredSize) == sdkaws.ToInt32(b.DesiredSize)
 }
 
-func describeCluster(ctx context.Context, api qaws.EKS, name string) (*ekstypes.Cluster, error) {
+func describeCluster(ctx context.Context, api awscloud.EKS, name string) (*ekstypes.Cluster, error) {
 	out, err := api.DescribeCluster(ctx, &eks.DescribeClusterInput{Name: &name})
-	if qaws.IsNotFound(err) {
+	if awscloud.IsNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, cloud.Outcome(fmt.Errorf("describe EKS cluster %s: %w", name, qaws.Classify(err)))
+		return nil, cloud.Outcome(fmt.Errorf("describe EKS cluster %s: %w", name, awscloud.Classify(err)))
 	}
 	return out.Cluster, nil
 }
 
-func describeNodegroup(ctx context.Context, api qaws.EKS, cluster string) (*ekstypes.Nodegroup, error) {
+func describeNodegroup(ctx context.Context, api awscloud.EKS, cluster string) (*ekstypes.Nodegroup, error) {
 	out, err := api.DescribeNodegroup(ctx, &eks.DescribeNodegroupInput{ClusterName: &cluster, NodegroupName: sdkaws.String(NodeGroupName)})
-	if qaws.IsNotFound(err) {
+	if awscloud.IsNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, cloud.Outcome(fmt.Errorf("describe EKS node group %s: %w", NodeGroupName, qaws.Classify(err)))
+		return nil, cloud.Outcome(fmt.Errorf("describe EKS node group %s: %w", NodeGroupName, awscloud.Classify(err)))
 	}
 	return out.Nodegroup, nil
 }
 
 // ensureRole finds or creates a role that service may assume, with the policies attached.
-func ensureRole(ctx context.Context, api qaws.IAM, name, service string, policies []string, o qaws.Owner) (string, error) {
+func ensureRole(ctx context.Context, api awscloud.IAM, name, service string, policies []string, o awscloud.Owner) (string, error) {
 	got, err := api.GetRole(ctx, &iam.GetRoleInput{RoleName: &name})
 	var role *iamtypes.Role
 	switch {
-	case qaws.IsNotFound(err):
+	case awscloud.IsNotFound(err):
 		trust := fmt.Sprintf(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":%q},"Action":"sts:AssumeRole"}]}`, service)
 		out, err := api.CreateRole(ctx, &iam.CreateRoleInput{RoleName: &name, AssumeRolePolicyDocument: &trust, Tags: o.IAMTags(),
 			Description: sdkaws.String("QleetOS: " + o.Kind + " " + o.ID)})
 		if err != nil {
-			return "", cloud.Outcome(fmt.Errorf("create IAM role %s: %w", name, qaws.Classify(err)))
+			return "", cloud.Outcome(fmt.Errorf("create IAM role %s: %w", name, awscloud.Classify(err)))
 		}
 		role = out.Role
 	case err != nil:
-		return "", cloud.Outcome(fmt.Errorf("get IAM role %s: %w", name, qaws.Classify(err)))
+		return "", cloud.Outcome(fmt.Errorf("get IAM role %s: %w", name, awscloud.Classify(err)))
 	default:
 		role = got.Role
-		if !o.Owns(qaws.IAMTagMap(role.Tags)) {
+		if !o.Owns(awscloud.IAMTagMap(role.Tags)) {
 			return "", notOurs("IAM role " + name)
 		}
 	}
@@ -294,16 +294,16 @@ func ensureRole(ctx context.Context, api qaws.IAM, name, service string, policie
 			continue
 		}
 		if _, err := api.AttachRolePolicy(ctx, &iam.AttachRolePolicyInput{RoleName: &name, PolicyArn: sdkaws.String(p)}); err != nil {
-			return "", cloud.Outcome(fmt.Errorf("attach %s to IAM role %s: %w", p, name, qaws.Classify(err)))
+			return "", cloud.Outcome(fmt.Errorf("attach %s to IAM role %s: %w", p, name, awscloud.Classify(err)))
 		}
 	}
 	return sdkaws.ToString(role.Arn), nil
 }
 
-func attachedPolicies(ctx context.Context, api qaws.IAM, name string) ([]string, error) {
+func attachedPolicies(ctx context.Context, api awscloud.IAM, name string) ([]string, error) {
 	out, err := api.ListAttachedRolePolicies(ctx, &iam.ListAttachedRolePoliciesInput{RoleName: &name})
 	if err != nil {
-		return nil, cloud.Outcome(fmt.Errorf("list the policies of IAM role %s: %w", name, qaws.Classify(err)))
+		return nil, cloud.Outcome(fmt.Errorf("list the policies of IAM role %s: %w", name, awscloud.Classify(err)))
 	}
 	var arns []string
 	for _, p := range out.AttachedPolicies {
@@ -312,26 +312,26 @@ func attachedPolicies(ctx context.Context, api qaws.IAM, name string) ([]string,
 	return arns, nil
 }
 
-func ec2Tags(o qaws.Owner, rtype ec2types.ResourceType, name string) []ec2types.TagSpecification {
+func ec2Tags(o awscloud.Owner, rtype ec2types.ResourceType, name string) []ec2types.TagSpecification {
 	tags := []ec2types.Tag{{Key: sdkaws.String("Name"), Value: sdkaws.String(name)}}
-	for _, k := range []string{qaws.TagOwnerKind, qaws.TagOwnerID, qaws.TagManagedBy} {
+	for _, k := range []string{awscloud.TagOwnerKind, awscloud.TagOwnerID, awscloud.TagManagedBy} {
 		tags = append(tags, ec2types.Tag{Key: sdkaws.String(k), Value: sdkaws.String(o.Tags()[k])})
 	}
 	return []ec2types.TagSpecification{{ResourceType: rtype, Tags: tags}}
 }
 
-func ownerFilters(o qaws.Owner) []ec2types.Filter {
+func ownerFilters(o awscloud.Owner) []ec2types.Filter {
 	return []ec2types.Filter{
-		{Name: sdkaws.String("tag:" + qaws.TagOwnerKind), Values: []string{o.Kind}},
-		{Name: sdkaws.String("tag:" + qaws.TagOwnerID), Values: []string{o.ID}},
+		{Name: sdkaws.String("tag:" + awscloud.TagOwnerKind), Values: []string{o.Kind}},
+		{Name: sdkaws.String("tag:" + awscloud.TagOwnerID), Values: []string{o.ID}},
 	}
 }
 
 // findVPC returns the VPC tagged with o, if any.
-func findVPC(ctx context.Context, api qaws.EC2, o qaws.Owner) (string, error) {
+func findVPC(ctx context.Context, api awscloud.EC2, o awscloud.Owner) (string, error) {
 	out, err := api.DescribeVpcs(ctx, &ec2.DescribeVpcsInput{Filters: ownerFilters(o)})
 	if err != nil {
-		return "", cloud.Outcome(fmt.Errorf("find the VPC: %w", qaws.Classify(err)))
+		return "", cloud.Outcome(fmt.Errorf("find the VPC: %w", awscloud.Classify(err)))
 	}
 	if len(out.Vpcs) == 0 {
 		return "", nil
@@ -339,23 +339,23 @@ func findVPC(ctx context.Context, api qaws.EC2, o qaws.Owner) (string, error) {
 	return sdkaws.ToString(out.Vpcs[0].VpcId), nil
 }
 
-func ensureVPC(ctx context.Context, api qaws.EC2, o qaws.Owner) (string, error) {
+func ensureVPC(ctx context.Context, api awscloud.EC2, o awscloud.Owner) (string, error) {
 	id, err := findVPC(ctx, api, o)
 	if err != nil || id != "" {
 		return id, err
 	}
 	out, err := api.CreateVpc(ctx, &ec2.CreateVpcInput{CidrBlock: sdkaws.String(vpcCIDR), TagSpecifications: ec2Tags(o, ec2types.ResourceTypeVpc, "qleet-"+o.ID)})
 	if err != nil {
-		return "", cloud.Outcome(fmt.Errorf("create the VPC: %w", qaws.Classify(err)))
+		return "", cloud.Outcome(fmt.Errorf("create the VPC: %w", awscloud.Classify(err)))
 	}
 	return sdkaws.ToString(out.Vpc.VpcId), nil
 }
 
 // findSubnets returns the subnets tagged with o, by zone.
-func findSubnets(ctx context.Context, api qaws.EC2, o qaws.Owner) (map[string]string, error) {
+func findSubnets(ctx context.Context, api awscloud.EC2, o awscloud.Owner) (map[string]string, error) {
 	out, err := api.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{Filters: ownerFilters(o)})
 	if err != nil {
-		return nil, cloud.Outcome(fmt.Errorf("find the subnets: %w", qaws.Classify(err)))
+		return nil, cloud.Outcome(fmt.Errorf("find the subnets: %w", awscloud.Classify(err)))
 	}
 	byZone := map[string]string{}
 	for _, s := range out.Subnets {
@@ -365,11 +365,11 @@ func findSubnets(ctx context.Context, api qaws.EC2, o qaws.Owner) (map[string]st
 }
 
 // ensureSubnets makes one subnet in each of two zones (the spec's, or the region's first two).
-func ensureSubnets(ctx context.Context, api qaws.EC2, vpc string, zones []string, o qaws.Owner) ([]string, error) {
+func ensureSubnets(ctx context.Context, api awscloud.EC2, vpc string, zones []string, o awscloud.Owner) ([]string, error) {
 	if len(zones) < 2 {
 		out, err := api.DescribeAvailabilityZones(ctx, &ec2.DescribeAvailabilityZonesInput{})
 		if err != nil {
-			return nil, cloud.Outcome(fmt.Errorf("list the availability zones: %w", qaws.Classify(err)))
+			return nil, cloud.Outcome(fmt.Errorf("list the availability zones: %w", awscloud.Classify(err)))
 		}
 		zones = zones[:0:0]
 		for _, z := range out.AvailabilityZones {
@@ -394,7 +394,7 @@ func ensureSubnets(ctx context.Context, api qaws.EC2, vpc string, zones []string
 		out, err := api.CreateSubnet(ctx, &ec2.CreateSubnetInput{VpcId: &vpc, AvailabilityZone: sdkaws.String(z),
 			CidrBlock: sdkaws.String(fmt.Sprintf("10.0.%d.0/19", i*32)), TagSpecifications: ec2Tags(o, ec2types.ResourceTypeSubnet, "qleet-"+o.ID+"-"+z)})
 		if err != nil {
-			return nil, cloud.Outcome(fmt.Errorf("create a subnet in %s: %w", z, qaws.Classify(err)))
+			return nil, cloud.Outcome(fmt.Errorf("create a subnet in %s: %w", z, awscloud.Classify(err)))
 		}
 		ids = append(ids, sdkaws.ToString(out.Subnet.SubnetId))
 	}
@@ -425,8 +425,8 @@ func (e *EKS) Remove(ctx context.Context, rt *client.KubernetesRuntime) (time.Du
 		}
 		if ng != nil && o.Owns(ng.Tags) {
 			if ng.Status != ekstypes.NodegroupStatusDeleting {
-				if _, err := cls.EKS.DeleteNodegroup(ctx, &eks.DeleteNodegroupInput{ClusterName: &name, NodegroupName: sdkaws.String(NodeGroupName)}); err != nil && !qaws.IsNotFound(err) {
-					return 0, cloud.Outcome(fmt.Errorf("delete EKS node group %s: %w", NodeGroupName, qaws.Classify(err)))
+				if _, err := cls.EKS.DeleteNodegroup(ctx, &eks.DeleteNodegroupInput{ClusterName: &name, NodegroupName: sdkaws.String(NodeGroupName)}); err != nil && !awscloud.IsNotFound(err) {
+					return 0, cloud.Outcome(fmt.Errorf("delete EKS node group %s: %w", NodeGroupName, awscloud.Classify(err)))
 				}
 			}
 			step(rt, "eks: node group %s: deleting", NodeGroupName)
@@ -437,8 +437,8 @@ func (e *EKS) Remove(ctx context.Context, rt *client.KubernetesRuntime) (time.Du
 			if err := removeOIDCProviders(ctx, cls.IAM, o); err != nil {
 				return 0, err
 			}
-			if _, err := cls.EKS.DeleteCluster(ctx, &eks.DeleteClusterInput{Name: &name}); err != nil && !qaws.IsNotFound(err) {
-				return 0, cloud.Outcome(fmt.Errorf("delete EKS cluster %s: %w", name, qaws.Classify(err)))
+			if _, err := cls.EKS.DeleteCluster(ctx, &eks.DeleteClusterInput{Name: &name}); err != nil && !awscloud.IsNotFound(err) {
+				return 0, cloud.Outcome(fmt.Errorf("delete EKS cluster %s: %w", name, awscloud.Classify(err)))
 			}
 		}
 		step(rt, "eks: cluster %s: deleting", name)
@@ -458,8 +458,8 @@ func (e *EKS) Remove(ctx context.Context, rt *client.KubernetesRuntime) (time.Du
 			return 0, err
 		}
 		for _, id := range have {
-			if _, err := cls.EC2.DeleteSubnet(ctx, &ec2.DeleteSubnetInput{SubnetId: sdkaws.String(id)}); err != nil && !qaws.IsNotFound(err) {
-				return 0, cloud.Outcome(fmt.Errorf("delete subnet %s: %w", id, qaws.Classify(err)))
+			if _, err := cls.EC2.DeleteSubnet(ctx, &ec2.DeleteSubnetInput{SubnetId: sdkaws.String(id)}); err != nil && !awscloud.IsNotFound(err) {
+				return 0, cloud.Outcome(fmt.Errorf("delete subnet %s: %w", id, awscloud.Classify(err)))
 			}
 		}
 		step(rt, "ec2: vpc: deleting")
@@ -468,8 +468,8 @@ func (e *EKS) Remove(ctx context.Context, rt *client.KubernetesRuntime) (time.Du
 			return 0, err
 		}
 		if vpc != "" {
-			if _, err := cls.EC2.DeleteVpc(ctx, &ec2.DeleteVpcInput{VpcId: &vpc}); err != nil && !qaws.IsNotFound(err) {
-				return 0, cloud.Outcome(fmt.Errorf("delete VPC %s: %w", vpc, qaws.Classify(err)))
+			if _, err := cls.EC2.DeleteVpc(ctx, &ec2.DeleteVpcInput{VpcId: &vpc}); err != nil && !awscloud.IsNotFound(err) {
+				return 0, cloud.Outcome(fmt.Errorf("delete VPC %s: %w", vpc, awscloud.Classify(err)))
 			}
 		}
 	}
@@ -483,15 +483,15 @@ func (e *EKS) Remove(ctx context.Context, rt *client.KubernetesRuntime) (time.Du
 	return 0, nil
 }
 
-func deleteRole(ctx context.Context, api qaws.IAM, name string, o qaws.Owner) error {
+func deleteRole(ctx context.Context, api awscloud.IAM, name string, o awscloud.Owner) error {
 	got, err := api.GetRole(ctx, &iam.GetRoleInput{RoleName: &name})
-	if qaws.IsNotFound(err) {
+	if awscloud.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
-		return cloud.Outcome(fmt.Errorf("get IAM role %s: %w", name, qaws.Classify(err)))
+		return cloud.Outcome(fmt.Errorf("get IAM role %s: %w", name, awscloud.Classify(err)))
 	}
-	if !o.Owns(qaws.IAMTagMap(got.Role.Tags)) {
+	if !o.Owns(awscloud.IAMTagMap(got.Role.Tags)) {
 		reconcile.Eventf(ctx, client.EventWarning, "LeftAlone", "IAM role %s has no QleetOS ownership tags for this runtime; it was left unchanged", name)
 		return nil
 	}
@@ -500,12 +500,12 @@ func deleteRole(ctx context.Context, api qaws.IAM, name string, o qaws.Owner) er
 		return err
 	}
 	for _, p := range attached {
-		if _, err := api.DetachRolePolicy(ctx, &iam.DetachRolePolicyInput{RoleName: &name, PolicyArn: sdkaws.String(p)}); err != nil && !qaws.IsNotFound(err) {
-			return cloud.Outcome(fmt.Errorf("detach %s from IAM role %s: %w", p, name, qaws.Classify(err)))
+		if _, err := api.DetachRolePolicy(ctx, &iam.DetachRolePolicyInput{RoleName: &name, PolicyArn: sdkaws.String(p)}); err != nil && !awscloud.IsNotFound(err) {
+			return cloud.Outcome(fmt.Errorf("detach %s from IAM role %s: %w", p, name, awscloud.Classify(err)))
 		}
 	}
-	if _, err := api.DeleteRole(ctx, &iam.DeleteRoleInput{RoleName: &name}); err != nil && !qaws.IsNotFound(err) {
-		return cloud.Outcome(fmt.Errorf("delete IAM role %s: %w", name, qaws.Classify(err)))
+	if _, err := api.DeleteRole(ctx, &iam.DeleteRoleInput{RoleName: &name}); err != nil && !awscloud.IsNotFound(err) {
+		return cloud.Outcome(fmt.Errorf("delete IAM role %s: %w", name, awscloud.Classify(err)))
 	}
 	return nil
 }
@@ -530,5 +530,5 @@ func (e *EKS) RESTConfig(ctx context.Context, rt *client.KubernetesRuntime) (*re
 	if cluster.CertificateAuthority != nil {
 		ca = sdkaws.ToString(cluster.CertificateAuthority.Data)
 	}
-	return qaws.RESTConfig(sdkaws.ToString(cluster.Endpoint), ca, qaws.NewTokenSource(cls.Config, name))
+	return awscloud.RESTConfig(sdkaws.ToString(cluster.Endpoint), ca, awscloud.NewTokenSource(cls.Config, name))
 }
