@@ -24,7 +24,7 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kubesim"
-	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/workload"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/render"
 )
 
 // benchCluster is a kubesim cluster with a client-go connection.
@@ -142,7 +142,7 @@ func definitionSpec(replicas int) client.WorkloadDefinitionSpec {
 // apply (a Namespace and a Deployment), so that the direct methods apply exactly the same objects.
 func renderDirect(ctx context.Context, def *client.WorkloadDefinition, name, namespace string) ([]*unstructured.Unstructured, error) {
 	inst := &client.WorkloadInstance{Meta: client.Meta{Name: name}, Spec: client.WorkloadInstanceSpec{Namespace: namespace}}
-	var rdr workload.Renderer
+	var rdr render.Renderer
 	return rdr.Render(ctx, def, inst, "")
 }
 

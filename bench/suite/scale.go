@@ -15,7 +15,7 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/bench/stats"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
-	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/workload"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/render"
 )
 
 // directLabel marks the Deployments of the direct baseline in the churn window.
@@ -217,7 +217,7 @@ func (r *Runner) churn(ctx context.Context, res *report.ScaleResult, cp *control
 		}
 	}()
 	for i, c := range clusters {
-		w, err := startDeployWatcher(ctx, c.kube, workload.LabelName+"="+directDef)
+		w, err := startDeployWatcher(ctx, c.kube, render.LabelName+"="+directDef)
 		if err != nil {
 			return err
 		}

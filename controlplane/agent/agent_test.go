@@ -18,7 +18,7 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/agent"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
-	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/workload"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/render"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
 	"github.com/qleetos/terraform-provider-qleet/internal/apitest"
 	"github.com/qleetos/terraform-provider-qleet/internal/await"
@@ -145,7 +145,7 @@ spec:
 func TestInstallManifests(t *testing.T) {
 	t.Parallel()
 	out := agent.InstallManifests("us-east", "https://qleet.example.com", `tok"en`)
-	objs, err := workload.ParseManifests(out)
+	objs, err := render.ParseManifests(out)
 	require.NoError(t, err)
 	var kinds []string
 	for _, o := range objs {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/awscloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kubesim"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/cloud"
@@ -17,6 +18,7 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/support"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/workload"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/render"
 )
 
 // starter is a controller of any kind.
@@ -50,7 +52,7 @@ func (a *App) startControllers(ctx context.Context, endpoint, token string) erro
 	if a.cfg.API { // all-in-one: this process owns local clusters
 		localDir = filepath.Join(a.cfg.DataDir, "runtimes")
 	}
-	accounts := &cloud.Accounts{Client: cl}
+	accounts := &awscloud.Accounts{Client: cl}
 	eksRuntimes := &cluster.EKS{Accounts: accounts, Poll: a.cfg.AWSPoll}
 	conn := kube.NewConnector(kube.ConnectorConfig{LocalDir: localDir, Sources: map[string]kube.RESTConfigSource{client.ProviderEKS: eksRuntimes.RESTConfig},
 		OnReachability: func(id string, err error) { cluster.ReportReachability(ctx, cl.KubernetesRuntimes(), id, err) }})
@@ -91,7 +93,7 @@ func (a *App) startControllers(ctx context.Context, endpoint, token string) erro
 
 // workloadControllers returns the workload_definition and workload_instance controllers.
 func (a *App) workloadControllers(cl *client.Client, conn *kube.Connector, cfg reconcile.Config, dataAWS *dataservice.AWS) []starter {
-	renderer := &workload.Renderer{ChartDir: a.cfg.ChartDir}
+	renderer := &render.Renderer{ChartDir: a.cfg.ChartDir}
 	return []starter{
 		reconcile.New(a.Broker, cl.WorkloadDefinitions(), &workload.DefinitionReconciler{Client: cl, Renderer: renderer}, cfg),
 		reconcile.New(a.Broker, cl.Secrets(), &workload.SecretReconciler{Client: cl}, cfg),
@@ -103,7 +105,7 @@ func (a *App) workloadControllers(cl *client.Client, conn *kube.Connector, cfg r
 
 // instanceController returns the workload_instance controller: the real one, or with
 // Config.SimulateCompute the no-op one of the benchmark's simulation.
-func (a *App) instanceController(cl *client.Client, conn *kube.Connector, renderer *workload.Renderer, cfg reconcile.Config) starter {
+func (a *App) instanceController(cl *client.Client, conn *kube.Connector, renderer *render.Renderer, cfg reconcile.Config) starter {
 	if a.cfg.SimulateCompute {
 		return reconcile.New(a.Broker, cl.WorkloadInstances(), &workload.NoopInstanceReconciler{Client: cl, Renderer: renderer}, cfg)
 	}

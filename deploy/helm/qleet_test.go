@@ -34,7 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
-	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/workload"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/render"
 	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
 )
 
@@ -69,8 +69,8 @@ func set(vals map[string]any, key string, v any) map[string]any {
 	return vals
 }
 
-// render renders the chart the way `helm template` does, with the Helm SDK, and parses the manifests.
-func render(t *testing.T, vals map[string]any) ([]*unstructured.Unstructured, error) {
+// renderChart renders the chart the way `helm template` does, with the Helm SDK, and parses the manifests.
+func renderChart(t *testing.T, vals map[string]any) ([]*unstructured.Unstructured, error) {
 	t.Helper()
 	chrt, err := loader.Load("qleet")
 	require.NoError(t, err)
@@ -81,7 +81,7 @@ func render(t *testing.T, vals map[string]any) ([]*unstructured.Unstructured, er
 	if err != nil {
 		return nil, err
 	}
-	return workload.ParseManifests(rel.Manifest)
+	return render.ParseManifests(rel.Manifest)
 }
 
 // rendered is a rendering indexed by kind and name.
@@ -89,7 +89,7 @@ type rendered map[string]*unstructured.Unstructured
 
 func mustRender(t *testing.T, vals map[string]any) rendered {
 	t.Helper()
-	objs, err := render(t, vals)
+	objs, err := renderChart(t, vals)
 	require.NoError(t, err)
 	out := rendered{}
 	for _, o := range objs {
@@ -408,7 +408,7 @@ func TestChartRefusesBadValues(t *testing.T) {
 		"cert-manager with no issuer":         {"tls.certManager.enabled", true, "tls.certManager.issuerRef.name"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := render(t, set(values(), tc.key, tc.val))
+			_, err := renderChart(t, set(values(), tc.key, tc.val))
 			require.Error(t, err)
 			require.Contains(t, err.Error(), tc.want)
 		})
@@ -444,7 +444,7 @@ func selfSigned(t *testing.T) *unstructured.Unstructured {
 // nodes, and the PodDisruptionBudgets count their pods healthy.
 func TestChartBecomesAvailableOnKubesim(t *testing.T) {
 	t.Parallel()
-	objs, err := render(t, values())
+	objs, err := renderChart(t, values())
 	require.NoError(t, err)
 	sim := kubesimtest.Start(t, kubesimtest.WithNodes(3))
 	raw, err := os.ReadFile(sim.Kubeconfig)

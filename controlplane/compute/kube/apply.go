@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
 // Ownership labels and the field manager QleetOS applies with.
@@ -638,4 +640,13 @@ func findCondition(u *unstructured.Unstructured, t string) map[string]any {
 		}
 	}
 	return nil
+}
+
+// RefsOf names the applied objects a status lists, for a later prune or delete.
+func RefsOf(objs []client.AppliedObject) []AppliedRef {
+	out := make([]AppliedRef, len(objs))
+	for i, o := range objs {
+		out[i] = AppliedRef{APIVersion: o.APIVersion, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name}
+	}
+	return out
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/awscloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/cloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
@@ -28,7 +29,7 @@ func TestCloudAccounts(t *testing.T) {
 	require.NoError(t, err)
 	api := apitest.Start(t)
 	admin, ctrl := api.Client(t, server.RoleAdmin), api.Client(t, server.RoleController)
-	rec := &cloud.AccountReconciler{Accounts: &cloud.Accounts{Client: ctrl}}
+	rec := &cloud.AccountReconciler{Accounts: &awscloud.Accounts{Client: ctrl}}
 	keys := client.CloudAccountSpec{Provider: client.CloudAWS, Region: "us-east-1", AccessKeyID: acct.AccessKeyID, SecretAccessKey: acct.SecretAccessKey, Endpoint: sim.URL()}
 	// validate creates the account and runs its reconcile once, as the controller would.
 	validate := func(t *testing.T, name string, spec client.CloudAccountSpec) (*client.CloudAccount, error) {

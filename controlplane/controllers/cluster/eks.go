@@ -19,7 +19,6 @@ import (
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/awscloud"
-	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/cloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 )
 
@@ -30,7 +29,7 @@ import (
 // QleetOS's tags is changed or deleted.
 type EKS struct {
 	// Accounts gives the runtime's cloud account's clients. Required.
-	Accounts *cloud.Accounts
+	Accounts *awscloud.Accounts
 	// Poll is how soon a runtime waiting on AWS (a cluster CREATING) is looked at again (default 5s).
 	Poll time.Duration
 }
@@ -145,7 +144,7 @@ func (e *EKS) Ensure(ctx context.Context, rt *client.KubernetesRuntime) (time.Du
 		}
 		out, err := cls.EKS.CreateCluster(ctx, in)
 		if err != nil {
-			return 0, cloud.Outcome(fmt.Errorf("create EKS cluster %s: %w", name, awscloud.Classify(err)))
+			return 0, awscloud.Outcome(fmt.Errorf("create EKS cluster %s: %w", name, awscloud.Classify(err)))
 		}
 		cluster = out.Cluster
 		reconcile.Eventf(ctx, client.EventNormal, "ClusterCreating", "creating EKS cluster %s in %s", name, rt.Spec.Region)
@@ -181,7 +180,7 @@ func (e *EKS) Ensure(ctx context.Context, rt *client.KubernetesRuntime) (time.Du
 			NodeRole: &cr.NodeRoleARN, Subnets: subnets, ScalingConfig: want, InstanceTypes: []string{rt.Spec.NodeType},
 			Tags: o.Tags(), ClientRequestToken: sdkaws.String(rt.ID + "-nodes")})
 		if err != nil {
-			return 0, cloud.Outcome(fmt.Errorf("create EKS node group %s: %w", NodeGroupName, awscloud.Classify(err)))
+			return 0, awscloud.Outcome(fmt.Errorf("create EKS node group %s: %w", NodeGroupName, awscloud.Classify(err)))
 		}
 		step(rt, "eks: node group %s: waiting for ACTIVE (CREATING)", NodeGroupName)
 		return e.poll(), nil
@@ -200,7 +199,7 @@ func (e *EKS) Ensure(ctx context.Context, rt *client.KubernetesRuntime) (time.Du
 	if want := scaling(&rt.Spec, ng.ScalingConfig); !sameScaling(want, ng.ScalingConfig) {
 		if _, err := cls.EKS.UpdateNodegroupConfig(ctx, &eks.UpdateNodegroupConfigInput{ClusterName: &name, NodegroupName: sdkaws.String(NodeGroupName),
 			ScalingConfig: want}); err != nil {
-			return 0, cloud.Outcome(fmt.Errorf("scale EKS node group %s: %w", NodeGroupName, awscloud.Classify(err)))
+			return 0, awscloud.Outcome(fmt.Errorf("scale EKS node group %s: %w", NodeGroupName, awscloud.Classify(err)))
 		}
 		step(rt, "eks: node group %s: scaling to %d-%d nodes", NodeGroupName, *want.MinSize, *want.MaxSize)
 		return e.poll(), nil
@@ -248,7 +247,7 @@ func describeCluster(ctx context.Context, api awscloud.EKS, name string) (*eksty
 		return nil, nil
 	}
 	if err != nil {
-		return nil, cloud.Outcome(fmt.Errorf("describe EKS cluster %s: %w", name, awscloud.Classify(err)))
+		return nil, awscloud.Outcome(fmt.Errorf("describe EKS cluster %s: %w", name, awscloud.Classify(err)))
 	}
 	return out.Cluster, nil
 }
@@ -259,7 +258,7 @@ func describeNodegroup(ctx context.Context, api awscloud.EKS, cluster string) (*
 		return nil, nil
 	}
 	if err != nil {
-		return nil, cloud.Outcome(fmt.Errorf("describe EKS node group %s: %w", NodeGroupName, awscloud.Classify(err)))
+		return nil, awscloud.Outcome(fmt.Errorf("describe EKS node group %s: %w", NodeGroupName, awscloud.Classify(err)))
 	}
 	return out.Nodegroup, nil
 }
@@ -274,11 +273,11 @@ func ensureRole(ctx context.Context, api awscloud.IAM, name, service string, pol
 		out, err := api.CreateRole(ctx, &iam.CreateRoleInput{RoleName: &name, AssumeRolePolicyDocument: &trust, Tags: o.IAMTags(),
 			Description: sdkaws.String("QleetOS: " + o.Kind + " " + o.ID)})
 		if err != nil {
-			return "", cloud.Outcome(fmt.Errorf("create IAM role %s: %w", name, awscloud.Classify(err)))
+			return "", awscloud.Outcome(fmt.Errorf("create IAM role %s: %w", name, awscloud.Classify(err)))
 		}
 		role = out.Role
 	case err != nil:
-		return "", cloud.Outcome(fmt.Errorf("get IAM role %s: %w", name, awscloud.Classify(err)))
+		return "", awscloud.Outcome(fmt.Errorf("get IAM role %s: %w", name, awscloud.Classify(err)))
 	default:
 		role = got.Role
 		if !o.Owns(awscloud.IAMTagMap(role.Tags)) {
@@ -294,7 +293,7 @@ func ensureRole(ctx context.Context, api awscloud.IAM, name, service string, pol
 			continue
 		}
 		if _, err := api.AttachRolePolicy(ctx, &iam.AttachRolePolicyInput{RoleName: &name, PolicyArn: sdkaws.String(p)}); err != nil {
-			return "", cloud.Outcome(fmt.Errorf("attach %s to IAM role %s: %w", p, name, awscloud.Classify(err)))
+			return "", awscloud.Outcome(fmt.Errorf("attach %s to IAM role %s: %w", p, name, awscloud.Classify(err)))
 		}
 	}
 	return sdkaws.ToString(role.Arn), nil
@@ -303,7 +302,7 @@ func ensureRole(ctx context.Context, api awscloud.IAM, name, service string, pol
 func attachedPolicies(ctx context.Context, api awscloud.IAM, name string) ([]string, error) {
 	out, err := api.ListAttachedRolePolicies(ctx, &iam.ListAttachedRolePoliciesInput{RoleName: &name})
 	if err != nil {
-		return nil, cloud.Outcome(fmt.Errorf("list the policies of IAM role %s: %w", name, awscloud.Classify(err)))
+		return nil, awscloud.Outcome(fmt.Errorf("list the policies of IAM role %s: %w", name, awscloud.Classify(err)))
 	}
 	var arns []string
 	for _, p := range out.AttachedPolicies {
@@ -331,7 +330,7 @@ func ownerFilters(o awscloud.Owner) []ec2types.Filter {
 func findVPC(ctx context.Context, api awscloud.EC2, o awscloud.Owner) (string, error) {
 	out, err := api.DescribeVpcs(ctx, &ec2.DescribeVpcsInput{Filters: ownerFilters(o)})
 	if err != nil {
-		return "", cloud.Outcome(fmt.Errorf("find the VPC: %w", awscloud.Classify(err)))
+		return "", awscloud.Outcome(fmt.Errorf("find the VPC: %w", awscloud.Classify(err)))
 	}
 	if len(out.Vpcs) == 0 {
 		return "", nil
@@ -346,7 +345,7 @@ func ensureVPC(ctx context.Context, api awscloud.EC2, o awscloud.Owner) (string,
 	}
 	out, err := api.CreateVpc(ctx, &ec2.CreateVpcInput{CidrBlock: sdkaws.String(vpcCIDR), TagSpecifications: ec2Tags(o, ec2types.ResourceTypeVpc, "qleet-"+o.ID)})
 	if err != nil {
-		return "", cloud.Outcome(fmt.Errorf("create the VPC: %w", awscloud.Classify(err)))
+		return "", awscloud.Outcome(fmt.Errorf("create the VPC: %w", awscloud.Classify(err)))
 	}
 	return sdkaws.ToString(out.Vpc.VpcId), nil
 }
@@ -355,7 +354,7 @@ func ensureVPC(ctx context.Context, api awscloud.EC2, o awscloud.Owner) (string,
 func findSubnets(ctx context.Context, api awscloud.EC2, o awscloud.Owner) (map[string]string, error) {
 	out, err := api.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{Filters: ownerFilters(o)})
 	if err != nil {
-		return nil, cloud.Outcome(fmt.Errorf("find the subnets: %w", awscloud.Classify(err)))
+		return nil, awscloud.Outcome(fmt.Errorf("find the subnets: %w", awscloud.Classify(err)))
 	}
 	byZone := map[string]string{}
 	for _, s := range out.Subnets {
@@ -369,7 +368,7 @@ func ensureSubnets(ctx context.Context, api awscloud.EC2, vpc string, zones []st
 	if len(zones) < 2 {
 		out, err := api.DescribeAvailabilityZones(ctx, &ec2.DescribeAvailabilityZonesInput{})
 		if err != nil {
-			return nil, cloud.Outcome(fmt.Errorf("list the availability zones: %w", awscloud.Classify(err)))
+			return nil, awscloud.Outcome(fmt.Errorf("list the availability zones: %w", awscloud.Classify(err)))
 		}
 		zones = zones[:0:0]
 		for _, z := range out.AvailabilityZones {
@@ -394,7 +393,7 @@ func ensureSubnets(ctx context.Context, api awscloud.EC2, vpc string, zones []st
 		out, err := api.CreateSubnet(ctx, &ec2.CreateSubnetInput{VpcId: &vpc, AvailabilityZone: sdkaws.String(z),
 			CidrBlock: sdkaws.String(fmt.Sprintf("10.0.%d.0/19", i*32)), TagSpecifications: ec2Tags(o, ec2types.ResourceTypeSubnet, "qleet-"+o.ID+"-"+z)})
 		if err != nil {
-			return nil, cloud.Outcome(fmt.Errorf("create a subnet in %s: %w", z, awscloud.Classify(err)))
+			return nil, awscloud.Outcome(fmt.Errorf("create a subnet in %s: %w", z, awscloud.Classify(err)))
 		}
 		ids = append(ids, sdkaws.ToString(out.Subnet.SubnetId))
 	}
@@ -426,7 +425,7 @@ func (e *EKS) Remove(ctx context.Context, rt *client.KubernetesRuntime) (time.Du
 		if ng != nil && o.Owns(ng.Tags) {
 			if ng.Status != ekstypes.NodegroupStatusDeleting {
 				if _, err := cls.EKS.DeleteNodegroup(ctx, &eks.DeleteNodegroupInput{ClusterName: &name, NodegroupName: sdkaws.String(NodeGroupName)}); err != nil && !awscloud.IsNotFound(err) {
-					return 0, cloud.Outcome(fmt.Errorf("delete EKS node group %s: %w", NodeGroupName, awscloud.Classify(err)))
+					return 0, awscloud.Outcome(fmt.Errorf("delete EKS node group %s: %w", NodeGroupName, awscloud.Classify(err)))
 				}
 			}
 			step(rt, "eks: node group %s: deleting", NodeGroupName)
@@ -438,7 +437,7 @@ func (e *EKS) Remove(ctx context.Context, rt *client.KubernetesRuntime) (time.Du
 				return 0, err
 			}
 			if _, err := cls.EKS.DeleteCluster(ctx, &eks.DeleteClusterInput{Name: &name}); err != nil && !awscloud.IsNotFound(err) {
-				return 0, cloud.Outcome(fmt.Errorf("delete EKS cluster %s: %w", name, awscloud.Classify(err)))
+				return 0, awscloud.Outcome(fmt.Errorf("delete EKS cluster %s: %w", name, awscloud.Classify(err)))
 			}
 		}
 		step(rt, "eks: cluster %s: deleting", name)
@@ -459,7 +458,7 @@ func (e *EKS) Remove(ctx context.Context, rt *client.KubernetesRuntime) (time.Du
 		}
 		for _, id := range have {
 			if _, err := cls.EC2.DeleteSubnet(ctx, &ec2.DeleteSubnetInput{SubnetId: sdkaws.String(id)}); err != nil && !awscloud.IsNotFound(err) {
-				return 0, cloud.Outcome(fmt.Errorf("delete subnet %s: %w", id, awscloud.Classify(err)))
+				return 0, awscloud.Outcome(fmt.Errorf("delete subnet %s: %w", id, awscloud.Classify(err)))
 			}
 		}
 		step(rt, "ec2: vpc: deleting")
@@ -469,7 +468,7 @@ func (e *EKS) Remove(ctx context.Context, rt *client.KubernetesRuntime) (time.Du
 		}
 		if vpc != "" {
 			if _, err := cls.EC2.DeleteVpc(ctx, &ec2.DeleteVpcInput{VpcId: &vpc}); err != nil && !awscloud.IsNotFound(err) {
-				return 0, cloud.Outcome(fmt.Errorf("delete VPC %s: %w", vpc, awscloud.Classify(err)))
+				return 0, awscloud.Outcome(fmt.Errorf("delete VPC %s: %w", vpc, awscloud.Classify(err)))
 			}
 		}
 	}
@@ -489,7 +488,7 @@ func deleteRole(ctx context.Context, api awscloud.IAM, name string, o awscloud.O
 		return nil
 	}
 	if err != nil {
-		return cloud.Outcome(fmt.Errorf("get IAM role %s: %w", name, awscloud.Classify(err)))
+		return awscloud.Outcome(fmt.Errorf("get IAM role %s: %w", name, awscloud.Classify(err)))
 	}
 	if !o.Owns(awscloud.IAMTagMap(got.Role.Tags)) {
 		reconcile.Eventf(ctx, client.EventWarning, "LeftAlone", "IAM role %s has no QleetOS ownership tags for this runtime; it was left unchanged", name)
@@ -501,11 +500,11 @@ func deleteRole(ctx context.Context, api awscloud.IAM, name string, o awscloud.O
 	}
 	for _, p := range attached {
 		if _, err := api.DetachRolePolicy(ctx, &iam.DetachRolePolicyInput{RoleName: &name, PolicyArn: sdkaws.String(p)}); err != nil && !awscloud.IsNotFound(err) {
-			return cloud.Outcome(fmt.Errorf("detach %s from IAM role %s: %w", p, name, awscloud.Classify(err)))
+			return awscloud.Outcome(fmt.Errorf("detach %s from IAM role %s: %w", p, name, awscloud.Classify(err)))
 		}
 	}
 	if _, err := api.DeleteRole(ctx, &iam.DeleteRoleInput{RoleName: &name}); err != nil && !awscloud.IsNotFound(err) {
-		return cloud.Outcome(fmt.Errorf("delete IAM role %s: %w", name, awscloud.Classify(err)))
+		return awscloud.Outcome(fmt.Errorf("delete IAM role %s: %w", name, awscloud.Classify(err)))
 	}
 	return nil
 }

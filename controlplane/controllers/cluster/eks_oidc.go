@@ -11,7 +11,6 @@ import (
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/awscloud"
-	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/cloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 )
 
@@ -36,11 +35,11 @@ func ensureOIDCProvider(ctx context.Context, api awscloud.IAM, accountID, issuer
 		}
 		return nil
 	case !awscloud.IsNotFound(err):
-		return cloud.Outcome(fmt.Errorf("get IAM OpenID Connect provider %s: %w", arn, awscloud.Classify(err)))
+		return awscloud.Outcome(fmt.Errorf("get IAM OpenID Connect provider %s: %w", arn, awscloud.Classify(err)))
 	}
 	if _, err := api.CreateOpenIDConnectProvider(ctx, &iam.CreateOpenIDConnectProviderInput{Url: sdkaws.String(issuer),
 		ClientIDList: []string{awscloud.STSAudience}, Tags: o.IAMTags()}); err != nil {
-		return cloud.Outcome(fmt.Errorf("create IAM OpenID Connect provider for %s: %w", issuer, awscloud.Classify(err)))
+		return awscloud.Outcome(fmt.Errorf("create IAM OpenID Connect provider for %s: %w", issuer, awscloud.Classify(err)))
 	}
 	reconcile.Eventf(ctx, client.EventNormal, "OIDCProviderCreated", "registered the cluster's service account issuer %s with IAM", issuer)
 	return nil
@@ -52,7 +51,7 @@ func ensureOIDCProvider(ctx context.Context, api awscloud.IAM, accountID, issuer
 func removeOIDCProviders(ctx context.Context, api awscloud.IAM, o awscloud.Owner) error {
 	out, err := api.ListOpenIDConnectProviders(ctx, &iam.ListOpenIDConnectProvidersInput{})
 	if err != nil {
-		return cloud.Outcome(fmt.Errorf("list IAM OpenID Connect providers: %w", awscloud.Classify(err)))
+		return awscloud.Outcome(fmt.Errorf("list IAM OpenID Connect providers: %w", awscloud.Classify(err)))
 	}
 	for _, p := range out.OpenIDConnectProviderList {
 		arn := sdkaws.ToString(p.Arn)
@@ -64,13 +63,13 @@ func removeOIDCProviders(ctx context.Context, api awscloud.IAM, o awscloud.Owner
 			continue
 		}
 		if err != nil {
-			return cloud.Outcome(fmt.Errorf("get IAM OpenID Connect provider %s: %w", arn, awscloud.Classify(err)))
+			return awscloud.Outcome(fmt.Errorf("get IAM OpenID Connect provider %s: %w", arn, awscloud.Classify(err)))
 		}
 		if !o.Owns(awscloud.IAMTagMap(got.Tags)) {
 			continue
 		}
 		if _, err := api.DeleteOpenIDConnectProvider(ctx, &iam.DeleteOpenIDConnectProviderInput{OpenIDConnectProviderArn: &arn}); err != nil && !awscloud.IsNotFound(err) {
-			return cloud.Outcome(fmt.Errorf("delete IAM OpenID Connect provider %s: %w", arn, awscloud.Classify(err)))
+			return awscloud.Outcome(fmt.Errorf("delete IAM OpenID Connect provider %s: %w", arn, awscloud.Classify(err)))
 		}
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/awscloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/cloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/cluster"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
@@ -44,7 +45,7 @@ func setupEKS(t *testing.T) *eksSetup {
 	require.NoError(t, err)
 	s.account = s.reconcileAccount(t, ca.ID)
 	require.Equal(t, client.PhaseReady, s.account.Status.Phase, s.account.Status.Message)
-	s.eks = &cluster.EKS{Accounts: &cloud.Accounts{Client: s.ctrl}, Poll: 50 * time.Millisecond}
+	s.eks = &cluster.EKS{Accounts: &awscloud.Accounts{Client: s.ctrl}, Poll: 50 * time.Millisecond}
 	return s
 }
 
@@ -54,7 +55,7 @@ func (s *eksSetup) reconcileAccount(t *testing.T, id string) *client.CloudAccoun
 	ctx := context.Background()
 	ca, err := s.ctrl.CloudAccounts().Get(ctx, id)
 	require.NoError(t, err)
-	_, err = (&cloud.AccountReconciler{Accounts: &cloud.Accounts{Client: s.ctrl}}).Reconcile(ctx, ca)
+	_, err = (&cloud.AccountReconciler{Accounts: &awscloud.Accounts{Client: s.ctrl}}).Reconcile(ctx, ca)
 	ca.Status.ObservedGeneration = ca.Generation
 	ca.Status.Phase = client.PhaseReady
 	if err != nil {
@@ -268,7 +269,7 @@ func TestEKSTokenIsRenewed(t *testing.T) {
 		Provider: client.CloudAWS, Region: "us-east-1", AccessKeyID: acct.AccessKeyID, SecretAccessKey: acct.SecretAccessKey, Endpoint: sim.URL()}})
 	require.NoError(t, err)
 	s.account = s.reconcileAccount(t, ca.ID)
-	s.eks = &cluster.EKS{Accounts: &cloud.Accounts{Client: s.ctrl}, Poll: 50 * time.Millisecond}
+	s.eks = &cluster.EKS{Accounts: &awscloud.Accounts{Client: s.ctrl}, Poll: 50 * time.Millisecond}
 	rt := s.runtime(t, "tokens")
 	converge(t, s.eks.Ensure, rt)
 	t.Cleanup(func() { converge(t, s.eks.Remove, rt) })

@@ -27,8 +27,6 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/awscloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
-	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/cloud"
-	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/workload"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 )
 
@@ -39,7 +37,7 @@ import (
 // service's namespace on the runtime. Nothing without QleetOS's tags is changed or deleted.
 type AWS struct {
 	// Accounts gives the runtimes' cloud accounts' clients. Required.
-	Accounts *cloud.Accounts
+	Accounts *awscloud.Accounts
 	// DBInstanceClass is the RDS instance class (default db.t3.micro).
 	DBInstanceClass string
 }
@@ -73,7 +71,7 @@ func (a *AWS) run(ctx context.Context, cl *kube.Cluster, id, name string, svc Se
 		return err
 	}
 	objs := credentialObjects(ns, creds)
-	owner := kube.Owner{InstanceID: id, Namespace: ns, Previous: workload.RefsOf(rs.Objects)}
+	owner := kube.Owner{InstanceID: id, Namespace: ns, Previous: kube.RefsOf(rs.Objects)}
 	applied, err := kube.Apply(ctx, cl, owner, objs)
 	if err != nil {
 		if kube.IsInvalid(err) || kube.IsOwnershipConflict(err) {
@@ -225,7 +223,7 @@ func (a *AWS) ensureDB(ctx context.Context, api awscloud.RDS, ec2api awscloud.EC
 			MasterUsername: sdkaws.String(creds["username"]), MasterUserPassword: sdkaws.String(creds["password"]), DBName: sdkaws.String(creds["database"]),
 			DBSubnetGroupName: &name, VpcSecurityGroupIds: []string{sg}, PubliclyAccessible: sdkaws.Bool(false), Tags: rdsTags(o)})
 		if err != nil {
-			return false, cloud.Outcome(fmt.Errorf("create RDS instance %s: %w", name, awscloud.Classify(err)))
+			return false, awscloud.Outcome(fmt.Errorf("create RDS instance %s: %w", name, awscloud.Classify(err)))
 		}
 		reconcile.Eventf(ctx, client.EventNormal, "RDSCreating", "creating RDS instance %s (%s %s) on kubernetes_runtime %q", name, svc.Engine, svc.Version, rt.Name)
 		db = out.DBInstance
@@ -250,7 +248,7 @@ func describeDB(ctx context.Context, api awscloud.RDS, name string) (*rdstypes.D
 		return nil, nil
 	}
 	if err != nil {
-		return nil, cloud.Outcome(fmt.Errorf("describe RDS instance %s: %w", name, awscloud.Classify(err)))
+		return nil, awscloud.Outcome(fmt.Errorf("describe RDS instance %s: %w", name, awscloud.Classify(err)))
 	}
 	if len(out.DBInstances) == 0 {
 		return nil, nil
@@ -265,7 +263,7 @@ func subnetGroup(ctx context.Context, api awscloud.RDS, name string) (string, er
 		return "", nil
 	}
 	if err != nil {
-		return "", cloud.Outcome(fmt.Errorf("describe DB subnet group %s: %w", name, awscloud.Classify(err)))
+		return "", awscloud.Outcome(fmt.Errorf("describe DB subnet group %s: %w", name, awscloud.Classify(err)))
 	}
 	return sdkaws.ToString(out.DBSubnetGroups[0].DBSubnetGroupArn), nil
 }
@@ -274,7 +272,7 @@ func subnetGroup(ctx context.Context, api awscloud.RDS, name string) (string, er
 func ownsSubnetGroup(ctx context.Context, api awscloud.RDS, arn string, o awscloud.Owner) (bool, error) {
 	out, err := api.ListTagsForResource(ctx, &rds.ListTagsForResourceInput{ResourceName: &arn})
 	if err != nil {
-		return false, cloud.Outcome(fmt.Errorf("list the tags of %s: %w", arn, awscloud.Classify(err)))
+		return false, awscloud.Outcome(fmt.Errorf("list the tags of %s: %w", arn, awscloud.Classify(err)))
 	}
 	return o.Owns(rdsTagMap(out.TagList)), nil
 }
@@ -294,7 +292,7 @@ func ensureSubnetGroup(ctx context.Context, api awscloud.RDS, name string, subne
 	_, err = api.CreateDBSubnetGroup(ctx, &rds.CreateDBSubnetGroupInput{DBSubnetGroupName: &name, SubnetIds: subnets, Tags: rdsTags(o),
 		DBSubnetGroupDescription: sdkaws.String("QleetOS: " + o.Kind + " " + o.ID)})
 	if err != nil {
-		return cloud.Outcome(fmt.Errorf("create DB subnet group %s: %w", name, awscloud.Classify(err)))
+		return awscloud.Outcome(fmt.Errorf("create DB subnet group %s: %w", name, awscloud.Classify(err)))
 	}
 	return nil
 }
@@ -313,14 +311,14 @@ func bucketTags(ctx context.Context, api awscloud.S3, name string) (tags map[str
 		if awscloud.IsNotFound(err) {
 			return nil, false, nil
 		}
-		return nil, false, cloud.Outcome(fmt.Errorf("look for S3 bucket %s: %w", name, awscloud.Classify(err)))
+		return nil, false, awscloud.Outcome(fmt.Errorf("look for S3 bucket %s: %w", name, awscloud.Classify(err)))
 	}
 	out, err := api.GetBucketTagging(ctx, &s3.GetBucketTaggingInput{Bucket: &name})
 	if awscloud.IsCode(err, "NoSuchTagSet") {
 		return map[string]string{}, true, nil
 	}
 	if err != nil {
-		return nil, true, cloud.Outcome(fmt.Errorf("read the tags of S3 bucket %s: %w", name, awscloud.Classify(err)))
+		return nil, true, awscloud.Outcome(fmt.Errorf("read the tags of S3 bucket %s: %w", name, awscloud.Classify(err)))
 	}
 	tags = map[string]string{}
 	for _, t := range out.TagSet {
@@ -349,11 +347,11 @@ func (a *AWS) ensureBucket(ctx context.Context, api awscloud.S3, rs *client.Data
 			in.CreateBucketConfiguration = &s3types.CreateBucketConfiguration{LocationConstraint: s3types.BucketLocationConstraint(region)}
 		}
 		if _, err := api.CreateBucket(ctx, in); err != nil {
-			return false, cloud.Outcome(fmt.Errorf("create S3 bucket %s: %w", name, awscloud.Classify(err)))
+			return false, awscloud.Outcome(fmt.Errorf("create S3 bucket %s: %w", name, awscloud.Classify(err)))
 		}
 	}
 	if _, err := api.PutBucketTagging(ctx, &s3.PutBucketTaggingInput{Bucket: &name, Tagging: &s3types.Tagging{TagSet: s3Tags(o)}}); err != nil {
-		return false, cloud.Outcome(fmt.Errorf("tag S3 bucket %s: %w", name, awscloud.Classify(err)))
+		return false, awscloud.Outcome(fmt.Errorf("tag S3 bucket %s: %w", name, awscloud.Classify(err)))
 	}
 	return true, nil
 }
@@ -395,7 +393,7 @@ func (a *AWS) remove(ctx context.Context, cl *kube.Cluster, id, objName string, 
 		if sdkaws.ToString(db.DBInstanceStatus) != "deleting" {
 			if _, err := cls.RDS.DeleteDBInstance(ctx, &rds.DeleteDBInstanceInput{DBInstanceIdentifier: &name, SkipFinalSnapshot: sdkaws.Bool(true),
 				DeleteAutomatedBackups: sdkaws.Bool(true)}); err != nil && !awscloud.IsNotFound(err) {
-				return 0, cloud.Outcome(fmt.Errorf("delete RDS instance %s: %w", name, awscloud.Classify(err)))
+				return 0, awscloud.Outcome(fmt.Errorf("delete RDS instance %s: %w", name, awscloud.Classify(err)))
 			}
 		}
 		rs.Message = fmt.Sprintf("RDS instance %s is deleting on kubernetes_runtime %q", name, rt.Name)
@@ -412,7 +410,7 @@ func (a *AWS) remove(ctx context.Context, cl *kube.Cluster, id, objName string, 
 		}
 		if ours {
 			if _, err := cls.RDS.DeleteDBSubnetGroup(ctx, &rds.DeleteDBSubnetGroupInput{DBSubnetGroupName: &name}); err != nil && !awscloud.IsNotFound(err) {
-				return 0, cloud.Outcome(fmt.Errorf("delete DB subnet group %s: %w", name, awscloud.Classify(err)))
+				return 0, awscloud.Outcome(fmt.Errorf("delete DB subnet group %s: %w", name, awscloud.Classify(err)))
 			}
 		}
 	}
@@ -421,7 +419,7 @@ func (a *AWS) remove(ctx context.Context, cl *kube.Cluster, id, objName string, 
 		return 0, err
 	}
 	if _, err := cls.EC2.DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: sg.GroupId}); err != nil && !awscloud.IsNotFound(err) {
-		return 0, cloud.Outcome(fmt.Errorf("delete security group %s: %w", name, awscloud.Classify(err)))
+		return 0, awscloud.Outcome(fmt.Errorf("delete security group %s: %w", name, awscloud.Classify(err)))
 	}
 	return 0, nil
 }
@@ -438,19 +436,19 @@ func removeBucket(ctx context.Context, api awscloud.S3, name string, o awscloud.
 	for {
 		out, err := api.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &name})
 		if err != nil {
-			return cloud.Outcome(fmt.Errorf("list S3 bucket %s: %w", name, awscloud.Classify(err)))
+			return awscloud.Outcome(fmt.Errorf("list S3 bucket %s: %w", name, awscloud.Classify(err)))
 		}
 		if len(out.Contents) == 0 {
 			break
 		}
 		for _, obj := range out.Contents {
 			if _, err := api.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &name, Key: obj.Key}); err != nil && !awscloud.IsNotFound(err) {
-				return cloud.Outcome(fmt.Errorf("empty S3 bucket %s: %w", name, awscloud.Classify(err)))
+				return awscloud.Outcome(fmt.Errorf("empty S3 bucket %s: %w", name, awscloud.Classify(err)))
 			}
 		}
 	}
 	if _, err := api.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: &name}); err != nil && !awscloud.IsNotFound(err) {
-		return cloud.Outcome(fmt.Errorf("delete S3 bucket %s: %w", name, awscloud.Classify(err)))
+		return awscloud.Outcome(fmt.Errorf("delete S3 bucket %s: %w", name, awscloud.Classify(err)))
 	}
 	return nil
 }
@@ -470,7 +468,7 @@ func findSecurityGroup(ctx context.Context, api awscloud.EC2, name string, o aws
 		{Name: sdkaws.String("tag:" + awscloud.TagOwnerID), Values: []string{o.ID}},
 	}})
 	if err != nil {
-		return nil, cloud.Outcome(fmt.Errorf("find security group %s: %w", name, awscloud.Classify(err)))
+		return nil, awscloud.Outcome(fmt.Errorf("find security group %s: %w", name, awscloud.Classify(err)))
 	}
 	for i := range out.SecurityGroups {
 		if sdkaws.ToString(out.SecurityGroups[i].GroupName) == name {
@@ -492,14 +490,14 @@ func ensureSecurityGroup(ctx context.Context, api awscloud.EC2, name string, por
 		if vpc == "" {
 			out, err := api.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{SubnetIds: rt.Status.Cloud.SubnetIDs[:1]})
 			if err != nil || len(out.Subnets) == 0 {
-				return "", cloud.Outcome(fmt.Errorf("find the VPC of subnet %s: %w", rt.Status.Cloud.SubnetIDs[0], awscloud.Classify(err)))
+				return "", awscloud.Outcome(fmt.Errorf("find the VPC of subnet %s: %w", rt.Status.Cloud.SubnetIDs[0], awscloud.Classify(err)))
 			}
 			vpc = sdkaws.ToString(out.Subnets[0].VpcId)
 		}
 		out, err := api.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: &name, VpcId: &vpc,
 			Description: sdkaws.String("QleetOS: " + o.Kind + " " + o.ID), TagSpecifications: ec2OwnerTags(o, name)})
 		if err != nil {
-			return "", cloud.Outcome(fmt.Errorf("create security group %s: %w", name, awscloud.Classify(err)))
+			return "", awscloud.Outcome(fmt.Errorf("create security group %s: %w", name, awscloud.Classify(err)))
 		}
 		sg = &ec2types.SecurityGroup{GroupId: out.GroupId, VpcId: &vpc}
 	}
@@ -508,12 +506,12 @@ func ensureSecurityGroup(ctx context.Context, api awscloud.EC2, name string, por
 	}
 	vpcs, err := api.DescribeVpcs(ctx, &ec2.DescribeVpcsInput{VpcIds: []string{sdkaws.ToString(sg.VpcId)}})
 	if err != nil || len(vpcs.Vpcs) == 0 {
-		return "", cloud.Outcome(fmt.Errorf("read VPC %s: %w", sdkaws.ToString(sg.VpcId), awscloud.Classify(err)))
+		return "", awscloud.Outcome(fmt.Errorf("read VPC %s: %w", sdkaws.ToString(sg.VpcId), awscloud.Classify(err)))
 	}
 	if _, err := api.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: sg.GroupId,
 		IpPermissions: []ec2types.IpPermission{{IpProtocol: sdkaws.String("tcp"), FromPort: &port, ToPort: &port,
 			IpRanges: []ec2types.IpRange{{CidrIp: vpcs.Vpcs[0].CidrBlock, Description: sdkaws.String("the cluster's VPC")}}}}}); err != nil {
-		return "", cloud.Outcome(fmt.Errorf("open port %d in security group %s: %w", port, name, awscloud.Classify(err)))
+		return "", awscloud.Outcome(fmt.Errorf("open port %d in security group %s: %w", port, name, awscloud.Classify(err)))
 	}
 	return sdkaws.ToString(sg.GroupId), nil
 }

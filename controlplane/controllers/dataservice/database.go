@@ -22,8 +22,8 @@ import (
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
-	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/workload"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/render"
 )
 
 // Names of what a data service is made of, in its namespace.
@@ -242,7 +242,7 @@ func runtimeIDs(inst *client.WorkloadInstance) []string {
 func namespacesOn(insts []*client.WorkloadInstance, runtimeID string) []string {
 	var out []string
 	for _, inst := range insts {
-		if ns := workload.Namespace(inst); slices.Contains(runtimeIDs(inst), runtimeID) && !slices.Contains(out, ns) {
+		if ns := render.Namespace(inst); slices.Contains(runtimeIDs(inst), runtimeID) && !slices.Contains(out, ns) {
 			out = append(out, ns)
 		}
 	}
@@ -274,11 +274,11 @@ func (r *Reconciler[S, T]) run(ctx context.Context, id, name string, svc Service
 	if err := ownNamespace(ctx, cl, ns, id, adopt); err != nil {
 		return reconcile.Terminal(fmt.Errorf("on kubernetes_runtime %q: %w", rt.Name, err))
 	}
-	objs, err := render(ctx, cl, svc)
+	objs, err := renderService(ctx, cl, svc)
 	if err != nil {
 		return err
 	}
-	owner := kube.Owner{InstanceID: id, Namespace: ns, Previous: workload.RefsOf(rs.Objects), Adopt: adopt}
+	owner := kube.Owner{InstanceID: id, Namespace: ns, Previous: kube.RefsOf(rs.Objects), Adopt: adopt}
 	applied, err := kube.Apply(ctx, cl, owner, objs)
 	if err != nil {
 		if kube.IsInvalid(err) || kube.IsOwnershipConflict(err) {
@@ -330,9 +330,9 @@ func retainedFor(ctx context.Context, cl *kube.Cluster, namespace, mark string) 
 	return ns.Labels[LabelRetained] == mark, nil
 }
 
-// render makes a data service's objects. The credentials are generated once: an existing credentials
+// renderService makes a data service's objects. The credentials are generated once: an existing credentials
 // Secret (of this object, or retained by one of its kind and name) keeps its values.
-func render(ctx context.Context, cl *kube.Cluster, svc Service) ([]*unstructured.Unstructured, error) {
+func renderService(ctx context.Context, cl *kube.Cluster, svc Service) ([]*unstructured.Unstructured, error) {
 	ns := svc.Namespace
 	creds, err := keptCredentials(ctx, cl, svc)
 	if err != nil {
@@ -419,7 +419,7 @@ func (r *Reconciler[S, T]) Finalize(ctx context.Context, obj *client.Object[S, T
 			reconcile.Eventf(ctx, client.EventWarning, "LeftAlone", "on kubernetes_runtime %q: %v", rt.Name, err)
 			continue // not ours: nothing there is deleted
 		}
-		owner := kube.Owner{InstanceID: obj.ID, Namespace: svc.Namespace, Previous: workload.RefsOf(rs.Objects)}
+		owner := kube.Owner{InstanceID: obj.ID, Namespace: svc.Namespace, Previous: kube.RefsOf(rs.Objects)}
 		if svc.Retain {
 			if err := retain(ctx, cl, svc.Namespace, r.retainedMark(obj.Name), owner); err != nil {
 				return reconcile.Result{}, fmt.Errorf("retain on kubernetes_runtime %q: %w", rt.Name, err)

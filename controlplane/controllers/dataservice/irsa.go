@@ -19,7 +19,6 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/awscloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
-	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/cloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 )
 
@@ -77,7 +76,7 @@ func ensureBucketRole(ctx context.Context, cls *awscloud.Clients, name string, r
 		}
 		out, err := cls.EKS.DescribeCluster(ctx, &eks.DescribeClusterInput{Name: &rt.Status.Cloud.ClusterName})
 		if err != nil {
-			return "", cloud.Outcome(fmt.Errorf("describe EKS cluster %s: %w", rt.Status.Cloud.ClusterName, awscloud.Classify(err)))
+			return "", awscloud.Outcome(fmt.Errorf("describe EKS cluster %s: %w", rt.Status.Cloud.ClusterName, awscloud.Classify(err)))
 		}
 		if out.Cluster.Identity == nil || out.Cluster.Identity.Oidc == nil || sdkaws.ToString(out.Cluster.Identity.Oidc.Issuer) == "" {
 			return "", reconcile.Wait(fmt.Sprintf("EKS cluster %s", rt.Status.Cloud.ClusterName), "no OIDC issuer yet", "RuntimeNotReady", 5*time.Second)
@@ -95,14 +94,14 @@ func ensureBucketRole(ctx context.Context, cls *awscloud.Clients, name string, r
 		out, err := cls.IAM.CreateRole(ctx, &iam.CreateRoleInput{RoleName: &name, AssumeRolePolicyDocument: &doc, Tags: o.IAMTags(),
 			Description: sdkaws.String("QleetOS: " + o.Kind + " " + o.ID + " on kubernetes_runtime " + rt.Name)})
 		if err != nil {
-			return "", cloud.Outcome(fmt.Errorf("create IAM role %s: %w", name, awscloud.Classify(err)))
+			return "", awscloud.Outcome(fmt.Errorf("create IAM role %s: %w", name, awscloud.Classify(err)))
 		}
 		if err := putBucketPolicy(ctx, cls.IAM, name); err != nil {
 			return "", err
 		}
 		return sdkaws.ToString(out.Role.Arn), nil
 	case err != nil:
-		return "", cloud.Outcome(fmt.Errorf("get IAM role %s: %w", name, awscloud.Classify(err)))
+		return "", awscloud.Outcome(fmt.Errorf("get IAM role %s: %w", name, awscloud.Classify(err)))
 	}
 	if !o.Owns(awscloud.IAMTagMap(got.Role.Tags)) {
 		return "", notOurs("IAM role " + name)
@@ -113,12 +112,12 @@ func ensureBucketRole(ctx context.Context, cls *awscloud.Clients, name string, r
 			return "", err
 		}
 		if _, err := cls.IAM.UpdateAssumeRolePolicy(ctx, &iam.UpdateAssumeRolePolicyInput{RoleName: &name, PolicyDocument: &doc}); err != nil {
-			return "", cloud.Outcome(fmt.Errorf("update the trust policy of IAM role %s: %w", name, awscloud.Classify(err)))
+			return "", awscloud.Outcome(fmt.Errorf("update the trust policy of IAM role %s: %w", name, awscloud.Classify(err)))
 		}
 	}
 	pols, err := cls.IAM.ListRolePolicies(ctx, &iam.ListRolePoliciesInput{RoleName: &name})
 	if err != nil {
-		return "", cloud.Outcome(fmt.Errorf("list the policies of IAM role %s: %w", name, awscloud.Classify(err)))
+		return "", awscloud.Outcome(fmt.Errorf("list the policies of IAM role %s: %w", name, awscloud.Classify(err)))
 	}
 	if !slices.Contains(pols.PolicyNames, bucketPolicyName) {
 		if err := putBucketPolicy(ctx, cls.IAM, name); err != nil {
@@ -131,7 +130,7 @@ func ensureBucketRole(ctx context.Context, cls *awscloud.Clients, name string, r
 func putBucketPolicy(ctx context.Context, api awscloud.IAM, bucket string) error {
 	if _, err := api.PutRolePolicy(ctx, &iam.PutRolePolicyInput{RoleName: &bucket, PolicyName: sdkaws.String(bucketPolicyName),
 		PolicyDocument: sdkaws.String(awscloud.BucketPolicy(bucket))}); err != nil {
-		return cloud.Outcome(fmt.Errorf("put the S3 policy of IAM role %s: %w", bucket, awscloud.Classify(err)))
+		return awscloud.Outcome(fmt.Errorf("put the S3 policy of IAM role %s: %w", bucket, awscloud.Classify(err)))
 	}
 	return nil
 }
@@ -143,7 +142,7 @@ func removeBucketRole(ctx context.Context, api awscloud.IAM, name string, o awsc
 		return nil
 	}
 	if err != nil {
-		return cloud.Outcome(fmt.Errorf("get IAM role %s: %w", name, awscloud.Classify(err)))
+		return awscloud.Outcome(fmt.Errorf("get IAM role %s: %w", name, awscloud.Classify(err)))
 	}
 	if !o.Owns(awscloud.IAMTagMap(got.Role.Tags)) {
 		reconcile.Eventf(ctx, client.EventWarning, "LeftAlone", "IAM role %s has no QleetOS ownership tags for this bucket; it was left unchanged", name)
@@ -151,15 +150,15 @@ func removeBucketRole(ctx context.Context, api awscloud.IAM, name string, o awsc
 	}
 	pols, err := api.ListRolePolicies(ctx, &iam.ListRolePoliciesInput{RoleName: &name})
 	if err != nil {
-		return cloud.Outcome(fmt.Errorf("list the policies of IAM role %s: %w", name, awscloud.Classify(err)))
+		return awscloud.Outcome(fmt.Errorf("list the policies of IAM role %s: %w", name, awscloud.Classify(err)))
 	}
 	for _, p := range pols.PolicyNames {
 		if _, err := api.DeleteRolePolicy(ctx, &iam.DeleteRolePolicyInput{RoleName: &name, PolicyName: sdkaws.String(p)}); err != nil && !awscloud.IsNotFound(err) {
-			return cloud.Outcome(fmt.Errorf("delete policy %s of IAM role %s: %w", p, name, awscloud.Classify(err)))
+			return awscloud.Outcome(fmt.Errorf("delete policy %s of IAM role %s: %w", p, name, awscloud.Classify(err)))
 		}
 	}
 	if _, err := api.DeleteRole(ctx, &iam.DeleteRoleInput{RoleName: &name}); err != nil && !awscloud.IsNotFound(err) {
-		return cloud.Outcome(fmt.Errorf("delete IAM role %s: %w", name, awscloud.Classify(err)))
+		return awscloud.Outcome(fmt.Errorf("delete IAM role %s: %w", name, awscloud.Classify(err)))
 	}
 	return nil
 }

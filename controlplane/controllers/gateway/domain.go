@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/qleetos/terraform-provider-qleet/client"
-	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/cloud"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/awscloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 )
 
@@ -21,7 +21,7 @@ type DomainReconciler struct {
 	// Client lists gateways and reads runtimes (a controller token).
 	Client *client.Client
 	// Accounts gives the cloud accounts' AWS clients; provider route53 needs it.
-	Accounts *cloud.Accounts
+	Accounts *awscloud.Accounts
 	// RecheckInterval is how often the records are brought in step with the gateways (default 5s).
 	RecheckInterval time.Duration
 }

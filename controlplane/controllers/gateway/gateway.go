@@ -19,7 +19,6 @@ import (
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
-	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/workload"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/requirements"
 )
@@ -211,7 +210,7 @@ func (r *Reconciler) route(ctx context.Context, gw *client.Gateway, inst *client
 	}
 	ns := inst.Status.Namespace
 	objs := render(gw, inst.Name, ns, port)
-	owner := kube.Owner{InstanceID: gw.ID, Namespace: ns, Previous: workload.RefsOf(rs.Objects)}
+	owner := kube.Owner{InstanceID: gw.ID, Namespace: ns, Previous: kube.RefsOf(rs.Objects)}
 	applied, err := kube.Apply(ctx, cl, owner, objs)
 	if err != nil {
 		rs.Message = err.Error()
@@ -284,7 +283,7 @@ func (r *Reconciler) remove(ctx context.Context, gw *client.Gateway, rs client.G
 	if err != nil {
 		return err
 	}
-	owner := kube.Owner{InstanceID: gw.ID, Previous: workload.RefsOf(rs.Objects)}
+	owner := kube.Owner{InstanceID: gw.ID, Previous: kube.RefsOf(rs.Objects)}
 	if err := kube.DeleteAll(ctx, cl, owner); err != nil && !errors.Is(err, kube.ErrStillPresent) {
 		return fmt.Errorf("remove the route from kubernetes_runtime %q: %w", rt.Name, err)
 	}

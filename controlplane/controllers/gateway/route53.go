@@ -13,7 +13,6 @@ import (
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/awscloud"
-	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/cloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 )
 
@@ -39,7 +38,7 @@ func zoneID(id string) string { return strings.TrimPrefix(id, "/hostedzone/") }
 func findZone(ctx context.Context, api awscloud.Route53, zone string) (*r53types.HostedZone, error) {
 	out, err := api.ListHostedZonesByName(ctx, &route53.ListHostedZonesByNameInput{DNSName: sdkaws.String(fqdn(zone))})
 	if err != nil {
-		return nil, cloud.Outcome(fmt.Errorf("find Route53 hosted zone %s: %w", zone, awscloud.Classify(err)))
+		return nil, awscloud.Outcome(fmt.Errorf("find Route53 hosted zone %s: %w", zone, awscloud.Classify(err)))
 	}
 	for i, z := range out.HostedZones {
 		if strings.EqualFold(sdkaws.ToString(z.Name), fqdn(zone)) && (z.Config == nil || !z.Config.PrivateZone) {
@@ -53,7 +52,7 @@ func findZone(ctx context.Context, api awscloud.Route53, zone string) (*r53types
 func zoneTags(ctx context.Context, api awscloud.Route53, id string) (map[string]string, error) {
 	out, err := api.ListTagsForResource(ctx, &route53.ListTagsForResourceInput{ResourceType: r53types.TagResourceTypeHostedzone, ResourceId: sdkaws.String(zoneID(id))})
 	if err != nil {
-		return nil, cloud.Outcome(fmt.Errorf("read the tags of Route53 hosted zone %s: %w", id, awscloud.Classify(err)))
+		return nil, awscloud.Outcome(fmt.Errorf("read the tags of Route53 hosted zone %s: %w", id, awscloud.Classify(err)))
 	}
 	m := map[string]string{}
 	if out.ResourceTagSet != nil {
@@ -71,7 +70,7 @@ func tagZone(ctx context.Context, api awscloud.Route53, id string, o awscloud.Ow
 	}
 	if _, err := api.ChangeTagsForResource(ctx, &route53.ChangeTagsForResourceInput{ResourceType: r53types.TagResourceTypeHostedzone,
 		ResourceId: sdkaws.String(zoneID(id)), AddTags: tags}); err != nil {
-		return cloud.Outcome(fmt.Errorf("tag Route53 hosted zone %s: %w", id, awscloud.Classify(err)))
+		return awscloud.Outcome(fmt.Errorf("tag Route53 hosted zone %s: %w", id, awscloud.Classify(err)))
 	}
 	return nil
 }
@@ -101,7 +100,7 @@ func ensureZone(ctx context.Context, api awscloud.Route53, d *client.DomainName)
 	out, err := api.CreateHostedZone(ctx, &route53.CreateHostedZoneInput{Name: sdkaws.String(d.Spec.Zone), CallerReference: sdkaws.String(d.ID),
 		HostedZoneConfig: &r53types.HostedZoneConfig{Comment: sdkaws.String("QleetOS: domain_name " + d.Name)}})
 	if err != nil {
-		return "", cloud.Outcome(fmt.Errorf("create Route53 hosted zone %s: %w", d.Spec.Zone, awscloud.Classify(err)))
+		return "", awscloud.Outcome(fmt.Errorf("create Route53 hosted zone %s: %w", d.Spec.Zone, awscloud.Classify(err)))
 	}
 	id := sdkaws.ToString(out.HostedZone.Id)
 	if err := tagZone(ctx, api, id, domainOwner(d)); err != nil {
@@ -118,7 +117,7 @@ func recordSets(ctx context.Context, api awscloud.Route53, id string) ([]r53type
 	for {
 		page, err := api.ListResourceRecordSets(ctx, in)
 		if err != nil {
-			return nil, cloud.Outcome(fmt.Errorf("list the records of Route53 hosted zone %s: %w", id, awscloud.Classify(err)))
+			return nil, awscloud.Outcome(fmt.Errorf("list the records of Route53 hosted zone %s: %w", id, awscloud.Classify(err)))
 		}
 		out = append(out, page.ResourceRecordSets...)
 		if !page.IsTruncated {
@@ -222,7 +221,7 @@ func syncRecords(ctx context.Context, api awscloud.Route53, zone, owner string, 
 	}
 	if _, err := api.ChangeResourceRecordSets(ctx, &route53.ChangeResourceRecordSetsInput{HostedZoneId: sdkaws.String(zone),
 		ChangeBatch: &r53types.ChangeBatch{Comment: sdkaws.String("QleetOS: domain_name " + owner), Changes: changes}}); err != nil {
-		return conflicts, cloud.Outcome(fmt.Errorf("change the records of Route53 hosted zone %s: %w", zone, awscloud.Classify(err)))
+		return conflicts, awscloud.Outcome(fmt.Errorf("change the records of Route53 hosted zone %s: %w", zone, awscloud.Classify(err)))
 	}
 	return conflicts, nil
 }
@@ -363,7 +362,7 @@ func (r *DomainReconciler) removeRoute53(ctx context.Context, d *client.DomainNa
 		case awscloud.IsCode(err, "HostedZoneNotEmpty"):
 			reconcile.Eventf(ctx, client.EventWarning, "LeftAlone", "Route53 hosted zone %s holds records QleetOS did not write; it was kept", d.Spec.Zone)
 		case err != nil && !awscloud.IsNotFound(err):
-			return cloud.Outcome(fmt.Errorf("delete Route53 hosted zone %s: %w", d.Spec.Zone, awscloud.Classify(err)))
+			return awscloud.Outcome(fmt.Errorf("delete Route53 hosted zone %s: %w", d.Spec.Zone, awscloud.Classify(err)))
 		}
 		return nil
 	})

@@ -13,7 +13,6 @@ import (
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/awscloud"
-	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/cloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/gateway"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
 	"github.com/qleetos/terraform-provider-qleet/internal/apitest"
@@ -64,7 +63,7 @@ func TestRoute53Records(t *testing.T) {
 
 	dn, err := admin.DomainNames().Create(ctx, &client.DomainName{Meta: client.Meta{Name: "example"}, Spec: client.DomainNameSpec{Zone: "example.test", Provider: client.DNSProviderRoute53}})
 	require.NoError(t, err)
-	rec := &gateway.DomainReconciler{Client: ctrl, Accounts: &cloud.Accounts{Client: ctrl}}
+	rec := &gateway.DomainReconciler{Client: ctrl, Accounts: &awscloud.Accounts{Client: ctrl}}
 	reconcileOnce := func() *client.DomainName {
 		t.Helper()
 		d, err := ctrl.DomainNames().Get(ctx, dn.ID)

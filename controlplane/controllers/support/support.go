@@ -17,8 +17,8 @@ import (
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
-	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/workload"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/render"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/requirements"
 )
 
@@ -35,13 +35,13 @@ type Reconciler struct {
 	HelmCacheDir string
 
 	once     sync.Once
-	renderer *workload.Renderer
+	renderer *render.Renderer
 	runtimes reconcile.Deps[client.KubernetesRuntimeSpec, client.KubernetesRuntimeStatus]
 }
 
 func (r *Reconciler) init() *Reconciler {
 	r.once.Do(func() {
-		r.renderer = &workload.Renderer{ChartDir: r.ChartDir, HelmCacheDir: r.HelmCacheDir}
+		r.renderer = &render.Renderer{ChartDir: r.ChartDir, HelmCacheDir: r.HelmCacheDir}
 		r.runtimes.Resource = r.Client.KubernetesRuntimes()
 	})
 	return r
@@ -59,14 +59,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, ss *client.SupportService) (
 	}
 	objs, source, err := r.render(ctx, ss, rt.Status.Version)
 	if err != nil {
-		var fe *workload.FetchError
+		var fe *render.FetchError
 		if errors.As(err, &fe) {
 			return reconcile.Result{}, err
 		}
 		return reconcile.Result{}, reconcile.Terminal(err)
 	}
 	ss.Status.Chart, ss.Status.Namespace = source, namespace(ss)
-	previous := workload.RefsOf(ss.Status.Objects)
+	previous := kube.RefsOf(ss.Status.Objects)
 	owner := kube.Owner{InstanceID: ss.ID, Namespace: namespace(ss), Previous: previous, ClusterScoped: true}
 	applied, err := kube.Apply(ctx, cl, owner, objs)
 	if err != nil {
@@ -237,7 +237,7 @@ func (r *Reconciler) Finalize(ctx context.Context, ss *client.SupportService) (r
 // way may have made objects of kinds outside SearchKinds, such as an IngressClass or a webhook
 // configuration, before the status recorded any). A chart that cannot be rendered now adds nothing.
 func (r *Reconciler) searchRefs(ctx context.Context, ss *client.SupportService, kubeVersion string) []kube.AppliedRef {
-	refs := workload.RefsOf(ss.Status.Objects)
+	refs := kube.RefsOf(ss.Status.Objects)
 	objs, _, err := r.render(ctx, ss, kubeVersion)
 	if err != nil {
 		reconcile.Logger(ctx).Debug("render for cleanup failed; searching the usual kinds", "type", ss.Spec.Type, "err", err)

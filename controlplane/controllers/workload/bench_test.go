@@ -17,6 +17,7 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/workload"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/render"
 )
 
 var (
@@ -157,7 +158,7 @@ func (e benchEnv) viaReconciler(ctx context.Context, rec *workload.InstanceRecon
 func (e benchEnv) viaSSA(ctx context.Context, def *client.WorkloadDefinition) error {
 	name := fmt.Sprintf("ssa-%d", benchSeq.Add(1))
 	inst := &client.WorkloadInstance{Meta: client.Meta{Name: name}}
-	objs, err := (&workload.Renderer{}).Render(ctx, def, inst, "")
+	objs, err := (&render.Renderer{}).Render(ctx, def, inst, "")
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/workload"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/render"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
 	"github.com/qleetos/terraform-provider-qleet/internal/apitest"
@@ -59,7 +60,7 @@ func setup(t testing.TB) *env {
 	require.NoError(t, err)
 
 	conn := kube.NewConnector(kube.ConnectorConfig{})
-	e.inst = &workload.InstanceReconciler{Client: e.ctrl, Connector: conn, Renderer: &workload.Renderer{HelmCacheDir: t.TempDir(), ChartDir: os.TempDir()}, PollInterval: 200 * time.Millisecond}
+	e.inst = &workload.InstanceReconciler{Client: e.ctrl, Connector: conn, Renderer: &render.Renderer{HelmCacheDir: t.TempDir(), ChartDir: os.TempDir()}, PollInterval: 200 * time.Millisecond}
 	e.def = &workload.DefinitionReconciler{Client: e.ctrl, Renderer: e.inst.Renderer}
 	full, err := e.ctrl.KubernetesRuntimes().Get(ctx, rt.ID)
 	require.NoError(t, err)
@@ -433,7 +434,7 @@ func TestDefinitionReconciler(t *testing.T) {
 	require.NoError(t, st.CreateToken(ctx, &store.Token{Hash: server.HashToken(tok), Name: "admin", Role: server.RoleAdmin}))
 	admin, err := client.New(hs.URL, client.WithToken(tok))
 	require.NoError(t, err)
-	rec := &workload.DefinitionReconciler{Client: admin, Renderer: &workload.Renderer{ChartDir: os.TempDir()}}
+	rec := &workload.DefinitionReconciler{Client: admin, Renderer: &render.Renderer{ChartDir: os.TempDir()}}
 	rt, err := admin.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "rt"}, Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderLocal}})
 	require.NoError(t, err)
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/render"
 )
 
 // DefinitionReconciler reconciles workload_definitions: it checks what can only be checked by rendering
@@ -21,7 +22,7 @@ type DefinitionReconciler struct {
 	// Client reads instances.
 	Client *client.Client
 	// Renderer renders the definition (default: a zero Renderer).
-	Renderer *Renderer
+	Renderer *render.Renderer
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -29,7 +30,7 @@ func (r *DefinitionReconciler) Reconcile(ctx context.Context, def *client.Worklo
 	// Render against a stand-in instance: the definition's name, its own namespace, no overrides.
 	probe := &client.WorkloadInstance{Meta: client.Meta{Name: def.Name}}
 	if _, err := r.renderer().Render(ctx, def, probe, ""); err != nil {
-		var fe *FetchError
+		var fe *render.FetchError
 		if errors.As(err, &fe) {
 			return reconcile.Result{}, err
 		}
@@ -74,7 +75,7 @@ func rolloutPoll(instances int) time.Duration {
 	return min(2*time.Second*time.Duration(1+instances/500), 30*time.Second)
 }
 
-func (r *DefinitionReconciler) renderer() *Renderer {
+func (r *DefinitionReconciler) renderer() *render.Renderer {
 	if r.Renderer == nil {
 		return defaultRenderer
 	}
@@ -82,7 +83,7 @@ func (r *DefinitionReconciler) renderer() *Renderer {
 }
 
 // defaultRenderer serves reconcilers configured without a Renderer.
-var defaultRenderer = &Renderer{}
+var defaultRenderer = &render.Renderer{}
 
 // instancesOf lists the live instances of a definition: the instances that reference it, found through
 // the store's reference index (listing every instance made a full resync O(N²); make bench, scale).

@@ -21,6 +21,7 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/render"
 )
 
 // Defaults of InstanceReconciler.
@@ -52,7 +53,7 @@ type InstanceReconciler struct {
 	// Connector connects to runtimes' clusters.
 	Connector *kube.Connector
 	// Renderer renders definitions (default: a shared zero Renderer).
-	Renderer *Renderer
+	Renderer *render.Renderer
 	// PollInterval is how soon an instance whose objects are not ready yet is looked at again at first
 	// (default 2s); the poll then slows to half the rollout's age, at most 30s. The agent requeues it at
 	// once when the objects' health changes.
@@ -142,11 +143,11 @@ func (r *InstanceReconciler) Reconcile(ctx context.Context, inst *client.Workloa
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	targets, err := r.targets(ctx, inst, desiredReplicas(def, inst))
+	targets, err := r.targets(ctx, inst, render.DesiredReplicas(def, inst))
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	inst.Status.Namespace = Namespace(inst)
+	inst.Status.Namespace = render.Namespace(inst)
 	inst.Status.DefinitionGeneration = def.Generation
 	var out outcomes
 	var placements []client.PlacementStatus
@@ -176,21 +177,21 @@ func (r *InstanceReconciler) rollout(ctx context.Context, def *client.WorkloadDe
 	}
 	objs, err := renderer.Render(ctx, def, &view, rt.Status.Version)
 	if err != nil {
-		var fe *FetchError
+		var fe *render.FetchError
 		if errors.As(err, &fe) {
 			return reconcile.Result{}, err
 		}
 		return reconcile.Result{}, reconcile.Terminal(fmt.Errorf("render workload_definition %q: %w", def.Name, err))
 	}
-	extra, err := r.dataOn(ctx, cl, deps, rt, Namespace(inst))
+	extra, err := r.dataOn(ctx, cl, deps, rt, render.Namespace(inst))
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	objs = deps.inject(objs, Namespace(inst), extra)
+	objs = deps.inject(objs, render.Namespace(inst), extra)
 
 	key := inst.ID + "/" + rt.ID
-	previous := RefsOf(ps.Objects)
-	owner := kube.Owner{InstanceID: inst.ID, Namespace: Namespace(inst), Previous: previous, Adopt: inst.Spec.Adopt, ClusterScoped: def.Spec.ClusterScoped}
+	previous := kube.RefsOf(ps.Objects)
+	owner := kube.Owner{InstanceID: inst.ID, Namespace: render.Namespace(inst), Previous: previous, Adopt: inst.Spec.Adopt, ClusterScoped: def.Spec.ClusterScoped}
 	hash := desiredHash(rt.ID, objs)
 	applied, fresh := r.recentlyApplied(key, hash)
 	var applyTook time.Duration // how long an apply made now took; zero when nothing was applied
@@ -506,7 +507,7 @@ func (r *InstanceReconciler) cleanup(ctx context.Context, inst *client.WorkloadI
 	if again {
 		left, err = kube.Remaining(ctx, cl, refs)
 	} else {
-		owner := kube.Owner{InstanceID: inst.ID, Namespace: Namespace(inst), Previous: RefsOf(ps.Objects)}
+		owner := kube.Owner{InstanceID: inst.ID, Namespace: render.Namespace(inst), Previous: kube.RefsOf(ps.Objects)}
 		left, err = kube.DeleteOwned(ctx, cl, owner)
 	}
 	if err != nil {
@@ -670,15 +671,6 @@ func recordDrift(ctx context.Context, inst *client.WorkloadInstance, applied []k
 		Type: ConditionDriftCorrected, Status: client.ConditionTrue, Reason: ConditionDriftCorrected,
 		Message: strings.Join(msgs, "; "), LastTransitionTime: time.Now().UTC(),
 	})
-}
-
-// RefsOf names the applied objects a status lists, for a later prune or delete.
-func RefsOf(objs []client.AppliedObject) []kube.AppliedRef {
-	out := make([]kube.AppliedRef, len(objs))
-	for i, o := range objs {
-		out[i] = kube.AppliedRef{APIVersion: o.APIVersion, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name}
-	}
-	return out
 }
 
 func refKey(r kube.AppliedRef) string {

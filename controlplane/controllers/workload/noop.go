@@ -9,6 +9,7 @@ import (
 
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/render"
 )
 
 // NoopInstanceReconciler is a workload_instance reconciler for SIMULATION ONLY (the benchmark's 100,000
@@ -23,7 +24,7 @@ type NoopInstanceReconciler struct {
 	// Client reads definitions and runtimes (a controller token, like the real reconciler's).
 	Client *client.Client
 	// Renderer renders definitions (default: a shared zero Renderer).
-	Renderer *Renderer
+	Renderer *render.Renderer
 
 	depsOnce    sync.Once
 	definitions reconcile.Deps[client.WorkloadDefinitionSpec, client.WorkloadDefinitionStatus]
@@ -66,7 +67,7 @@ func (r *NoopInstanceReconciler) Reconcile(ctx context.Context, inst *client.Wor
 	if err != nil {
 		return reconcile.Result{}, reconcile.Terminal(fmt.Errorf("render workload_definition %q: %w", def.Name, err))
 	}
-	replicas := desiredReplicas(def, inst)
+	replicas := render.DesiredReplicas(def, inst)
 	ps := client.PlacementStatus{
 		RuntimeID: rt.ID, Runtime: rt.Name, Region: rt.Status.Region, Phase: client.PhaseReady,
 		Replicas: replicas, ReadyReplicas: replicas, AvailableReplicas: replicas,
@@ -76,7 +77,7 @@ func (r *NoopInstanceReconciler) Reconcile(ctx context.Context, inst *client.Wor
 			APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName(), Ready: true,
 		})
 	}
-	inst.Status.Namespace = Namespace(inst)
+	inst.Status.Namespace = render.Namespace(inst)
 	inst.Status.DefinitionGeneration = def.Generation
 	inst.Status.Placements = []client.PlacementStatus{ps}
 	summarize(inst)

@@ -1,4 +1,4 @@
-package workload
+package render
 
 import (
 	"bufio"
@@ -133,8 +133,8 @@ func namespaceObject(ns string) *unstructured.Unstructured {
 	return u
 }
 
-// desiredReplicas is the instance override, else the definition's, else 1.
-func desiredReplicas(def *client.WorkloadDefinition, inst *client.WorkloadInstance) int32 {
+// DesiredReplicas is the instance override, else the definition's, else 1.
+func DesiredReplicas(def *client.WorkloadDefinition, inst *client.WorkloadInstance) int32 {
 	switch {
 	case inst.Spec.Replicas != nil:
 		return *inst.Spec.Replicas
@@ -180,7 +180,7 @@ func renderContainers(def *client.WorkloadDefinition, inst *client.WorkloadInsta
 	// With autoscaling the HPA owns spec.replicas: leaving it out of the applied object releases qleet's
 	// ownership of the field, so re-applies never fight the autoscaler.
 	if def.Spec.Autoscaling == nil {
-		n := desiredReplicas(def, inst)
+		n := DesiredReplicas(def, inst)
 		dep.Spec.Replicas = &n
 	}
 	typed := []runtime.Object{dep}
