@@ -164,8 +164,10 @@ func TestAppOnEKS(t *testing.T) {
 
 	sim.ResetCalls()
 	start = time.Now()
-	require.NoError(t, cl.Databases().Delete(ctx, db.ID, client.DeleteOptions{Wait: true}))
-	require.NoError(t, cl.Buckets().Delete(ctx, bucket.ID, client.DeleteOptions{Wait: true}))
+	// Attached by their own instance_id, the instance still uses them: the delete detaches, as
+	// Terraform's does.
+	require.NoError(t, cl.Databases().Delete(ctx, db.ID, client.DeleteOptions{Wait: true, Detach: true}))
+	require.NoError(t, cl.Buckets().Delete(ctx, bucket.ID, client.DeleteOptions{Wait: true, Detach: true}))
 	sa, err := kc.CoreV1().ServiceAccounts("shop").Get(ctx, "default", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.NotContains(t, sa.Annotations, "eks.amazonaws.com/role-arn", "the deleted bucket's role is taken off the service account")

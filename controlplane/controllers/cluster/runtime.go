@@ -172,7 +172,14 @@ func (r *Reconciler) Finalize(ctx context.Context, rt *client.KubernetesRuntime)
 func ReportReachability(ctx context.Context, rts *client.Resource[client.KubernetesRuntimeSpec, client.KubernetesRuntimeStatus], id string, reachErr error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := rts.RequestReconcile(ctx, id); err != nil && !client.IsNotFound(err) {
+	err := rts.RequestReconcile(ctx, id)
+	switch {
+	case err == nil || client.IsNotFound(err):
+	case ctx.Err() != nil || errors.Is(err, context.Canceled):
+		// Shutting down, or the request outlived its deadline: the recheck catches it, and nobody
+		// needs to read about it.
+		reconcile.Logger(ctx).Debug("requeue runtime whose reachability changed; its recheck will", "id", id, "unreachable", reachErr, "err", err)
+	default:
 		reconcile.Logger(ctx).Warn("requeue runtime whose reachability changed; its recheck will", "id", id, "unreachable", reachErr, "err", err)
 	}
 }
