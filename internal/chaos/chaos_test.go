@@ -31,7 +31,7 @@ func TestChaos(t *testing.T) {
 		// election and the requests it swallows (retried after broker.Config.RequestTimeout, 4s) come
 		// on top of the 15s that one kill per part needed. Measured 14.5s and 16.2s on a busy machine.
 		ConvergeWithin: 20 * time.Second,
-		QleetBinary: filepath.Join(bin, "qleet"), NATSBinary: filepath.Join(bin, "nats-server"), KubesimBinary: kubesimBin,
+		QleetBinary:    filepath.Join(bin, "qleet"), NATSBinary: filepath.Join(bin, "nats-server"), KubesimBinary: kubesimBin,
 		WorkDir: t.TempDir(), Logf: t.Logf,
 	})
 	require.NoError(t, err)
