@@ -70,6 +70,7 @@ func TestStopNATSWhileWritesContinue(t *testing.T) {
 		obj, err := rts.Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: fmt.Sprintf("during-%d", i)}, Spec: runtimeSpec(kc)})
 		require.NoError(t, err, "the API keeps accepting writes while NATS is down")
 		ids = append(ids, obj.ID)
+		// no signal: paces the writes across the NATS outage, which is the point
 		time.Sleep(250 * time.Millisecond)
 	}
 	pending, _, err := a.Store.OutboxStats(ctx)

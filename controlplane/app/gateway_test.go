@@ -160,7 +160,7 @@ func TestGatewaysWithTLS(t *testing.T) {
 		require.NoError(t, cl.Gateways().Delete(cptest.Wait(t, time.Minute), gws["internal"].ID, client.DeleteOptions{Wait: true}))
 		_, err := cs.NetworkingV1().Ingresses("web").Get(ctx, "internal", metav1.GetOptions{})
 		require.True(t, apierrors.IsNotFound(err), "its route is gone: %v", err)
-		time.Sleep(2 * grace) // the other gateway still uses them: nothing may go
+		time.Sleep(2 * grace) // no signal: the other gateway still uses them: nothing may go
 		on := supportServicesOn(t, cl, rt.ID)
 		require.Len(t, on[client.SupportIngress], 1)
 		require.Len(t, on[client.SupportCertManager], 1)

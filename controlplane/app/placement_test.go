@@ -308,7 +308,7 @@ func TestNodeAutoscaling(t *testing.T) {
 		inst.Spec.Replicas = ptr(int32(4))
 		_, err = cl.WorkloadInstances().Update(ctx, inst)
 		require.NoError(t, err)
-		time.Sleep(3 * time.Second) // several rechecks
+		time.Sleep(3 * time.Second) // no signal: a window of several rechecks in which nothing may change
 		require.Equal(t, 3, nodeCount(t, cs))
 	})
 

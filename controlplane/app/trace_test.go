@@ -259,6 +259,7 @@ func waitConnected(t *testing.T, exp *tracetest.InMemoryExporter, logs *syncBuff
 			}
 			why = reason
 		}
+		// no signal: spans are exported in batches, with no hook for "this span was exported"
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Log(describeTraces(exp, objectID))

@@ -102,6 +102,7 @@ func (e *env) reconcileReady(t *testing.T, inst *client.WorkloadInstance) {
 		if time.Now().After(deadline) {
 			require.FailNow(t, "instance not ready", "%s: %s", inst.Name, inst.Status.Message)
 		}
+		// no signal: the test plays the runtime and honours the reconciler's own RequeueAfter
 		time.Sleep(res.RequeueAfter)
 	}
 }
@@ -125,6 +126,7 @@ func (e *env) finalizeGone(t *testing.T, inst *client.WorkloadInstance) reconcil
 		if time.Now().After(deadline) {
 			require.FailNow(t, "instance not cleaned up", "%s: %s", inst.Name, inst.Status.Message)
 		}
+		// no signal: the test plays the runtime and honours the reconciler's own RequeueAfter
 		time.Sleep(res.RequeueAfter)
 	}
 }
@@ -271,6 +273,7 @@ spec:
 			require.NoError(t, err)
 			require.NotZero(t, res.RequeueAfter, "not ready means requeue")
 			require.True(t, time.Now().Before(deadline), "message: %s", inst.Status.Message)
+			// no signal: the test plays the runtime and honours the reconciler's own RequeueAfter
 			time.Sleep(res.RequeueAfter)
 		}
 		require.Contains(t, inst.Status.Message, `Deployment "huge-a" is not ready`)
