@@ -1,3 +1,6 @@
+// Package client is the Go client of the QleetOS API: typed per-kind requests over the wire types of
+// package api, list iteration, retries of an unavailable API, waits for reconciliation and deletion, and
+// typed errors. It imports nothing from Kubernetes.
 package client
 
 import (
@@ -16,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"go.opentelemetry.io/otel/propagation"
 )
 
@@ -180,7 +184,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 			after = retryAfter(resp.Header.Get("Retry-After"))
 		}
 		var env struct {
-			Error *Error `json:"error"`
+			Error *api.Error `json:"error"`
 		}
 		if json.Unmarshal(respData, &env) == nil && env.Error != nil && env.Error.Code != "" {
 			return after, env.Error
@@ -189,7 +193,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		if len(msg) > 200 {
 			msg = msg[:200]
 		}
-		return after, &Error{Code: CodeForStatus(resp.StatusCode), Message: fmt.Sprintf("%s %s: HTTP %d: %s", method, u.Path, resp.StatusCode, msg)}
+		return after, &api.Error{Code: api.CodeForStatus(resp.StatusCode), Message: fmt.Sprintf("%s %s: HTTP %d: %s", method, u.Path, resp.StatusCode, msg)}
 	}
 	if out != nil && len(respData) > 0 {
 		if err := json.Unmarshal(respData, out); err != nil {
@@ -220,18 +224,18 @@ func For[S any, T any](c *Client, kind string) *Resource[S, T] {
 }
 
 // KubernetesRuntimes is the kubernetes_runtimes collection.
-func (c *Client) KubernetesRuntimes() *Resource[KubernetesRuntimeSpec, KubernetesRuntimeStatus] {
-	return For[KubernetesRuntimeSpec, KubernetesRuntimeStatus](c, KindKubernetesRuntime)
+func (c *Client) KubernetesRuntimes() *Resource[api.KubernetesRuntimeSpec, api.KubernetesRuntimeStatus] {
+	return For[api.KubernetesRuntimeSpec, api.KubernetesRuntimeStatus](c, api.KindKubernetesRuntime)
 }
 
 // WorkloadDefinitions is the workload_definitions collection.
-func (c *Client) WorkloadDefinitions() *Resource[WorkloadDefinitionSpec, WorkloadDefinitionStatus] {
-	return For[WorkloadDefinitionSpec, WorkloadDefinitionStatus](c, KindWorkloadDefinition)
+func (c *Client) WorkloadDefinitions() *Resource[api.WorkloadDefinitionSpec, api.WorkloadDefinitionStatus] {
+	return For[api.WorkloadDefinitionSpec, api.WorkloadDefinitionStatus](c, api.KindWorkloadDefinition)
 }
 
 // WorkloadInstances is the workload_instances collection.
-func (c *Client) WorkloadInstances() *Resource[WorkloadInstanceSpec, WorkloadInstanceStatus] {
-	return For[WorkloadInstanceSpec, WorkloadInstanceStatus](c, KindWorkloadInstance)
+func (c *Client) WorkloadInstances() *Resource[api.WorkloadInstanceSpec, api.WorkloadInstanceStatus] {
+	return For[api.WorkloadInstanceSpec, api.WorkloadInstanceStatus](c, api.KindWorkloadInstance)
 }
 
 // Raw returns an untyped view of any kind, for generic tools such as the CLI.
@@ -243,7 +247,7 @@ func (c *Client) Raw(kind string) *Resource[json.RawMessage, json.RawMessage] {
 func (r *Resource[S, T]) Kind() string { return r.kind }
 
 func (r *Resource[S, T]) path(parts ...string) string {
-	p := "/v1/" + Plural(r.kind)
+	p := "/v1/" + api.Plural(r.kind)
 	for _, s := range parts {
 		p += "/" + url.PathEscape(s)
 	}
@@ -260,13 +264,13 @@ func ifMatch(rv int64) http.Header {
 type writeBody[S any] struct {
 	Name   string            `json:"name"`
 	Labels map[string]string `json:"labels,omitempty"`
-	Owners []ObjectRef       `json:"owners,omitempty"`
+	Owners []api.ObjectRef   `json:"owners,omitempty"`
 	Spec   S                 `json:"spec"`
 }
 
 // Create creates the object from its name, labels, owners and spec.
-func (r *Resource[S, T]) Create(ctx context.Context, obj *Object[S, T]) (*Object[S, T], error) {
-	out := new(Object[S, T])
+func (r *Resource[S, T]) Create(ctx context.Context, obj *api.Object[S, T]) (*api.Object[S, T], error) {
+	out := new(api.Object[S, T])
 	err := r.c.Do(ctx, http.MethodPost, r.path(), nil, nil, writeBody[S]{obj.Name, obj.Labels, obj.Owners, obj.Spec}, out)
 	return out, err
 }
@@ -275,14 +279,14 @@ func (r *Resource[S, T]) Create(ctx context.Context, obj *Object[S, T]) (*Object
 func (r *Resource[S, T]) Client() *Client { return r.c }
 
 // Get returns the object with the given id.
-func (r *Resource[S, T]) Get(ctx context.Context, id string) (*Object[S, T], error) {
-	out := new(Object[S, T])
+func (r *Resource[S, T]) Get(ctx context.Context, id string) (*api.Object[S, T], error) {
+	out := new(api.Object[S, T])
 	return out, r.c.Do(ctx, http.MethodGet, r.path(id), nil, nil, nil, out)
 }
 
 // GetByName returns the object with the given name.
-func (r *Resource[S, T]) GetByName(ctx context.Context, name string) (*Object[S, T], error) {
-	out := new(Object[S, T])
+func (r *Resource[S, T]) GetByName(ctx context.Context, name string) (*api.Object[S, T], error) {
+	out := new(api.Object[S, T])
 	return out, r.c.Do(ctx, http.MethodGet, r.path("by-name", name), nil, nil, nil, out)
 }
 
@@ -316,14 +320,14 @@ func (o ListOptions) query() url.Values {
 }
 
 // List returns one page of objects.
-func (r *Resource[S, T]) List(ctx context.Context, opts ListOptions) (*List[S, T], error) {
-	out := new(List[S, T])
+func (r *Resource[S, T]) List(ctx context.Context, opts ListOptions) (*api.List[S, T], error) {
+	out := new(api.List[S, T])
 	return out, r.c.Do(ctx, http.MethodGet, r.path(), opts.query(), nil, nil, out)
 }
 
 // All iterates over every object matching opts, following continue tokens.
-func (r *Resource[S, T]) All(ctx context.Context, opts ListOptions) iter.Seq2[*Object[S, T], error] {
-	return func(yield func(*Object[S, T], error) bool) {
+func (r *Resource[S, T]) All(ctx context.Context, opts ListOptions) iter.Seq2[*api.Object[S, T], error] {
+	return func(yield func(*api.Object[S, T], error) bool) {
 		for {
 			page, err := r.List(ctx, opts)
 			if err != nil {
@@ -345,15 +349,15 @@ func (r *Resource[S, T]) All(ctx context.Context, opts ListOptions) iter.Seq2[*O
 
 // Update replaces the object's labels and spec. A non-zero obj.ResourceVersion is sent as If-Match,
 // so a concurrent write makes it fail with a conflict.
-func (r *Resource[S, T]) Update(ctx context.Context, obj *Object[S, T]) (*Object[S, T], error) {
-	out := new(Object[S, T])
+func (r *Resource[S, T]) Update(ctx context.Context, obj *api.Object[S, T]) (*api.Object[S, T], error) {
+	out := new(api.Object[S, T])
 	err := r.c.Do(ctx, http.MethodPut, r.path(obj.ID), nil, ifMatch(obj.ResourceVersion), writeBody[S]{obj.Name, obj.Labels, obj.Owners, obj.Spec}, out)
 	return out, err
 }
 
 // Patch applies a JSON merge patch (RFC 7396) to {"labels":..., "spec":...}.
-func (r *Resource[S, T]) Patch(ctx context.Context, id string, patch any) (*Object[S, T], error) {
-	out := new(Object[S, T])
+func (r *Resource[S, T]) Patch(ctx context.Context, id string, patch any) (*api.Object[S, T], error) {
+	out := new(api.Object[S, T])
 	h := http.Header{"Content-Type": {"application/merge-patch+json"}}
 	return out, r.c.Do(ctx, http.MethodPatch, r.path(id), nil, h, patch, out)
 }
@@ -388,7 +392,7 @@ func (r *Resource[S, T]) Delete(ctx context.Context, id string, opts DeleteOptio
 		q.Set("detach", "true")
 	}
 	if err := r.c.Do(ctx, http.MethodDelete, r.path(id), q, nil, nil, nil); err != nil {
-		if IsNotFound(err) {
+		if api.IsNotFound(err) {
 			return nil
 		}
 		return err
@@ -406,7 +410,7 @@ func (r *Resource[S, T]) WaitGone(ctx context.Context, id string) error {
 	for {
 		q := url.Values{"wait": {"gone"}, "timeout": {"30s"}}
 		err := r.c.Do(ctx, http.MethodGet, r.path(id), q, nil, nil, nil)
-		if IsNotFound(err) {
+		if api.IsNotFound(err) {
 			return nil
 		}
 		if err != nil && ctx.Err() == nil && unreachable(err) && retry.wait(ctx) {
@@ -423,8 +427,8 @@ func (r *Resource[S, T]) WaitGone(ctx context.Context, id string) error {
 }
 
 // UpdateStatus writes the status (controller role). rv is sent as If-Match; a stale one fails with a conflict.
-func (r *Resource[S, T]) UpdateStatus(ctx context.Context, id string, rv int64, status T) (*Object[S, T], error) {
-	out := new(Object[S, T])
+func (r *Resource[S, T]) UpdateStatus(ctx context.Context, id string, rv int64, status T) (*api.Object[S, T], error) {
+	out := new(api.Object[S, T])
 	return out, r.c.Do(ctx, http.MethodPut, r.path(id, "status"), nil, ifMatch(rv), status, out)
 }
 
@@ -439,15 +443,15 @@ func (r *Resource[S, T]) RequestReconcile(ctx context.Context, id string) error 
 }
 
 // Events lists the object's events, newest last.
-func (r *Resource[S, T]) Events(ctx context.Context, id string) ([]Event, error) {
+func (r *Resource[S, T]) Events(ctx context.Context, id string) ([]api.Event, error) {
 	var out struct {
-		Items []Event `json:"items"`
+		Items []api.Event `json:"items"`
 	}
 	return out.Items, r.c.Do(ctx, http.MethodGet, r.path(id, "events"), nil, nil, nil, &out)
 }
 
 // RecordEvent appends an event to the object (controller role).
-func (r *Resource[S, T]) RecordEvent(ctx context.Context, id string, ev Event) error {
+func (r *Resource[S, T]) RecordEvent(ctx context.Context, id string, ev api.Event) error {
 	return r.c.Do(ctx, http.MethodPost, r.path(id, "events"), nil, nil, ev, nil)
 }
 
@@ -456,10 +460,10 @@ type FailedError struct {
 	// Kind and Name identify the object.
 	Kind, Name string
 	// Status is the common status at the time of failure.
-	Status Status
+	Status api.Status
 	// Stalled, when set, says the object did not go Failed but its rollout stalled: it made no progress
 	// within its deadline, for the condition's reason.
-	Stalled *Condition
+	Stalled *api.Condition
 }
 
 func (e *FailedError) Error() string {
@@ -468,7 +472,7 @@ func (e *FailedError) Error() string {
 		msg = fmt.Sprintf("%s %q stalled (%s): %s", e.Kind, e.Name, e.Stalled.Reason, e.Stalled.Message)
 	}
 	for _, c := range e.Status.Conditions {
-		if c.Status != ConditionTrue && c.Message != "" && c.Message != e.Status.Message {
+		if c.Status != api.ConditionTrue && c.Message != "" && c.Message != e.Status.Message {
 			msg += fmt.Sprintf("; %s: %s", c.Type, c.Message)
 		}
 	}
@@ -486,8 +490,8 @@ func IsFailed(err error) bool {
 // generation, and with ctx's error (wrapped with the last status) when ctx ends first. It uses the
 // server-side wait, so it does not poll. A control plane that cannot be reached for a while (restarting,
 // behind a load balancer answering 502-504) is retried with backoff until ctx ends.
-func (r *Resource[S, T]) WaitReconciled(ctx context.Context, id string) (*Object[S, T], error) {
-	var last *Object[S, T]
+func (r *Resource[S, T]) WaitReconciled(ctx context.Context, id string) (*api.Object[S, T], error) {
+	var last *api.Object[S, T]
 	var retry backoff
 	for {
 		timeout := 30 * time.Second
@@ -498,7 +502,7 @@ func (r *Resource[S, T]) WaitReconciled(ctx context.Context, id string) (*Object
 			}
 		}
 		q := url.Values{"wait": {"reconciled"}, "timeout": {timeout.String()}}
-		obj := new(Object[S, T])
+		obj := new(api.Object[S, T])
 		err := r.c.Do(ctx, http.MethodGet, r.path(id), q, nil, nil, obj)
 		if err != nil && ctx.Err() == nil && unreachable(err) && retry.wait(ctx) {
 			continue
@@ -512,13 +516,13 @@ func (r *Resource[S, T]) WaitReconciled(ctx context.Context, id string) (*Object
 		}
 		last = obj
 		st := statusOf(obj)
-		if Reconciled(obj.Generation, st) {
+		if api.Reconciled(obj.Generation, st) {
 			return obj, nil
 		}
-		if st.Phase == PhaseFailed && st.ObservedGeneration == obj.Generation {
+		if st.Phase == api.PhaseFailed && st.ObservedGeneration == obj.Generation {
 			return obj, &FailedError{Kind: r.kind, Name: obj.Name, Status: *st}
 		}
-		if c := StalledCondition(obj.Generation, st); c != nil {
+		if c := api.StalledCondition(obj.Generation, st); c != nil {
 			return obj, &FailedError{Kind: r.kind, Name: obj.Name, Status: *st, Stalled: c}
 		}
 		if err := ctx.Err(); err != nil {
@@ -528,11 +532,11 @@ func (r *Resource[S, T]) WaitReconciled(ctx context.Context, id string) (*Object
 }
 
 // statusOf extracts the common status of any object, typed or raw.
-func statusOf[S any, T any](obj *Object[S, T]) *Status {
-	if a, ok := any(&obj.Status).(StatusAccessor); ok {
+func statusOf[S any, T any](obj *api.Object[S, T]) *api.Status {
+	if a, ok := any(&obj.Status).(api.StatusAccessor); ok {
 		return a.Common()
 	}
-	st := new(Status)
+	st := new(api.Status)
 	if raw, ok := any(obj.Status).(json.RawMessage); ok && len(raw) > 0 {
 		_ = json.Unmarshal(raw, st)
 	}
@@ -540,13 +544,13 @@ func statusOf[S any, T any](obj *Object[S, T]) *Status {
 }
 
 // CommonStatus returns the common status fields of any object, typed or raw.
-func CommonStatus[S any, T any](obj *Object[S, T]) *Status { return statusOf(obj) }
+func CommonStatus[S any, T any](obj *api.Object[S, T]) *api.Status { return statusOf(obj) }
 
 // unreachable reports whether err says the control plane could not be reached or answered that it is
 // unavailable: a transport error (connection refused or reset, EOF) or 502, 503 or 504.
 func unreachable(err error) bool {
 	var ue *url.Error
-	return errors.As(err, &ue) || ErrorCode(err) == CodeUnavailable
+	return errors.As(err, &ue) || api.ErrorCode(err) == api.CodeUnavailable
 }
 
 // backoff paces retries of an unreachable control plane: 100ms, doubling to 5s.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
@@ -21,16 +22,16 @@ import (
 // apiClients starts a real API server on SQLite and returns a developer and a controller client.
 func apiClients(t *testing.T) (dev, ctrl *client.Client) {
 	t.Helper()
-	api := apitest.Start(t)
-	return api.Client(t, server.RoleDeveloper), api.Client(t, server.RoleController)
+	srv := apitest.Start(t)
+	return srv.Client(t, server.RoleDeveloper), srv.Client(t, server.RoleController)
 }
 
 func TestClientAgainstServer(t *testing.T) {
 	t.Parallel()
 	dev, ctrl := apiClients(t)
 	ctx := context.Background()
-	rt, err := dev.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "c1"},
-		Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderLocal}})
+	rt, err := dev.KubernetesRuntimes().Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: "c1"},
+		Spec: api.KubernetesRuntimeSpec{Provider: api.ProviderLocal}})
 	require.NoError(t, err)
 
 	t.Run("WaitReconciled returns the reconciled object", func(t *testing.T) {
@@ -38,8 +39,8 @@ func TestClientAgainstServer(t *testing.T) {
 			// The race is benign: a write that lands before the wait starts is seen by the wait's first
 			// read, which returns the same reconciled object.
 			time.Sleep(50 * time.Millisecond) // no signal: the client cannot see the server's wait start
-			_, _ = ctrl.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, 0, client.KubernetesRuntimeStatus{
-				Status: client.Status{Phase: client.PhaseReady, ObservedGeneration: rt.Generation}, NodesReady: 3})
+			_, _ = ctrl.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, 0, api.KubernetesRuntimeStatus{
+				Status: api.Status{Phase: api.PhaseReady, ObservedGeneration: rt.Generation}, NodesReady: 3})
 		}()
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
@@ -63,14 +64,14 @@ func TestClientAgainstServer(t *testing.T) {
 		}
 	})
 	t.Run("the raw client sees the same object", func(t *testing.T) {
-		raw, err := dev.Raw(client.KindKubernetesRuntime).Get(ctx, rt.ID)
+		raw, err := dev.Raw(api.KindKubernetesRuntime).Get(ctx, rt.ID)
 		require.NoError(t, err)
-		require.Equal(t, client.PhaseReady, client.CommonStatus(raw).Phase)
+		require.Equal(t, api.PhaseReady, client.CommonStatus(raw).Phase)
 	})
 	t.Run("Delete with Wait returns once the controller finalized", func(t *testing.T) {
 		go func() { // finalizes once the delete has been requested
 			_ = await.Until(ctx, 30*time.Second, func(ctx context.Context) error {
-				if err := ctrl.KubernetesRuntimes().Finalize(ctx, rt.ID); err != nil && !client.IsNotFound(err) {
+				if err := ctrl.KubernetesRuntimes().Finalize(ctx, rt.ID); err != nil && !api.IsNotFound(err) {
 					return err
 				}
 				return nil
@@ -78,17 +79,17 @@ func TestClientAgainstServer(t *testing.T) {
 		}()
 		require.NoError(t, dev.KubernetesRuntimes().Delete(ctx, rt.ID, client.DeleteOptions{Wait: true}))
 		_, err := dev.KubernetesRuntimes().Get(ctx, rt.ID)
-		require.True(t, client.IsNotFound(err))
+		require.True(t, api.IsNotFound(err))
 		require.NoError(t, dev.KubernetesRuntimes().Delete(ctx, rt.ID, client.DeleteOptions{}), "deleting a missing object is not an error")
 	})
 	t.Run("API errors come back typed", func(t *testing.T) {
-		_, err := dev.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "i"}})
-		require.True(t, client.IsInvalid(err), "%v", err)
-		var ae *client.Error
+		_, err := dev.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "i"}})
+		require.True(t, api.IsInvalid(err), "%v", err)
+		var ae *api.Error
 		require.ErrorAs(t, err, &ae)
 		require.Len(t, ae.Fields, 2)
-		_, err = dev.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, 0, client.KubernetesRuntimeStatus{})
-		require.True(t, client.IsForbidden(err), "a developer may not write status: %v", err)
+		_, err = dev.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, 0, api.KubernetesRuntimeStatus{})
+		require.True(t, api.IsForbidden(err), "a developer may not write status: %v", err)
 	})
 }
 
@@ -96,10 +97,10 @@ func TestClientAgainstServer(t *testing.T) {
 // failing the Terraform apply or CLI command that waits.
 func TestWaitsRideOutAControlPlaneRestart(t *testing.T) {
 	t.Parallel()
-	api := apitest.Start(t)
+	srv := apitest.Start(t)
 	ctx := context.Background()
-	ctrl := api.Client(t, server.RoleController)
-	target, err := url.Parse(api.URL)
+	ctrl := srv.Client(t, server.RoleController)
+	target, err := url.Parse(srv.URL)
 	require.NoError(t, err)
 
 	// A front door that can be shut (connection refused) and opened again on the same address.
@@ -115,16 +116,16 @@ func TestWaitsRideOutAControlPlaneRestart(t *testing.T) {
 	t.Cleanup(func() { _ = front.Close() })
 	tok, err := server.NewToken()
 	require.NoError(t, err)
-	require.NoError(t, api.Store.CreateToken(ctx, &store.Token{Hash: server.HashToken(tok), Name: "dev", Role: server.RoleDeveloper}))
+	require.NoError(t, srv.Store.CreateToken(ctx, &store.Token{Hash: server.HashToken(tok), Name: "dev", Role: server.RoleDeveloper}))
 	dev, err := client.New("http://"+addr, client.WithToken(tok))
 	require.NoError(t, err)
 
-	rt, err := dev.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "restarts"},
-		Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderLocal}})
+	rt, err := dev.KubernetesRuntimes().Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: "restarts"},
+		Spec: api.KubernetesRuntimeSpec{Provider: api.ProviderLocal}})
 	require.NoError(t, err)
 
 	type result struct {
-		obj *client.KubernetesRuntime
+		obj *api.KubernetesRuntime
 		err error
 	}
 	done := make(chan result, 1)
@@ -138,8 +139,8 @@ func TestWaitsRideOutAControlPlaneRestart(t *testing.T) {
 	require.NoError(t, front.Close()) // the control plane goes away: connections are refused
 	_, err = dev.KubernetesRuntimes().Get(ctx, rt.ID)
 	require.Error(t, err, "the front door is shut")
-	_, err = ctrl.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, 0, client.KubernetesRuntimeStatus{
-		Status: client.Status{Phase: client.PhaseReady, ObservedGeneration: rt.Generation}})
+	_, err = ctrl.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, 0, api.KubernetesRuntimeStatus{
+		Status: api.Status{Phase: api.PhaseReady, ObservedGeneration: rt.Generation}})
 	require.NoError(t, err)
 	select {
 	case r := <-done:
@@ -154,7 +155,7 @@ func TestWaitsRideOutAControlPlaneRestart(t *testing.T) {
 	select {
 	case r := <-done:
 		require.NoError(t, r.err)
-		require.Equal(t, client.PhaseReady, r.obj.Status.Phase)
+		require.Equal(t, api.PhaseReady, r.obj.Status.Phase)
 	case <-time.After(30 * time.Second):
 		t.Fatal("the wait did not resume after the control plane came back")
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
@@ -29,14 +30,14 @@ type cloudAccountModel struct {
 	Endpoint        types.String `tfsdk:"endpoint"`
 }
 
-var cloudAccountKind = &kind[client.CloudAccountSpec, client.CloudAccountStatus, cloudAccountModel]{
-	name: client.KindCloudAccount,
+var cloudAccountKind = &kind[api.CloudAccountSpec, api.CloudAccountStatus, cloudAccountModel]{
+	name: api.KindCloudAccount,
 	api:  (*client.Client).CloudAccounts,
 	attributes: map[string]rschema.Attribute{
 		"provider_type": rschema.StringAttribute{
 			Description: "The cloud (the API's spec.provider; `provider` is reserved in Terraform): `aws`.",
 			Required:    true,
-			Validators:  []validator.String{stringvalidator.OneOf(client.CloudAWS)},
+			Validators:  []validator.String{stringvalidator.OneOf(api.CloudAWS)},
 		},
 		"region": rschema.StringAttribute{
 			Description: "The default region of the calls made with the account, e.g. `us-east-1`.",
@@ -74,14 +75,14 @@ var cloudAccountKind = &kind[client.CloudAccountSpec, client.CloudAccountStatus,
 		"caller_arn": rschema.StringAttribute{Description: "The identity QleetOS acts as (the assumed role's session with `role_arn`).", Computed: true},
 	},
 	renames: map[string]string{"provider": "provider_type"},
-	toSpec: func(_ context.Context, m *cloudAccountModel) (client.CloudAccountSpec, diag.Diagnostics) {
-		return client.CloudAccountSpec{
+	toSpec: func(_ context.Context, m *cloudAccountModel) (api.CloudAccountSpec, diag.Diagnostics) {
+		return api.CloudAccountSpec{
 			Provider: m.Provider.ValueString(), Region: m.Region.ValueString(),
 			AccessKeyID: m.AccessKeyID.ValueString(), SecretAccessKey: m.SecretAccessKey.ValueString(), SessionToken: m.SessionToken.ValueString(),
 			RoleARN: m.RoleARN.ValueString(), ExternalID: m.ExternalID.ValueString(), Endpoint: m.Endpoint.ValueString(),
 		}, nil
 	},
-	fromSpec: func(_ context.Context, s *client.CloudAccountSpec, m *cloudAccountModel) diag.Diagnostics {
+	fromSpec: func(_ context.Context, s *api.CloudAccountSpec, m *cloudAccountModel) diag.Diagnostics {
 		m.Provider = types.StringValue(s.Provider)
 		m.Region = stringValue(m.Region, s.Region)
 		m.AccessKeyID = stringValue(m.AccessKeyID, s.AccessKeyID)
@@ -101,7 +102,7 @@ var cloudAccountKind = &kind[client.CloudAccountSpec, client.CloudAccountStatus,
 		m.Endpoint = stringValue(m.Endpoint, s.Endpoint)
 		return nil
 	},
-	statusValues: func(t *client.CloudAccountStatus) attrValues {
+	statusValues: func(t *api.CloudAccountStatus) attrValues {
 		return attrValues{"account_id": types.StringValue(t.AccountID), "caller_arn": types.StringValue(t.CallerARN)}
 	},
 	createTimeout: 2 * time.Minute,
@@ -116,11 +117,11 @@ var cloudAccountKind = &kind[client.CloudAccountSpec, client.CloudAccountStatus,
 // to clean up. A runtime or profile that a user declared is not waited for: the delete answers 409,
 // naming it.
 type cloudAccountResource struct {
-	*objectResource[client.CloudAccountSpec, client.CloudAccountStatus, cloudAccountModel]
+	*objectResource[api.CloudAccountSpec, api.CloudAccountStatus, cloudAccountModel]
 }
 
 func newCloudAccountResource() resource.Resource {
-	return cloudAccountResource{cloudAccountKind.resource().(*objectResource[client.CloudAccountSpec, client.CloudAccountStatus, cloudAccountModel])}
+	return cloudAccountResource{cloudAccountKind.resource().(*objectResource[api.CloudAccountSpec, api.CloudAccountStatus, cloudAccountModel])}
 }
 
 // Delete waits for the provisioned runtimes that use the account to go, then deletes it.

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
@@ -34,7 +35,7 @@ var dataStatusAttributes = map[string]rschema.Attribute{
 	},
 }
 
-func dataRuntimesValue(rts []client.DataRuntimeStatus) attrValues {
+func dataRuntimesValue(rts []api.DataRuntimeStatus) attrValues {
 	out := make([]attr.Value, len(rts))
 	for i, r := range rts {
 		out[i] = types.ObjectValueMust(dataRuntimeType.AttrTypes, map[string]attr.Value{
@@ -82,28 +83,28 @@ type databaseModel struct {
 	EnvPrefix  types.String `tfsdk:"env_prefix"`
 }
 
-var databaseKind = &kind[client.DatabaseSpec, client.DatabaseStatus, databaseModel]{
-	name: client.KindDatabase,
+var databaseKind = &kind[api.DatabaseSpec, api.DatabaseStatus, databaseModel]{
+	name: api.KindDatabase,
 	api:  (*client.Client).Databases,
 	attributes: func() map[string]rschema.Attribute {
 		a := dataCommonAttributes("database", "DATABASE")
 		a["engine"] = rschema.StringAttribute{Description: "`postgres` or `mysql` (the API defaults it to postgres).", Optional: true, Computed: true,
-			Validators: []validator.String{stringvalidator.OneOf(client.EnginePostgres, client.EngineMySQL)}}
+			Validators: []validator.String{stringvalidator.OneOf(api.EnginePostgres, api.EngineMySQL)}}
 		a["version"] = rschema.StringAttribute{Description: "The engine's major version (the API defaults it to 16 for postgres, 8.4 for mysql).", Optional: true, Computed: true}
 		return a
 	}(),
 	statusAttributes: dataStatusAttributes,
-	toSpec: func(_ context.Context, m *databaseModel) (client.DatabaseSpec, diag.Diagnostics) {
-		return client.DatabaseSpec{InstanceID: m.InstanceID.ValueString(), Engine: m.Engine.ValueString(), Version: m.Version.ValueString(),
+	toSpec: func(_ context.Context, m *databaseModel) (api.DatabaseSpec, diag.Diagnostics) {
+		return api.DatabaseSpec{InstanceID: m.InstanceID.ValueString(), Engine: m.Engine.ValueString(), Version: m.Version.ValueString(),
 			Size: m.Size.ValueString(), Retain: m.Retain.ValueBool(), EnvPrefix: m.EnvPrefix.ValueString()}, nil
 	},
-	fromSpec: func(_ context.Context, s *client.DatabaseSpec, m *databaseModel) diag.Diagnostics {
+	fromSpec: func(_ context.Context, s *api.DatabaseSpec, m *databaseModel) diag.Diagnostics {
 		m.InstanceID, m.Engine, m.Version = stringValue(m.InstanceID, s.InstanceID), types.StringValue(s.Engine), types.StringValue(s.Version)
 		m.Size, m.EnvPrefix = types.StringValue(s.Size), types.StringValue(s.EnvPrefix)
 		m.Retain = boolValue(m.Retain, s.Retain)
 		return nil
 	},
-	statusValues:  func(t *client.DatabaseStatus) attrValues { return dataRuntimesValue(t.Runtimes) },
+	statusValues:  func(t *api.DatabaseStatus) attrValues { return dataRuntimesValue(t.Runtimes) },
 	createTimeout: 15 * time.Minute,
 	updateTimeout: 15 * time.Minute,
 	deleteTimeout: 10 * time.Minute,
@@ -118,20 +119,20 @@ type bucketModel struct {
 	EnvPrefix  types.String `tfsdk:"env_prefix"`
 }
 
-var bucketKind = &kind[client.BucketSpec, client.BucketStatus, bucketModel]{
-	name:             client.KindBucket,
+var bucketKind = &kind[api.BucketSpec, api.BucketStatus, bucketModel]{
+	name:             api.KindBucket,
 	api:              (*client.Client).Buckets,
 	attributes:       dataCommonAttributes("bucket", "S3"),
 	statusAttributes: dataStatusAttributes,
-	toSpec: func(_ context.Context, m *bucketModel) (client.BucketSpec, diag.Diagnostics) {
-		return client.BucketSpec{InstanceID: m.InstanceID.ValueString(), Size: m.Size.ValueString(), Retain: m.Retain.ValueBool(), EnvPrefix: m.EnvPrefix.ValueString()}, nil
+	toSpec: func(_ context.Context, m *bucketModel) (api.BucketSpec, diag.Diagnostics) {
+		return api.BucketSpec{InstanceID: m.InstanceID.ValueString(), Size: m.Size.ValueString(), Retain: m.Retain.ValueBool(), EnvPrefix: m.EnvPrefix.ValueString()}, nil
 	},
-	fromSpec: func(_ context.Context, s *client.BucketSpec, m *bucketModel) diag.Diagnostics {
+	fromSpec: func(_ context.Context, s *api.BucketSpec, m *bucketModel) diag.Diagnostics {
 		m.InstanceID, m.Size, m.EnvPrefix = stringValue(m.InstanceID, s.InstanceID), types.StringValue(s.Size), types.StringValue(s.EnvPrefix)
 		m.Retain = boolValue(m.Retain, s.Retain)
 		return nil
 	},
-	statusValues:  func(t *client.BucketStatus) attrValues { return dataRuntimesValue(t.Runtimes) },
+	statusValues:  func(t *api.BucketStatus) attrValues { return dataRuntimesValue(t.Runtimes) },
 	createTimeout: 15 * time.Minute,
 	updateTimeout: 15 * time.Minute,
 	deleteTimeout: 10 * time.Minute,

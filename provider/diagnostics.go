@@ -10,8 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	rschema "github.com/hashicorp/terraform-plugin-framework/resource/schema"
-
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 )
 
 // hasPath reports whether a schema has an attribute at a path.
@@ -30,16 +29,16 @@ func schemaHasPath(sch rschema.Schema) hasPath {
 // right line of the configuration; other errors get a one-line explanation of what to check.
 func apiDiagnostics(ctx context.Context, has hasPath, renames map[string]string, summary string, err error) diag.Diagnostics {
 	var diags diag.Diagnostics
-	var apiErr *client.Error
+	var apiErr *api.Error
 	if !errors.As(err, &apiErr) {
 		diags.AddError(summary, err.Error())
 		return diags
 	}
 	switch apiErr.Code {
-	case client.CodeInvalid:
+	case api.CodeInvalid:
 		fields := apiErr.Fields
 		if len(fields) == 0 {
-			fields = []client.FieldError{{Field: apiErr.Field, Message: apiErr.Message}}
+			fields = []api.FieldError{{Field: apiErr.Field, Message: apiErr.Message}}
 		}
 		for _, fe := range fields {
 			p := nearestPath(ctx, has, fieldPath(fe.Field, renames))
@@ -50,11 +49,11 @@ func apiDiagnostics(ctx context.Context, has hasPath, renames map[string]string,
 			}
 			diags.AddAttributeError(p, summary, detail)
 		}
-	case client.CodeUnauthorized:
+	case api.CodeUnauthorized:
 		diags.AddError(summary, "The QleetOS API rejected the token (unauthorized); check the provider's token or "+EnvToken+".")
-	case client.CodeForbidden:
+	case api.CodeForbidden:
 		diags.AddError(summary, "The token's role may not do this ("+apiErr.Message+"); use a developer or admin token.")
-	case client.CodeConflict:
+	case api.CodeConflict:
 		diags.AddError(summary, apiErr.Error()+conflictHint(apiErr))
 	default:
 		diags.AddError(summary, apiErr.Error())
@@ -62,7 +61,7 @@ func apiDiagnostics(ctx context.Context, has hasPath, renames map[string]string,
 	return diags
 }
 
-func conflictHint(e *client.Error) string {
+func conflictHint(e *api.Error) string {
 	if len(e.Dependents) > 0 {
 		return "\n\nDelete the dependent objects first (in Terraform, reference this object from them so that Terraform orders the deletes)."
 	}

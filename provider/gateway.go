@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
@@ -40,8 +41,8 @@ var gatewayRuntimeAttributes = map[string]rschema.Attribute{
 
 var gatewayRuntimeType = objectTypeOf(gatewayRuntimeAttributes)
 
-var gatewayKind = &kind[client.GatewaySpec, client.GatewayStatus, gatewayModel]{
-	name: client.KindGateway,
+var gatewayKind = &kind[api.GatewaySpec, api.GatewayStatus, gatewayModel]{
+	name: api.KindGateway,
 	api:  (*client.Client).Gateways,
 	attributes: map[string]rschema.Attribute{
 		"instance_id": rschema.StringAttribute{
@@ -83,14 +84,14 @@ var gatewayKind = &kind[client.GatewaySpec, client.GatewayStatus, gatewayModel]{
 			NestedObject: rschema.NestedAttributeObject{Attributes: gatewayRuntimeAttributes},
 		},
 	},
-	toSpec: func(ctx context.Context, m *gatewayModel) (client.GatewaySpec, diag.Diagnostics) {
+	toSpec: func(ctx context.Context, m *gatewayModel) (api.GatewaySpec, diag.Diagnostics) {
 		hosts, diags := stringsOf(ctx, m.Hosts)
 		paths, d := stringsOf(ctx, m.Paths)
 		diags.Append(d...)
-		return client.GatewaySpec{InstanceID: m.InstanceID.ValueString(), Hosts: hosts, Paths: paths,
+		return api.GatewaySpec{InstanceID: m.InstanceID.ValueString(), Hosts: hosts, Paths: paths,
 			Port: int32(m.Port.ValueInt64()), TLS: m.TLS.ValueBoolPointer(), RedirectHTTP: m.RedirectHTTP.ValueBoolPointer()}, diags
 	},
-	fromSpec: func(_ context.Context, s *client.GatewaySpec, m *gatewayModel) diag.Diagnostics {
+	fromSpec: func(_ context.Context, s *api.GatewaySpec, m *gatewayModel) diag.Diagnostics {
 		m.InstanceID = types.StringValue(s.InstanceID)
 		m.Hosts = stringListValue(m.Hosts, s.Hosts)
 		m.Paths = stringListValue(types.ListUnknown(types.StringType), s.Paths)
@@ -99,7 +100,7 @@ var gatewayKind = &kind[client.GatewaySpec, client.GatewayStatus, gatewayModel]{
 		m.RedirectHTTP = types.BoolPointerValue(s.RedirectHTTP)
 		return nil
 	},
-	statusValues: func(t *client.GatewayStatus) attrValues {
+	statusValues: func(t *api.GatewayStatus) attrValues {
 		rts := make([]attr.Value, len(t.Runtimes))
 		for i, r := range t.Runtimes {
 			expiry := ""
@@ -136,8 +137,8 @@ var dnsRecordAttributes = map[string]rschema.Attribute{
 
 var dnsRecordType = objectTypeOf(dnsRecordAttributes)
 
-var domainNameKind = &kind[client.DomainNameSpec, client.DomainNameStatus, domainNameModel]{
-	name: client.KindDomainName,
+var domainNameKind = &kind[api.DomainNameSpec, api.DomainNameStatus, domainNameModel]{
+	name: api.KindDomainName,
 	api:  (*client.Client).DomainNames,
 	attributes: map[string]rschema.Attribute{
 		"zone": rschema.StringAttribute{
@@ -149,7 +150,7 @@ var domainNameKind = &kind[client.DomainNameSpec, client.DomainNameStatus, domai
 			Description: "Where the records go: `none` (listed in status; the default) or `route53` (also written to Route53, for gateways on eks runtimes).",
 			Optional:    true,
 			Computed:    true,
-			Validators:  []validator.String{stringvalidator.OneOf(client.DNSProviderNone, client.DNSProviderRoute53)},
+			Validators:  []validator.String{stringvalidator.OneOf(api.DNSProviderNone, api.DNSProviderRoute53)},
 		},
 	},
 	statusAttributes: map[string]rschema.Attribute{
@@ -160,15 +161,15 @@ var domainNameKind = &kind[client.DomainNameSpec, client.DomainNameStatus, domai
 		},
 	},
 	renames: map[string]string{"provider": "dns_provider"},
-	toSpec: func(_ context.Context, m *domainNameModel) (client.DomainNameSpec, diag.Diagnostics) {
-		return client.DomainNameSpec{Zone: m.Zone.ValueString(), Provider: m.Provider.ValueString()}, nil
+	toSpec: func(_ context.Context, m *domainNameModel) (api.DomainNameSpec, diag.Diagnostics) {
+		return api.DomainNameSpec{Zone: m.Zone.ValueString(), Provider: m.Provider.ValueString()}, nil
 	},
-	fromSpec: func(_ context.Context, s *client.DomainNameSpec, m *domainNameModel) diag.Diagnostics {
+	fromSpec: func(_ context.Context, s *api.DomainNameSpec, m *domainNameModel) diag.Diagnostics {
 		m.Zone = types.StringValue(s.Zone)
 		m.Provider = types.StringValue(s.Provider)
 		return nil
 	},
-	statusValues: func(t *client.DomainNameStatus) attrValues {
+	statusValues: func(t *api.DomainNameStatus) attrValues {
 		recs := make([]attr.Value, len(t.Records))
 		for i, r := range t.Records {
 			recs[i] = types.ObjectValueMust(dnsRecordType.AttrTypes, map[string]attr.Value{
@@ -193,8 +194,8 @@ type supportServiceModel struct {
 	Values     types.String `tfsdk:"values"`
 }
 
-var supportServiceKind = &kind[client.SupportServiceSpec, client.SupportServiceStatus, supportServiceModel]{
-	name: client.KindSupportService,
+var supportServiceKind = &kind[api.SupportServiceSpec, api.SupportServiceStatus, supportServiceModel]{
+	name: api.KindSupportService,
 	api:  (*client.Client).SupportServices,
 	attributes: map[string]rschema.Attribute{
 		"runtime_id": rschema.StringAttribute{
@@ -205,7 +206,7 @@ var supportServiceKind = &kind[client.SupportServiceSpec, client.SupportServiceS
 		"type": rschema.StringAttribute{
 			Description: "`ingress`, `cert-manager`, `external-dns` or `metrics-server`.",
 			Required:    true,
-			Validators:  []validator.String{stringvalidator.OneOf(client.SupportIngress, client.SupportCertManager, client.SupportExternalDNS, client.SupportMetricsServer)},
+			Validators:  []validator.String{stringvalidator.OneOf(api.SupportIngress, api.SupportCertManager, api.SupportExternalDNS, api.SupportMetricsServer)},
 		},
 		"repository": rschema.StringAttribute{
 			Description: "A chart repository (a mirror) instead of the upstream one.",
@@ -225,11 +226,11 @@ var supportServiceKind = &kind[client.SupportServiceSpec, client.SupportServiceS
 		"namespace": rschema.StringAttribute{Description: "The namespace it is installed in.", Computed: true},
 		"consumers": rschema.Int64Attribute{Description: "The objects that use it.", Computed: true},
 	},
-	toSpec: func(_ context.Context, m *supportServiceModel) (client.SupportServiceSpec, diag.Diagnostics) {
-		return client.SupportServiceSpec{RuntimeID: m.RuntimeID.ValueString(), Type: m.Type.ValueString(),
+	toSpec: func(_ context.Context, m *supportServiceModel) (api.SupportServiceSpec, diag.Diagnostics) {
+		return api.SupportServiceSpec{RuntimeID: m.RuntimeID.ValueString(), Type: m.Type.ValueString(),
 			Repository: m.Repository.ValueString(), Version: m.Version.ValueString(), Values: m.Values.ValueString()}, nil
 	},
-	fromSpec: func(_ context.Context, s *client.SupportServiceSpec, m *supportServiceModel) diag.Diagnostics {
+	fromSpec: func(_ context.Context, s *api.SupportServiceSpec, m *supportServiceModel) diag.Diagnostics {
 		m.RuntimeID = types.StringValue(s.RuntimeID)
 		m.Type = types.StringValue(s.Type)
 		m.Repository = stringValue(m.Repository, s.Repository)
@@ -237,7 +238,7 @@ var supportServiceKind = &kind[client.SupportServiceSpec, client.SupportServiceS
 		m.Values = stringValue(m.Values, s.Values)
 		return nil
 	},
-	statusValues: func(t *client.SupportServiceStatus) attrValues {
+	statusValues: func(t *api.SupportServiceStatus) attrValues {
 		return attrValues{"chart": types.StringValue(t.Chart), "namespace": types.StringValue(t.Namespace), "consumers": types.Int64Value(int64(t.Consumers))}
 	},
 	createTimeout: 15 * time.Minute,

@@ -18,11 +18,12 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
 // kind describes one API kind to the generic resource and data sources. S and T are the kind's spec and
-// status types in package client; M is the Terraform model, a struct with tfsdk tags that embeds objectMeta
+// status types in package api; M is the Terraform model, a struct with tfsdk tags that embeds objectMeta
 // and holds one field per entry of attributes (plus status).
 //
 // A kind file supplies the schema of its spec attributes and the conversions between M and S; everything
@@ -71,8 +72,8 @@ func metaOf(m any) *objectMeta {
 
 // info is the kind's definition in the registry, where the kind is described once: its title, its
 // description and its write-only fields.
-func (k *kind[S, T, M]) info() *client.KindInfo {
-	ki, ok := client.LookupKind(k.name)
+func (k *kind[S, T, M]) info() *api.KindInfo {
+	ki, ok := api.LookupKind(k.name)
 	if !ok {
 		panic("provider: kind " + k.name + " is not registered")
 	}
@@ -97,7 +98,7 @@ func (k *kind[S, T, M]) description() string {
 }
 
 // plural is the collection name, used for the list data source: qleet_<plural>.
-func (k *kind[S, T, M]) plural() string { return client.Plural(k.name) }
+func (k *kind[S, T, M]) plural() string { return api.Plural(k.name) }
 
 // modelAttributes is the schema of the model M: the common attributes, the kind's spec attributes and
 // the status.
@@ -214,12 +215,12 @@ func (k *kind[S, T, M]) modelObject(ctx context.Context, m *M) (types.Object, di
 }
 
 // toObject converts the model to the API object to write: name, labels and spec.
-func (k *kind[S, T, M]) toObject(ctx context.Context, m *M) (*client.Object[S, T], diag.Diagnostics) {
+func (k *kind[S, T, M]) toObject(ctx context.Context, m *M) (*api.Object[S, T], diag.Diagnostics) {
 	meta := metaOf(m)
 	labels, diags := stringMapOf(ctx, meta.Labels)
 	spec, d := k.toSpec(ctx, m)
 	diags.Append(d...)
-	obj := &client.Object[S, T]{Spec: spec}
+	obj := &api.Object[S, T]{Spec: spec}
 	obj.ID = meta.ID.ValueString()
 	obj.Name = meta.Name.ValueString()
 	obj.Labels = labels
@@ -227,7 +228,7 @@ func (k *kind[S, T, M]) toObject(ctx context.Context, m *M) (*client.Object[S, T
 }
 
 // toModel converts an API object to the model, given the prior model (see kind.fromSpec).
-func (k *kind[S, T, M]) toModel(ctx context.Context, obj *client.Object[S, T], prior M) (M, diag.Diagnostics) {
+func (k *kind[S, T, M]) toModel(ctx context.Context, obj *api.Object[S, T], prior M) (M, diag.Diagnostics) {
 	m := prior
 	meta := metaOf(&m)
 	var diags diag.Diagnostics
@@ -241,7 +242,7 @@ func (k *kind[S, T, M]) toModel(ctx context.Context, obj *client.Object[S, T], p
 }
 
 // statusObject converts an object's status to the status attribute.
-func (k *kind[S, T, M]) statusObject(ctx context.Context, obj *client.Object[S, T]) (types.Object, diag.Diagnostics) {
+func (k *kind[S, T, M]) statusObject(ctx context.Context, obj *api.Object[S, T]) (types.Object, diag.Diagnostics) {
 	st := client.CommonStatus(obj)
 	condType := objectTypeOf(conditionAttributes)
 	conds := make([]attr.Value, 0, len(st.Conditions))

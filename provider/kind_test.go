@@ -13,9 +13,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	rschema "github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/stretchr/testify/require"
-
-	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
 // kindUnderTest is what the schema tests need of any kind.
@@ -46,7 +45,7 @@ func TestProviderRegistersEveryKind(t *testing.T) {
 		f().Metadata(ctx, datasource.MetadataRequest{ProviderTypeName: "qleet"}, &resp)
 		names["data."+resp.TypeName] = true
 	}
-	for _, ki := range client.Kinds() {
+	for _, ki := range api.Kinds() {
 		require.True(t, names["qleet_"+ki.Kind], "resource qleet_%s", ki.Kind)
 		require.True(t, names["data.qleet_"+ki.Kind], "data source qleet_%s", ki.Kind)
 		require.True(t, names["data.qleet_"+ki.Plural], "data source qleet_%s", ki.Plural)
@@ -68,7 +67,7 @@ func TestSchemas(t *testing.T) {
 			k.resource().Schema(ctx, resource.SchemaRequest{}, &resp)
 			require.False(t, resp.Diagnostics.HasError(), "%v", resp.Diagnostics)
 			require.False(t, resp.Schema.ValidateImplementation(ctx).HasError())
-			ki, ok := client.LookupKind(name)
+			ki, ok := api.LookupKind(name)
 			require.True(t, ok)
 			require.True(t, strings.HasPrefix(resp.Schema.Description, ki.Description),
 				"the resource is described by its kind's one description, in the registry")
@@ -123,7 +122,7 @@ func TestWriteOnlyAttributesAreSensitiveAndLeftOutOfDataSources(t *testing.T) {
 
 // roundTrip converts obj to the model (with the given prior), to a Terraform value and back, and then to
 // an API object again, and returns the model and the object.
-func roundTrip[S, T, M any](t *testing.T, k *kind[S, T, M], obj *client.Object[S, T], prior M) (M, *client.Object[S, T]) {
+func roundTrip[S, T, M any](t *testing.T, k *kind[S, T, M], obj *api.Object[S, T], prior M) (M, *api.Object[S, T]) {
 	t.Helper()
 	ctx := context.Background()
 	m, diags := k.toModel(ctx, obj, prior)
@@ -139,8 +138,8 @@ func roundTrip[S, T, M any](t *testing.T, k *kind[S, T, M], obj *client.Object[S
 	return back, out
 }
 
-func newObject[S, T any](name string, spec S, status T) *client.Object[S, T] {
-	o := &client.Object[S, T]{Spec: spec, Status: status}
+func newObject[S, T any](name string, spec S, status T) *api.Object[S, T] {
+	o := &api.Object[S, T]{Spec: spec, Status: status}
 	o.ID, o.Name, o.CreatedAt = "0190a3f2-4b7e-7c1a-9d2e-1f2a3b4c5d6e", name, time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	o.Labels = map[string]string{"env": "test"}
 	return o
@@ -148,9 +147,9 @@ func newObject[S, T any](name string, spec S, status T) *client.Object[S, T] {
 
 func TestKubernetesRuntimeConversion(t *testing.T) {
 	t.Parallel()
-	spec := client.KubernetesRuntimeSpec{Provider: "local", Region: "eu", Zones: []string{"eu-a", "eu-b"}, Nodes: 3, MinNodes: 1, MaxNodes: 5}
-	st := client.KubernetesRuntimeStatus{Status: client.Status{Phase: client.PhaseReady, ObservedGeneration: 2,
-		Conditions: []client.Condition{{Type: "Connected", Status: client.ConditionTrue}}}, Endpoint: "https://x", NodesReady: 3, NodesTotal: 3}
+	spec := api.KubernetesRuntimeSpec{Provider: "local", Region: "eu", Zones: []string{"eu-a", "eu-b"}, Nodes: 3, MinNodes: 1, MaxNodes: 5}
+	st := api.KubernetesRuntimeStatus{Status: api.Status{Phase: api.PhaseReady, ObservedGeneration: 2,
+		Conditions: []api.Condition{{Type: "Connected", Status: api.ConditionTrue}}}, Endpoint: "https://x", NodesReady: 3, NodesTotal: 3}
 
 	t.Run("a spec survives the round trip", func(t *testing.T) {
 		m, out := roundTrip(t, kubernetesRuntimeKind, newObject("rt", spec, st), kubernetesRuntimeModel{})
@@ -162,20 +161,20 @@ func TestKubernetesRuntimeConversion(t *testing.T) {
 	})
 	t.Run("a kubeconfig the API hides is kept from the prior value", func(t *testing.T) {
 		prior := kubernetesRuntimeModel{Kubeconfig: types.StringValue("apiVersion: v1")}
-		s := client.KubernetesRuntimeSpec{Provider: "kubeconfig"}
+		s := api.KubernetesRuntimeSpec{Provider: "kubeconfig"}
 		m, out := roundTrip(t, kubernetesRuntimeKind, newObject("rt", s, st), prior)
 		require.Equal(t, "apiVersion: v1", m.Kubeconfig.ValueString())
 		require.Equal(t, "apiVersion: v1", out.Spec.Kubeconfig)
 	})
 	t.Run("a kubeconfig the API returns wins, so drift shows", func(t *testing.T) {
 		prior := kubernetesRuntimeModel{Kubeconfig: types.StringValue("old")}
-		m, _ := roundTrip(t, kubernetesRuntimeKind, newObject("rt", client.KubernetesRuntimeSpec{Provider: "kubeconfig", Kubeconfig: "new"}, st), prior)
+		m, _ := roundTrip(t, kubernetesRuntimeKind, newObject("rt", api.KubernetesRuntimeSpec{Provider: "kubeconfig", Kubeconfig: "new"}, st), prior)
 		require.Equal(t, "new", m.Kubeconfig.ValueString())
 	})
 	t.Run("unset stays null and empty stays empty", func(t *testing.T) {
 		prior := kubernetesRuntimeModel{Zones: types.ListValueMust(types.StringType, nil)}
 		prior.Labels = types.MapValueMust(types.StringType, nil)
-		obj := newObject("rt", client.KubernetesRuntimeSpec{Provider: "kubeconfig"}, st)
+		obj := newObject("rt", api.KubernetesRuntimeSpec{Provider: "kubeconfig"}, st)
 		obj.Labels = nil
 		m, _ := roundTrip(t, kubernetesRuntimeKind, obj, prior)
 		require.True(t, m.Region.IsNull())
@@ -186,11 +185,11 @@ func TestKubernetesRuntimeConversion(t *testing.T) {
 	})
 	t.Run("a computed value unknown in the plan becomes known, and unset is null as on import", func(t *testing.T) {
 		prior := kubernetesRuntimeModel{Nodes: types.Int64Unknown()}
-		obj := newObject("rt", client.KubernetesRuntimeSpec{Provider: "kubeconfig"}, st)
+		obj := newObject("rt", api.KubernetesRuntimeSpec{Provider: "kubeconfig"}, st)
 		m, _ := roundTrip(t, kubernetesRuntimeKind, obj, prior)
 		require.True(t, m.Nodes.IsNull())
 		prior.Nodes = types.Int64Unknown()
-		m, _ = roundTrip(t, kubernetesRuntimeKind, newObject("rt", client.KubernetesRuntimeSpec{Provider: "local", Nodes: 3}, st), prior)
+		m, _ = roundTrip(t, kubernetesRuntimeKind, newObject("rt", api.KubernetesRuntimeSpec{Provider: "local", Nodes: 3}, st), prior)
 		require.Equal(t, types.Int64Value(3), m.Nodes)
 	})
 }
@@ -198,44 +197,44 @@ func TestKubernetesRuntimeConversion(t *testing.T) {
 func TestWorkloadDefinitionConversion(t *testing.T) {
 	t.Parallel()
 	replicas := int32(2)
-	spec := client.WorkloadDefinitionSpec{
-		Containers: []client.Container{{
+	spec := api.WorkloadDefinitionSpec{
+		Containers: []api.Container{{
 			Name: "web", Image: "nginx:1.27", Command: []string{"nginx"}, Args: []string{"-g", "daemon off;"},
-			Ports: []client.ContainerPort{{Name: "http", ContainerPort: 80, Protocol: "TCP"}, {ContainerPort: 443}},
-			Env:   []client.EnvVar{{Name: "A", Value: "1"}, {Name: "B", Value: "2"}},
-			Resources: &client.Resources{
-				Requests: client.ResourceList{CPU: "100m", Memory: "64Mi"},
-				Limits:   client.ResourceList{Memory: "128Mi"},
+			Ports: []api.ContainerPort{{Name: "http", ContainerPort: 80, Protocol: "TCP"}, {ContainerPort: 443}},
+			Env:   []api.EnvVar{{Name: "A", Value: "1"}, {Name: "B", Value: "2"}},
+			Resources: &api.Resources{
+				Requests: api.ResourceList{CPU: "100m", Memory: "64Mi"},
+				Limits:   api.ResourceList{Memory: "128Mi"},
 			},
-			LivenessProbe:  &client.Probe{HTTPGetPath: "/healthz", Port: 80, PeriodSeconds: 10},
-			ReadinessProbe: &client.Probe{TCP: true, Port: 80},
+			LivenessProbe:  &api.Probe{HTTPGetPath: "/healthz", Port: 80, PeriodSeconds: 10},
+			ReadinessProbe: &api.Probe{TCP: true, Port: 80},
 		}, {Name: "sidecar", Image: "busybox", Command: []string{"sleep", "inf"}}},
 		Replicas:    &replicas,
-		Autoscaling: &client.Autoscaling{MinReplicas: 2, MaxReplicas: 5, TargetCPUPercent: 70},
+		Autoscaling: &api.Autoscaling{MinReplicas: 2, MaxReplicas: 5, TargetCPUPercent: 70},
 	}
 	t.Run("a container spec survives the round trip", func(t *testing.T) {
-		_, out := roundTrip(t, workloadDefinitionKind, newObject("web", spec, client.WorkloadDefinitionStatus{Instances: 1}), workloadDefinitionModel{})
+		_, out := roundTrip(t, workloadDefinitionKind, newObject("web", spec, api.WorkloadDefinitionStatus{Instances: 1}), workloadDefinitionModel{})
 		require.Equal(t, spec, out.Spec)
 	})
 	t.Run("a helm spec survives the round trip", func(t *testing.T) {
-		h := client.WorkloadDefinitionSpec{Helm: &client.HelmSource{Repository: "https://charts.example.com", Chart: "app", Values: "a: 1\n"}, Replicas: &replicas}
-		m, out := roundTrip(t, workloadDefinitionKind, newObject("web", h, client.WorkloadDefinitionStatus{}), workloadDefinitionModel{})
+		h := api.WorkloadDefinitionSpec{Helm: &api.HelmSource{Repository: "https://charts.example.com", Chart: "app", Values: "a: 1\n"}, Replicas: &replicas}
+		m, out := roundTrip(t, workloadDefinitionKind, newObject("web", h, api.WorkloadDefinitionStatus{}), workloadDefinitionModel{})
 		require.Equal(t, h, out.Spec)
 		require.True(t, m.Containers.IsNull())
 		require.True(t, m.Manifests.IsNull())
 		require.True(t, m.Autoscaling.IsNull())
 	})
 	t.Run("env is sorted by name so that order never shows as a diff", func(t *testing.T) {
-		s := client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "a", Image: "x", Env: []client.EnvVar{{Name: "Z", Value: "1"}, {Name: "A", Value: "2"}}}}}
-		_, out := roundTrip(t, workloadDefinitionKind, newObject("web", s, client.WorkloadDefinitionStatus{}), workloadDefinitionModel{})
-		require.Equal(t, []client.EnvVar{{Name: "A", Value: "2"}, {Name: "Z", Value: "1"}}, out.Spec.Containers[0].Env)
+		s := api.WorkloadDefinitionSpec{Containers: []api.Container{{Name: "a", Image: "x", Env: []api.EnvVar{{Name: "Z", Value: "1"}, {Name: "A", Value: "2"}}}}}
+		_, out := roundTrip(t, workloadDefinitionKind, newObject("web", s, api.WorkloadDefinitionStatus{}), workloadDefinitionModel{})
+		require.Equal(t, []api.EnvVar{{Name: "A", Value: "2"}, {Name: "Z", Value: "1"}}, out.Spec.Containers[0].Env)
 	})
 	t.Run("drift in a container image replaces the prior value", func(t *testing.T) {
-		prior, _ := roundTrip(t, workloadDefinitionKind, newObject("web", spec, client.WorkloadDefinitionStatus{}), workloadDefinitionModel{})
+		prior, _ := roundTrip(t, workloadDefinitionKind, newObject("web", spec, api.WorkloadDefinitionStatus{}), workloadDefinitionModel{})
 		drifted := spec
-		drifted.Containers = append([]client.Container{}, spec.Containers...)
+		drifted.Containers = append([]api.Container{}, spec.Containers...)
 		drifted.Containers[0].Image = "nginx:1.28"
-		m, out := roundTrip(t, workloadDefinitionKind, newObject("web", drifted, client.WorkloadDefinitionStatus{}), prior)
+		m, out := roundTrip(t, workloadDefinitionKind, newObject("web", drifted, api.WorkloadDefinitionStatus{}), prior)
 		require.Equal(t, "nginx:1.28", out.Spec.Containers[0].Image)
 		cs, diags := objectsOf[containerModel](context.Background(), m.Containers)
 		require.False(t, diags.HasError())
@@ -246,12 +245,12 @@ func TestWorkloadDefinitionConversion(t *testing.T) {
 func TestWorkloadInstanceConversion(t *testing.T) {
 	t.Parallel()
 	r := int32(0)
-	spec := client.WorkloadInstanceSpec{
+	spec := api.WorkloadInstanceSpec{
 		DefinitionID: "d", RuntimeID: "r", Namespace: "ns", Replicas: &r,
-		Env: []client.EnvVar{{Name: "A", Value: "1"}}, Images: map[string]string{"web": "nginx:1.28"},
+		Env: []api.EnvVar{{Name: "A", Value: "1"}}, Images: map[string]string{"web": "nginx:1.28"},
 	}
-	st := client.WorkloadInstanceStatus{Namespace: "ns", ReadyReplicas: 1,
-		Objects: []client.AppliedObject{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", Ready: true}}}
+	st := api.WorkloadInstanceStatus{Namespace: "ns", ReadyReplicas: 1,
+		Objects: []api.AppliedObject{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", Ready: true}}}
 	t.Run("a spec survives the round trip, replicas 0 included", func(t *testing.T) {
 		m, out := roundTrip(t, workloadInstanceKind, newObject("web", spec, st), workloadInstanceModel{})
 		require.Equal(t, spec, out.Spec)
@@ -259,7 +258,7 @@ func TestWorkloadInstanceConversion(t *testing.T) {
 		require.False(t, m.Replicas.IsNull())
 	})
 	t.Run("unset replicas stay null", func(t *testing.T) {
-		m, out := roundTrip(t, workloadInstanceKind, newObject("web", client.WorkloadInstanceSpec{DefinitionID: "d", RuntimeID: "r"}, st), workloadInstanceModel{})
+		m, out := roundTrip(t, workloadInstanceKind, newObject("web", api.WorkloadInstanceSpec{DefinitionID: "d", RuntimeID: "r"}, st), workloadInstanceModel{})
 		require.True(t, m.Replicas.IsNull())
 		require.Nil(t, out.Spec.Replicas)
 		require.True(t, m.Namespace.IsNull())
@@ -310,8 +309,8 @@ func TestAPIDiagnostics(t *testing.T) {
 	has := schemaHasPath(resp.Schema)
 
 	t.Run("field errors point at their attributes", func(t *testing.T) {
-		err := client.Invalid(client.FieldError{Field: "spec.containers[0].image", Message: "is required"},
-			client.FieldError{Field: "spec", Message: "exactly one of containers, manifests or helm must be set (2 are)"})
+		err := api.Invalid(api.FieldError{Field: "spec.containers[0].image", Message: "is required"},
+			api.FieldError{Field: "spec", Message: "exactly one of containers, manifests or helm must be set (2 are)"})
 		diags := apiDiagnostics(ctx, has, nil, "Cannot create", err)
 		require.Len(t, diags, 2)
 		withPath, ok := diags[0].(interface{ Path() path.Path })
@@ -320,14 +319,14 @@ func TestAPIDiagnostics(t *testing.T) {
 		require.Contains(t, diags[1].Detail(), "exactly one of")
 	})
 	t.Run("a wrong token says so in one line", func(t *testing.T) {
-		diags := apiDiagnostics(ctx, has, nil, "Cannot create", client.Errorf(client.CodeUnauthorized, "bad token"))
+		diags := apiDiagnostics(ctx, has, nil, "Cannot create", api.Errorf(api.CodeUnauthorized, "bad token"))
 		require.Len(t, diags, 1)
 		require.Contains(t, diags[0].Detail(), "rejected the token")
 		require.NotContains(t, diags[0].Detail(), "\n")
 	})
 	t.Run("dependents are listed", func(t *testing.T) {
-		err := &client.Error{Code: client.CodeConflict, Message: "has dependents",
-			Dependents: []client.ObjectRef{{Kind: "workload_instance", ID: "x", Name: "web"}}}
+		err := &api.Error{Code: api.CodeConflict, Message: "has dependents",
+			Dependents: []api.ObjectRef{{Kind: "workload_instance", ID: "x", Name: "web"}}}
 		diags := apiDiagnostics(ctx, has, nil, "Cannot delete", err)
 		require.True(t, strings.Contains(diags[0].Detail(), `workload_instance "web"`))
 	})
@@ -335,10 +334,10 @@ func TestAPIDiagnostics(t *testing.T) {
 
 func TestStatusDetail(t *testing.T) {
 	t.Parallel()
-	st := &client.Status{Phase: client.PhaseFailed, Message: "cannot reach the Kubernetes API", Conditions: []client.Condition{
-		{Type: "Connected", Status: client.ConditionFalse, Reason: "Unreachable", Message: "dial tcp 127.0.0.1:1: connection refused"},
-		{Type: "Ready", Status: client.ConditionTrue},
-		{Type: "DependenciesReady", Status: client.ConditionFalse, WaitingOn: `kubernetes_runtime "us"`},
+	st := &api.Status{Phase: api.PhaseFailed, Message: "cannot reach the Kubernetes API", Conditions: []api.Condition{
+		{Type: "Connected", Status: api.ConditionFalse, Reason: "Unreachable", Message: "dial tcp 127.0.0.1:1: connection refused"},
+		{Type: "Ready", Status: api.ConditionTrue},
+		{Type: "DependenciesReady", Status: api.ConditionFalse, WaitingOn: `kubernetes_runtime "us"`},
 	}}
 	got := statusDetail(st)
 	require.Contains(t, got, "Phase Failed: cannot reach the Kubernetes API")

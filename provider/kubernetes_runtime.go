@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
@@ -38,15 +39,15 @@ type kubernetesRuntimeModel struct {
 	SubnetIDs  types.List   `tfsdk:"subnet_ids"`
 }
 
-var kubernetesRuntimeKind = &kind[client.KubernetesRuntimeSpec, client.KubernetesRuntimeStatus, kubernetesRuntimeModel]{
-	name: client.KindKubernetesRuntime,
+var kubernetesRuntimeKind = &kind[api.KubernetesRuntimeSpec, api.KubernetesRuntimeStatus, kubernetesRuntimeModel]{
+	name: api.KindKubernetesRuntime,
 	api:  (*client.Client).KubernetesRuntimes,
 	attributes: map[string]rschema.Attribute{
 		"provider_type": rschema.StringAttribute{
 			Description: "Where the cluster comes from (the API's spec.provider; `provider` is reserved in Terraform): `local` (a kubesim cluster owned by the control plane), `kubeconfig` " +
 				"(an existing cluster reached with `kubeconfig`) or `eks`. Changing it replaces the runtime.",
 			Required:      true,
-			Validators:    []validator.String{stringvalidator.OneOf(client.ProviderLocal, client.ProviderKubeconfig, client.ProviderEKS)},
+			Validators:    []validator.String{stringvalidator.OneOf(api.ProviderLocal, api.ProviderKubeconfig, api.ProviderEKS)},
 			PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
 		},
 		"region": rschema.StringAttribute{
@@ -64,7 +65,7 @@ var kubernetesRuntimeKind = &kind[client.KubernetesRuntimeSpec, client.Kubernete
 			Optional:      true,
 			Computed:      true,
 			Validators:    []validator.Int64{int64validator.Between(0, 100)},
-			PlanModifiers: []planmodifier.Int64{serverDefault{value: 3, when: path.Root("provider_type"), whenValue: client.ProviderLocal}},
+			PlanModifiers: []planmodifier.Int64{serverDefault{value: 3, when: path.Root("provider_type"), whenValue: api.ProviderLocal}},
 		},
 		"min_nodes": rschema.Int64Attribute{
 			Description: "The lower node bound for autoscaling, where the provider supports it (an eks node group's minimum size).",
@@ -118,11 +119,11 @@ var kubernetesRuntimeKind = &kind[client.KubernetesRuntimeSpec, client.Kubernete
 	},
 	renames:    map[string]string{"provider": "provider_type"},
 	validators: []resource.ConfigValidator{kubernetesRuntimeRules},
-	toSpec: func(ctx context.Context, m *kubernetesRuntimeModel) (client.KubernetesRuntimeSpec, diag.Diagnostics) {
+	toSpec: func(ctx context.Context, m *kubernetesRuntimeModel) (api.KubernetesRuntimeSpec, diag.Diagnostics) {
 		zones, diags := stringsOf(ctx, m.Zones)
 		subnets, d := stringsOf(ctx, m.SubnetIDs)
 		diags.Append(d...)
-		return client.KubernetesRuntimeSpec{
+		return api.KubernetesRuntimeSpec{
 			CloudAccountID: m.Account.ValueString(), NodeType: m.NodeType.ValueString(), SubnetIDs: subnets,
 			Provider:   m.Provider.ValueString(),
 			Region:     m.Region.ValueString(),
@@ -136,7 +137,7 @@ var kubernetesRuntimeKind = &kind[client.KubernetesRuntimeSpec, client.Kubernete
 			KubernetesVersion: m.Version.ValueString(),
 		}, diags
 	},
-	fromSpec: func(_ context.Context, s *client.KubernetesRuntimeSpec, m *kubernetesRuntimeModel) diag.Diagnostics {
+	fromSpec: func(_ context.Context, s *api.KubernetesRuntimeSpec, m *kubernetesRuntimeModel) diag.Diagnostics {
 		m.Provider = types.StringValue(s.Provider)
 		m.Region = stringValue(m.Region, s.Region)
 		m.Zones = stringListValue(m.Zones, s.Zones)
@@ -155,7 +156,7 @@ var kubernetesRuntimeKind = &kind[client.KubernetesRuntimeSpec, client.Kubernete
 		m.SubnetIDs = stringListValue(m.SubnetIDs, s.SubnetIDs)
 		return nil
 	},
-	statusValues: func(t *client.KubernetesRuntimeStatus) attrValues {
+	statusValues: func(t *api.KubernetesRuntimeStatus) attrValues {
 		return attrValues{
 			"endpoint":    types.StringValue(t.Endpoint),
 			"version":     types.StringValue(t.Version),
@@ -192,21 +193,21 @@ var kubernetesRuntimeRules = configRule{
 					attr+" is only valid for "+provider+" runtimes, not "+p)
 			}
 		}
-		onlyFor("kubeconfig", m.Kubeconfig, client.ProviderKubeconfig)
-		onlyFor("context", m.Context, client.ProviderKubeconfig)
-		if !m.Nodes.IsNull() && p == client.ProviderKubeconfig {
+		onlyFor("kubeconfig", m.Kubeconfig, api.ProviderKubeconfig)
+		onlyFor("context", m.Context, api.ProviderKubeconfig)
+		if !m.Nodes.IsNull() && p == api.ProviderKubeconfig {
 			diags.AddAttributeError(path.Root("nodes"), "Invalid attribute for this provider", "nodes is only valid for local and eks runtimes, not kubeconfig")
 		}
-		onlyFor("cloud_account_id", m.Account, client.ProviderEKS)
-		onlyFor("node_type", m.NodeType, client.ProviderEKS)
-		onlyFor("subnet_ids", m.SubnetIDs, client.ProviderEKS)
-		if p == client.ProviderEKS && m.Account.IsNull() {
+		onlyFor("cloud_account_id", m.Account, api.ProviderEKS)
+		onlyFor("node_type", m.NodeType, api.ProviderEKS)
+		onlyFor("subnet_ids", m.SubnetIDs, api.ProviderEKS)
+		if p == api.ProviderEKS && m.Account.IsNull() {
 			diags.AddAttributeError(path.Root("cloud_account_id"), "Missing cloud_account_id", "cloud_account_id is required for eks runtimes")
 		}
-		if p == client.ProviderKubeconfig && m.Kubeconfig.IsNull() {
+		if p == api.ProviderKubeconfig && m.Kubeconfig.IsNull() {
 			diags.AddAttributeError(path.Root("kubeconfig"), "Missing kubeconfig", "kubeconfig is required for kubeconfig runtimes")
 		}
-		if p == client.ProviderEKS && m.Region.IsNull() {
+		if p == api.ProviderEKS && m.Region.IsNull() {
 			diags.AddAttributeError(path.Root("region"), "Missing region", "region is required for eks runtimes")
 		}
 		if known(m.MinNodes) && known(m.MaxNodes) && m.MaxNodes.ValueInt64() > 0 && m.MinNodes.ValueInt64() > m.MaxNodes.ValueInt64() {

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
@@ -70,7 +71,7 @@ func (k *kind[S, T, M]) itemType() types.ObjectType {
 }
 
 // item converts an API object to a data source object value.
-func (k *kind[S, T, M]) item(ctx context.Context, obj *client.Object[S, T]) (types.Object, diag.Diagnostics) {
+func (k *kind[S, T, M]) item(ctx context.Context, obj *api.Object[S, T]) (types.Object, diag.Diagnostics) {
 	var prior M
 	m, diags := k.toModel(ctx, obj, prior)
 	mo, d := k.modelObject(ctx, &m)
@@ -135,15 +136,15 @@ func (d *objectDataSource[S, T, M]) Read(ctx context.Context, req datasource.Rea
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	api := d.k.api(d.c)
-	var obj *client.Object[S, T]
+	res := d.k.api(d.c)
+	var obj *api.Object[S, T]
 	var err error
 	what := name.ValueString()
 	if known(id) {
 		what = id.ValueString()
-		obj, err = api.Get(ctx, id.ValueString())
+		obj, err = res.Get(ctx, id.ValueString())
 	} else {
-		obj, err = api.GetByName(ctx, name.ValueString())
+		obj, err = res.GetByName(ctx, name.ValueString())
 	}
 	if err != nil {
 		resp.Diagnostics.Append(apiDiagnostics(ctx, nil, nil, fmt.Sprintf("Cannot read %s %q", d.k.title(), what), err)...)

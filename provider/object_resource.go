@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
@@ -111,7 +112,7 @@ func (r *objectResource[S, T, M]) read(ctx context.Context, g getter) (types.Obj
 
 // save writes the object into state: the model converted from obj (with prior as the prior values),
 // and the options kept from whole.
-func (r *objectResource[S, T, M]) save(ctx context.Context, st *tfsdk.State, whole types.Object, prior M, obj *client.Object[S, T]) diag.Diagnostics {
+func (r *objectResource[S, T, M]) save(ctx context.Context, st *tfsdk.State, whole types.Object, prior M, obj *api.Object[S, T]) diag.Diagnostics {
 	m, diags := r.k.toModel(ctx, obj, prior)
 	mo, d := r.k.modelObject(ctx, &m)
 	diags.Append(d...)
@@ -167,7 +168,7 @@ func (r *objectResource[S, T, M]) Read(ctx context.Context, req resource.ReadReq
 	}
 	meta := metaOf(&m)
 	obj, err := r.k.api(r.c).Get(ctx, meta.ID.ValueString())
-	if client.IsNotFound(err) {
+	if api.IsNotFound(err) {
 		resp.Diagnostics.AddWarning(
 			fmt.Sprintf("%s %q no longer exists", r.k.title(), meta.Name.ValueString()),
 			fmt.Sprintf("The %s %s (id %s) was deleted outside Terraform. It is removed from the state, and the next apply creates it again.",
@@ -230,15 +231,15 @@ func (r *objectResource[S, T, M]) Delete(ctx context.Context, req resource.Delet
 // was left behind.
 func (r *objectResource[S, T, M]) deleteAndWait(ctx context.Context, id, name string) diag.Diagnostics {
 	var diags diag.Diagnostics
-	api := r.k.api(r.c)
+	res := r.k.api(r.c)
 	// Detach: a data service that names its instance in spec.instance_id depends on it in Terraform's
 	// graph, so Terraform deletes it first; the configuration's removal of it is the user's consent.
-	if err := api.Delete(ctx, id, client.DeleteOptions{Detach: true}); err != nil {
+	if err := res.Delete(ctx, id, client.DeleteOptions{Detach: true}); err != nil {
 		return append(diags, r.apiError(ctx, "delete", name, err)...)
 	}
 	for {
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := api.WaitGone(wctx, id)
+		err := res.WaitGone(wctx, id)
 		cancel()
 		if err == nil {
 			return diags
@@ -246,18 +247,18 @@ func (r *objectResource[S, T, M]) deleteAndWait(ctx context.Context, id, name st
 		if ctx.Err() != nil || wctx.Err() == nil {
 			return append(diags, r.apiError(ctx, "delete", name, err)...)
 		}
-		obj, err := api.Get(ctx, id)
-		if client.IsNotFound(err) {
+		obj, err := res.Get(ctx, id)
+		if api.IsNotFound(err) {
 			return diags
 		}
 		if err != nil {
 			return append(diags, r.apiError(ctx, "delete", name, err)...)
 		}
-		blocked := conditionTrue(client.CommonStatus(obj), client.ConditionCleanupBlocked)
+		blocked := conditionTrue(client.CommonStatus(obj), api.ConditionCleanupBlocked)
 		if blocked == nil || obj.DeletionOrphan {
 			continue
 		}
-		if err := api.Delete(ctx, id, client.DeleteOptions{Orphan: true}); err != nil {
+		if err := res.Delete(ctx, id, client.DeleteOptions{Orphan: true}); err != nil {
 			return append(diags, r.apiError(ctx, "delete", name, err)...)
 		}
 		diags.AddWarning(fmt.Sprintf("%s %q was deleted, leaving objects behind", r.k.title(), name),
@@ -266,9 +267,9 @@ func (r *objectResource[S, T, M]) deleteAndWait(ctx context.Context, id, name st
 }
 
 // conditionTrue returns the condition of type t when it is True, or nil.
-func conditionTrue(st *client.Status, t string) *client.Condition {
+func conditionTrue(st *api.Status, t string) *api.Condition {
 	for i := range st.Conditions {
-		if st.Conditions[i].Type == t && st.Conditions[i].Status == client.ConditionTrue {
+		if st.Conditions[i].Type == t && st.Conditions[i].Status == api.ConditionTrue {
 			return &st.Conditions[i]
 		}
 	}
@@ -310,7 +311,7 @@ func (r *objectResource[S, T, M]) ImportState(ctx context.Context, req resource.
 	if byName {
 		obj, err := r.k.api(r.c).GetByName(ctx, name)
 		if err != nil {
-			if client.IsNotFound(err) {
+			if api.IsNotFound(err) {
 				resp.Diagnostics.AddError(fmt.Sprintf("Cannot import %s %q", r.k.title(), name),
 					fmt.Sprintf("No %s is named %q. Import takes an ID, or a name (optionally written name:<name>).", r.k.title(), name))
 				return
@@ -325,7 +326,7 @@ func (r *objectResource[S, T, M]) ImportState(ctx context.Context, req resource.
 
 // wait waits for the object to be reconciled, when asked to. It returns the latest object it saw and
 // an error diagnostic when the object went Failed or did not become Ready in time.
-func (r *objectResource[S, T, M]) wait(ctx context.Context, obj *client.Object[S, T], wait bool, op, timeout string) (*client.Object[S, T], diag.Diagnostics) {
+func (r *objectResource[S, T, M]) wait(ctx context.Context, obj *api.Object[S, T], wait bool, op, timeout string) (*api.Object[S, T], diag.Diagnostics) {
 	if !wait {
 		return obj, nil
 	}
@@ -363,14 +364,14 @@ func (r *objectResource[S, T, M]) wait(ctx context.Context, obj *client.Object[S
 }
 
 // statusDetail describes a status: phase, message and the conditions that do not hold.
-func statusDetail(st *client.Status) string {
+func statusDetail(st *api.Status) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Phase %s", st.Phase)
 	if st.Message != "" {
 		fmt.Fprintf(&b, ": %s", st.Message)
 	}
 	for _, c := range st.Conditions {
-		if c.Status == client.ConditionTrue {
+		if c.Status == api.ConditionTrue {
 			continue
 		}
 		fmt.Fprintf(&b, "\n- %s=%s", c.Type, c.Status)

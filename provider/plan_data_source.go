@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
@@ -87,7 +88,7 @@ func (d *planDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, r
 				Required:    true,
 				NestedObject: dschema.NestedAttributeObject{Attributes: map[string]dschema.Attribute{
 					"op": dschema.StringAttribute{Description: "`create`, `update` or `delete`.", Required: true,
-						Validators: []validator.String{stringvalidator.OneOf(client.PlanCreate, client.PlanUpdate, client.PlanDelete)}},
+						Validators: []validator.String{stringvalidator.OneOf(api.PlanCreate, api.PlanUpdate, api.PlanDelete)}},
 					"kind": dschema.StringAttribute{Description: "The object's kind, e.g. `workload_instance`.", Required: true,
 						Validators: []validator.String{stringvalidator.LengthAtLeast(1)}},
 					"id": dschema.StringAttribute{Description: "The object to update or delete (or `name`). For a create, an optional placeholder " +
@@ -140,11 +141,11 @@ func (d *planDataSource) Read(ctx context.Context, req datasource.ReadRequest, r
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	preq := client.PlanRequest{Changes: make([]client.PlanChange, 0, len(m.Changes))}
+	preq := api.PlanRequest{Changes: make([]api.PlanChange, 0, len(m.Changes))}
 	for i, ch := range m.Changes {
 		labels, diags := stringMapOf(ctx, ch.Labels)
 		resp.Diagnostics.Append(diags...)
-		pc := client.PlanChange{Op: ch.Op.ValueString(), Kind: ch.Kind.ValueString(), ID: ch.ID.ValueString(), Name: ch.Name.ValueString(),
+		pc := api.PlanChange{Op: ch.Op.ValueString(), Kind: ch.Kind.ValueString(), ID: ch.ID.ValueString(), Name: ch.Name.ValueString(),
 			Labels: labels, Cascade: ch.Cascade.ValueBool()}
 		if s := ch.SpecJSON.ValueString(); s != "" {
 			if !json.Valid([]byte(s)) {
@@ -199,7 +200,7 @@ func nonNilStrings(s []string) []string {
 
 // planErrorDetail explains a refused plan: every invalid field, or the dependents that block a delete.
 func planErrorDetail(err error) string {
-	var ae *client.Error
+	var ae *api.Error
 	if !errors.As(err, &ae) {
 		return err.Error()
 	}
@@ -223,7 +224,7 @@ var previewUnavailable sync.Map // *client.Client -> struct{}
 // previewChange asks the API what a resource's create (id empty) or update would imply beyond itself.
 // It returns nil whenever it cannot tell: values unknown beyond references, the API unreachable or
 // refusing; the plan must never fail for a preview.
-func previewChange(ctx context.Context, c *client.Client, ch client.PlanChange) *client.PlanResult {
+func previewChange(ctx context.Context, c *client.Client, ch api.PlanChange) *api.PlanResult {
 	if c == nil {
 		return nil
 	}
@@ -232,10 +233,10 @@ func previewChange(ctx context.Context, c *client.Client, ch client.PlanChange) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, previewTimeout)
 	defer cancel()
-	res, err := c.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{ch}})
+	res, err := c.Plan(ctx, api.PlanRequest{Changes: []api.PlanChange{ch}})
 	if err != nil {
-		var ae *client.Error
-		if !errors.As(err, &ae) || ae.Code == client.CodeNotFound || ae.Code == client.CodeUnavailable || ae.Code == client.CodeInternal {
+		var ae *api.Error
+		if !errors.As(err, &ae) || ae.Code == api.CodeNotFound || ae.Code == api.CodeUnavailable || ae.Code == api.CodeInternal {
 			previewUnavailable.Store(c, struct{}{})
 		}
 		return nil
@@ -247,7 +248,7 @@ func previewChange(ctx context.Context, c *client.Client, ch client.PlanChange) 
 var previewSkip = map[string]bool{"id": true, "status": true, "created_at": true, "timeouts": true, "wait_for_ready": true}
 
 // knownForPreview makes a planned resource value convertible to the object it would write: an unknown
-// reference (an attribute named *_id or *_ids, or databases and buckets) becomes client.PlanUnknownPrefix,
+// reference (an attribute named *_id or *_ids, or databases and buckets) becomes api.PlanUnknownPrefix,
 // which the plan accepts as an object known after apply; any other unknown value becomes null, which the
 // API defaults. Computed attributes stay as they are.
 func knownForPreview(raw tftypes.Value) (tftypes.Value, error) {
@@ -267,7 +268,7 @@ func knownForPreview(raw tftypes.Value) (tftypes.Value, error) {
 		}
 		isRef := strings.HasSuffix(last, "_id") || strings.HasSuffix(last, "_ids") || last == "databases" || last == "buckets"
 		if isRef && v.Type().Is(tftypes.String) {
-			return tftypes.NewValue(tftypes.String, client.PlanUnknownPrefix), nil
+			return tftypes.NewValue(tftypes.String, api.PlanUnknownPrefix), nil
 		}
 		return tftypes.NewValue(v.Type(), nil), nil
 	})
@@ -291,16 +292,16 @@ func (r *objectResource[S, T, M]) previewWarning(ctx context.Context, plan tfsdk
 	if d.HasError() {
 		return
 	}
-	op := client.PlanCreate
+	op := api.PlanCreate
 	obj.ID = ""
 	if !state.Raw.IsNull() {
 		var id types.String
 		if d := state.GetAttribute(ctx, path.Root("id"), &id); d.HasError() || id.ValueString() == "" {
 			return
 		}
-		op, obj.ID = client.PlanUpdate, id.ValueString()
+		op, obj.ID = api.PlanUpdate, id.ValueString()
 	}
-	ch, err := client.ChangeOf(op, r.k.name, obj)
+	ch, err := api.ChangeOf(op, r.k.name, obj)
 	if err != nil {
 		return
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
@@ -31,8 +32,8 @@ import (
 func planProfile(t *testing.T, env *accEnv, name string) {
 	t.Helper()
 	ctx := context.Background()
-	p, err := env.api.RuntimeProfiles().Create(ctx, &client.RuntimeProfile{Meta: client.Meta{Name: name},
-		Spec: client.RuntimeProfileSpec{Provider: client.ProviderLocal, Regions: []string{name + "-r"}, Nodes: 1}})
+	p, err := env.api.RuntimeProfiles().Create(ctx, &api.RuntimeProfile{Meta: api.Meta{Name: name},
+		Spec: api.RuntimeProfileSpec{Provider: api.ProviderLocal, Regions: []string{name + "-r"}, Nodes: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func planProfile(t *testing.T, env *accEnv, name string) {
 func noRuntime(env *accEnv, name string) resource.TestCheckFunc {
 	return func(*terraform.State) error {
 		_, err := env.api.KubernetesRuntimes().GetByName(context.Background(), name)
-		if !client.IsNotFound(err) {
+		if !api.IsNotFound(err) {
 			return fmt.Errorf("kubernetes_runtime %q: want none after a plan, got err=%w", name, err)
 		}
 		return nil
@@ -270,7 +271,7 @@ func TestPreviewUnreachable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch := client.PlanChange{Op: client.PlanCreate, Kind: client.KindWorkloadDefinition, Name: "web"}
+	ch := api.PlanChange{Op: api.PlanCreate, Kind: api.KindWorkloadDefinition, Name: "web"}
 	start := time.Now()
 	if res := previewChange(context.Background(), c, ch); res != nil {
 		t.Fatalf("want no preview, got %+v", res)
@@ -303,9 +304,9 @@ func TestKnownForPreview(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := tftypes.NewValue(typ, map[string]tftypes.Value{
-		"definition_id": tftypes.NewValue(tftypes.String, client.PlanUnknownPrefix), "namespace": tftypes.NewValue(tftypes.String, nil),
+		"definition_id": tftypes.NewValue(tftypes.String, api.PlanUnknownPrefix), "namespace": tftypes.NewValue(tftypes.String, nil),
 		"replicas":     tftypes.NewValue(tftypes.Number, nil),
-		"instance_ids": tftypes.NewValue(list, []tftypes.Value{tftypes.NewValue(tftypes.String, client.PlanUnknownPrefix), tftypes.NewValue(tftypes.String, "i-1")}),
+		"instance_ids": tftypes.NewValue(list, []tftypes.Value{tftypes.NewValue(tftypes.String, api.PlanUnknownPrefix), tftypes.NewValue(tftypes.String, "i-1")}),
 		"databases":    tftypes.NewValue(list, nil), "status": unknown(status),
 	})
 	if !got.Equal(want) {

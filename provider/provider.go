@@ -1,6 +1,6 @@
 // Package provider is the Terraform provider for QleetOS. It is built on the project's own Go client
-// (package client): every resource and data source is a thin schema plus model conversion over the
-// generic plumbing in object_resource.go and object_data_source.go.
+// (package client, over the types of package api): every resource and data source is a thin schema
+// plus model conversion over the generic plumbing in object_resource.go and object_data_source.go.
 package provider
 
 import (
@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
@@ -210,9 +211,9 @@ func checkAPI(ctx context.Context, c *client.Client) error {
 	}
 	_, err := c.KubernetesRuntimes().List(ctx, client.ListOptions{Limit: 1})
 	switch {
-	case err == nil, client.IsForbidden(err):
+	case err == nil, api.IsForbidden(err):
 		return nil
-	case client.IsUnauthorized(err):
+	case api.IsUnauthorized(err):
 		return fmt.Errorf("the QleetOS API at %s rejected the token (unauthorized); check the provider's token (or %s)", c.Endpoint(), EnvToken)
 	default:
 		return fmt.Errorf("the QleetOS API at %s answered an authenticated request with an error: %w", c.Endpoint(), err)
@@ -221,7 +222,7 @@ func checkAPI(ctx context.Context, c *client.Client) error {
 
 // reachError shortens a transport error to its cause (e.g. "connection refused").
 func reachError(err error) string {
-	var apiErr *client.Error
+	var apiErr *api.Error
 	if errors.As(err, &apiErr) {
 		return apiErr.Error()
 	}

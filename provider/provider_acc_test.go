@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kubesim"
@@ -189,7 +190,7 @@ func (e *accEnv) checkDestroyed(s *terraform.State) error {
 		if err == nil {
 			return fmt.Errorf("%s (%s) still exists after destroy", addr, rs.Primary.ID)
 		}
-		if !client.IsNotFound(err) {
+		if !api.IsNotFound(err) {
 			return fmt.Errorf("%s: %w", addr, err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
@@ -32,14 +33,14 @@ type runtimeProfileModel struct {
 	NodeType          types.String `tfsdk:"node_type"`
 }
 
-var runtimeProfileKind = &kind[client.RuntimeProfileSpec, client.RuntimeProfileStatus, runtimeProfileModel]{
-	name: client.KindRuntimeProfile,
+var runtimeProfileKind = &kind[api.RuntimeProfileSpec, api.RuntimeProfileStatus, runtimeProfileModel]{
+	name: api.KindRuntimeProfile,
 	api:  (*client.Client).RuntimeProfiles,
 	attributes: map[string]rschema.Attribute{
 		"provider_type": rschema.StringAttribute{
 			Description: "The provider of the clusters it provisions: `local` (kubesim clusters run by `qleet server`) or `eks` (EKS clusters provisioned with `cloud_account_id`).",
 			Required:    true,
-			Validators:  []validator.String{stringvalidator.OneOf(client.ProviderLocal, client.ProviderEKS)},
+			Validators:  []validator.String{stringvalidator.OneOf(api.ProviderLocal, api.ProviderEKS)},
 		},
 		"regions": rschema.ListAttribute{
 			Description: "The regions it may provision clusters in, DNS-1123 labels such as `eu-west` (AWS regions such as `us-east-1` for eks).",
@@ -94,11 +95,11 @@ var runtimeProfileKind = &kind[client.RuntimeProfileSpec, client.RuntimeProfileS
 		"runtimes": rschema.Int64Attribute{Description: "The runtimes provisioned from the profile that exist now.", Computed: true},
 	},
 	renames: map[string]string{"provider": "provider_type"},
-	toSpec: func(ctx context.Context, m *runtimeProfileModel) (client.RuntimeProfileSpec, diag.Diagnostics) {
+	toSpec: func(ctx context.Context, m *runtimeProfileModel) (api.RuntimeProfileSpec, diag.Diagnostics) {
 		regions, diags := stringsOf(ctx, m.Regions)
 		labels, d := stringMapOf(ctx, m.RuntimeLabels)
 		diags.Append(d...)
-		return client.RuntimeProfileSpec{
+		return api.RuntimeProfileSpec{
 			Provider: m.Provider.ValueString(), Regions: regions,
 			Nodes: int(m.Nodes.ValueInt64()), MinNodes: int(m.MinNodes.ValueInt64()), MaxNodes: int(m.MaxNodes.ValueInt64()),
 			KubernetesVersion: m.KubernetesVersion.ValueString(), RuntimeLabels: labels,
@@ -106,7 +107,7 @@ var runtimeProfileKind = &kind[client.RuntimeProfileSpec, client.RuntimeProfileS
 			CloudAccountID: m.CloudAccountID.ValueString(), NodeType: m.NodeType.ValueString(),
 		}, diags
 	},
-	fromSpec: func(_ context.Context, s *client.RuntimeProfileSpec, m *runtimeProfileModel) diag.Diagnostics {
+	fromSpec: func(_ context.Context, s *api.RuntimeProfileSpec, m *runtimeProfileModel) diag.Diagnostics {
 		m.Provider = types.StringValue(s.Provider)
 		m.Regions = stringListValue(m.Regions, s.Regions)
 		m.Nodes = types.Int64Value(int64(s.Nodes))
@@ -120,7 +121,7 @@ var runtimeProfileKind = &kind[client.RuntimeProfileSpec, client.RuntimeProfileS
 		m.NodeType = stringValue(m.NodeType, s.NodeType)
 		return nil
 	},
-	statusValues: func(t *client.RuntimeProfileStatus) attrValues {
+	statusValues: func(t *api.RuntimeProfileStatus) attrValues {
 		return attrValues{"runtimes": types.Int64Value(int64(t.Runtimes))}
 	},
 	createTimeout: time.Minute,

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
@@ -50,7 +51,7 @@ func TestAccRuntimeProfileAndPlacement(t *testing.T) {
 	addr := "qleet_workload_instance.web"
 	ctx := context.Background()
 	// The runtimes the placement provisioned, by region.
-	provisioned := func(region string) (*client.KubernetesRuntime, error) {
+	provisioned := func(region string) (*api.KubernetesRuntime, error) {
 		return env.api.KubernetesRuntimes().GetByName(ctx, name+"-"+region)
 	}
 	replicasIn := func(region string, want int32) resource.TestCheckFunc {
@@ -59,7 +60,7 @@ func TestAccRuntimeProfileAndPlacement(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if rt.Labels[client.LabelProfile] != name {
+			if rt.Labels[api.LabelProfile] != name {
 				return fmt.Errorf("runtime %s labels = %v, want the profile", rt.Name, rt.Labels)
 			}
 			inst, err := env.api.WorkloadInstances().GetByName(ctx, name)
@@ -68,7 +69,7 @@ func TestAccRuntimeProfileAndPlacement(t *testing.T) {
 			}
 			for _, p := range inst.Status.Placements {
 				if p.RuntimeID == rt.ID {
-					if p.Replicas != want || p.ReadyReplicas != want || p.Phase != client.PhaseReady {
+					if p.Replicas != want || p.ReadyReplicas != want || p.Phase != api.PhaseReady {
 						return fmt.Errorf("placement in %s: %+v, want %d Ready replicas", region, p, want)
 					}
 					return nil
@@ -84,16 +85,16 @@ func TestAccRuntimeProfileAndPlacement(t *testing.T) {
 			// after the owner grace); remove them here to free the machine for the other tests.
 			for _, region := range []string{"eu", "us"} {
 				rt, err := provisioned(name + "-" + region)
-				if client.IsNotFound(err) {
+				if api.IsNotFound(err) {
 					continue
 				}
 				if err != nil {
 					return err
 				}
-				if len(rt.Owners) != 1 || rt.Owners[0].Kind != client.KindRuntimeProfile {
+				if len(rt.Owners) != 1 || rt.Owners[0].Kind != api.KindRuntimeProfile {
 					return fmt.Errorf("runtime %s owners = %v, want its profile", rt.Name, rt.Owners)
 				}
-				if err := env.api.KubernetesRuntimes().Delete(ctx, rt.ID, client.DeleteOptions{Wait: true}); err != nil && !client.IsNotFound(err) {
+				if err := env.api.KubernetesRuntimes().Delete(ctx, rt.ID, client.DeleteOptions{Wait: true}); err != nil && !api.IsNotFound(err) {
 					return err
 				}
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
@@ -22,8 +23,8 @@ type secretModel struct {
 	MountPath   types.String `tfsdk:"mount_path"`
 }
 
-var secretKind = &kind[client.SecretSpec, client.SecretStatus, secretModel]{
-	name: client.KindSecret,
+var secretKind = &kind[api.SecretSpec, api.SecretStatus, secretModel]{
+	name: api.KindSecret,
 	api:  (*client.Client).Secrets,
 	attributes: map[string]rschema.Attribute{
 		"instance_ids": rschema.ListAttribute{
@@ -48,13 +49,13 @@ var secretKind = &kind[client.SecretSpec, client.SecretStatus, secretModel]{
 		"keys":      rschema.ListAttribute{Description: "The keys of the values (never the values).", Computed: true, ElementType: types.StringType},
 		"instances": rschema.Int64Attribute{Description: "How many of the named instances exist.", Computed: true},
 	},
-	toSpec: func(ctx context.Context, m *secretModel) (client.SecretSpec, diag.Diagnostics) {
+	toSpec: func(ctx context.Context, m *secretModel) (api.SecretSpec, diag.Diagnostics) {
 		ids, diags := stringsOf(ctx, m.InstanceIDs)
 		values, d := stringMapOf(ctx, m.Values)
 		diags.Append(d...)
-		return client.SecretSpec{InstanceIDs: ids, Values: values, MountPath: m.MountPath.ValueString()}, diags
+		return api.SecretSpec{InstanceIDs: ids, Values: values, MountPath: m.MountPath.ValueString()}, diags
 	},
-	fromSpec: func(_ context.Context, s *client.SecretSpec, m *secretModel) diag.Diagnostics {
+	fromSpec: func(_ context.Context, s *api.SecretSpec, m *secretModel) diag.Diagnostics {
 		m.InstanceIDs = stringListValue(m.InstanceIDs, s.InstanceIDs)
 		if len(s.Values) > 0 { // only the controller role reads them back; keep the configured values
 			m.Values = stringMapValue(m.Values, s.Values)
@@ -64,7 +65,7 @@ var secretKind = &kind[client.SecretSpec, client.SecretStatus, secretModel]{
 		m.MountPath = stringValue(m.MountPath, s.MountPath)
 		return nil
 	},
-	statusValues: func(t *client.SecretStatus) attrValues {
+	statusValues: func(t *api.SecretStatus) attrValues {
 		return attrValues{"keys": stringListValue(types.ListUnknown(types.StringType), t.Keys), "instances": types.Int64Value(int64(t.Instances))}
 	},
 	createTimeout: time.Minute,

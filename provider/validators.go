@@ -11,9 +11,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"k8s.io/apimachinery/pkg/util/validation"
-
-	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
 // Plan-time validators. They apply the rules the API applies, where they are known without the server,
@@ -57,7 +56,7 @@ func imageRef() validator.String {
 	return stringCheck{
 		desc: "must be an OCI image reference, e.g. nginx:1.27 or ghcr.io/org/app@sha256:...",
 		check: func(s string) []string {
-			if err := client.ValidateImage(s); err != nil {
+			if err := api.ValidateImage(s); err != nil {
 				return []string{err.Error()}
 			}
 			return nil
@@ -77,7 +76,7 @@ func labelSelector() validator.String {
 					msgs = append(msgs, fmt.Sprintf("is not a label selector: %q is not key=value", part))
 					continue
 				}
-				for _, fe := range client.ValidateMeta("x", map[string]string{strings.TrimSpace(k): strings.TrimSpace(v)}) {
+				for _, fe := range api.ValidateMeta("x", map[string]string{strings.TrimSpace(k): strings.TrimSpace(v)}) {
 					msgs = append(msgs, fmt.Sprintf("is not a label selector: %q: %s", part, fe.Message))
 				}
 			}
@@ -103,7 +102,7 @@ func (labelsCheck) ValidateMap(ctx context.Context, req validator.MapRequest, re
 		if !ok || !known(s) {
 			continue
 		}
-		for _, fe := range client.ValidateMeta("x", map[string]string{k: s.ValueString()}) {
+		for _, fe := range api.ValidateMeta("x", map[string]string{k: s.ValueString()}) {
 			resp.Diagnostics.AddAttributeError(req.Path.AtMapKey(k), "Invalid label", fmt.Sprintf("label %q: %s", k, fe.Message))
 		}
 	}

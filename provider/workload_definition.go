@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
@@ -262,8 +263,8 @@ var (
 	autoscalingType = objectTypeOf(autoscalingAttributes)
 )
 
-var workloadDefinitionKind = &kind[client.WorkloadDefinitionSpec, client.WorkloadDefinitionStatus, workloadDefinitionModel]{
-	name: client.KindWorkloadDefinition,
+var workloadDefinitionKind = &kind[api.WorkloadDefinitionSpec, api.WorkloadDefinitionStatus, workloadDefinitionModel]{
+	name: api.KindWorkloadDefinition,
 	api:  (*client.Client).WorkloadDefinitions,
 	attributes: map[string]rschema.Attribute{
 		"containers": rschema.ListNestedAttribute{
@@ -310,7 +311,7 @@ var workloadDefinitionKind = &kind[client.WorkloadDefinitionSpec, client.Workloa
 	},
 	toSpec:   workloadDefinitionSpec,
 	fromSpec: workloadDefinitionFromSpec,
-	statusValues: func(t *client.WorkloadDefinitionStatus) attrValues {
+	statusValues: func(t *api.WorkloadDefinitionStatus) attrValues {
 		return attrValues{"instances": types.Int64Value(int64(t.Instances))}
 	},
 	createTimeout: 10 * time.Minute,
@@ -318,13 +319,13 @@ var workloadDefinitionKind = &kind[client.WorkloadDefinitionSpec, client.Workloa
 	deleteTimeout: 10 * time.Minute,
 }
 
-func workloadDefinitionSpec(ctx context.Context, m *workloadDefinitionModel) (client.WorkloadDefinitionSpec, diag.Diagnostics) {
+func workloadDefinitionSpec(ctx context.Context, m *workloadDefinitionModel) (api.WorkloadDefinitionSpec, diag.Diagnostics) {
 	var diags diag.Diagnostics
-	s := client.WorkloadDefinitionSpec{Manifests: m.Manifests.ValueString(), Replicas: int32Ptr(m.Replicas), ClusterScoped: m.ClusterScoped.ValueBool()}
+	s := api.WorkloadDefinitionSpec{Manifests: m.Manifests.ValueString(), Replicas: int32Ptr(m.Replicas), ClusterScoped: m.ClusterScoped.ValueBool()}
 	cms, d := objectsOf[containerModel](ctx, m.Containers)
 	diags.Append(d...)
 	if cms != nil {
-		s.Containers = make([]client.Container, len(cms))
+		s.Containers = make([]api.Container, len(cms))
 	}
 	for i := range cms {
 		c, d := containerSpec(ctx, &cms[i])
@@ -334,7 +335,7 @@ func workloadDefinitionSpec(ctx context.Context, m *workloadDefinitionModel) (cl
 	h, d := objectOf[helmModel](ctx, m.Helm)
 	diags.Append(d...)
 	if h != nil {
-		s.Helm = &client.HelmSource{
+		s.Helm = &api.HelmSource{
 			Repository: h.Repository.ValueString(), Chart: h.Chart.ValueString(),
 			Version: h.Version.ValueString(), Values: h.Values.ValueString(),
 		}
@@ -342,7 +343,7 @@ func workloadDefinitionSpec(ctx context.Context, m *workloadDefinitionModel) (cl
 	a, d := objectOf[autoscalingModel](ctx, m.Autoscaling)
 	diags.Append(d...)
 	if a != nil {
-		s.Autoscaling = &client.Autoscaling{
+		s.Autoscaling = &api.Autoscaling{
 			MinReplicas:      int32(a.MinReplicas.ValueInt64()),
 			MaxReplicas:      int32(a.MaxReplicas.ValueInt64()),
 			TargetCPUPercent: int32(a.TargetCPUPercent.ValueInt64()),
@@ -351,9 +352,9 @@ func workloadDefinitionSpec(ctx context.Context, m *workloadDefinitionModel) (cl
 	return s, diags
 }
 
-func containerSpec(ctx context.Context, m *containerModel) (client.Container, diag.Diagnostics) {
+func containerSpec(ctx context.Context, m *containerModel) (api.Container, diag.Diagnostics) {
 	var diags diag.Diagnostics
-	c := client.Container{Name: m.Name.ValueString(), Image: m.Image.ValueString()}
+	c := api.Container{Name: m.Name.ValueString(), Image: m.Image.ValueString()}
 	var d diag.Diagnostics
 	c.Command, d = stringsOf(ctx, m.Command)
 	diags.Append(d...)
@@ -362,7 +363,7 @@ func containerSpec(ctx context.Context, m *containerModel) (client.Container, di
 	ports, d := objectsOf[portModel](ctx, m.Ports)
 	diags.Append(d...)
 	for _, p := range ports {
-		c.Ports = append(c.Ports, client.ContainerPort{
+		c.Ports = append(c.Ports, api.ContainerPort{
 			Name: p.Name.ValueString(), ContainerPort: int32(p.ContainerPort.ValueInt64()), Protocol: p.Protocol.ValueString(),
 		})
 	}
@@ -372,16 +373,16 @@ func containerSpec(ctx context.Context, m *containerModel) (client.Container, di
 	res, d := objectOf[resourcesModel](ctx, m.Resources)
 	diags.Append(d...)
 	if res != nil {
-		c.Resources = &client.Resources{}
+		c.Resources = &api.Resources{}
 		req, d := objectOf[quantitiesModel](ctx, res.Requests)
 		diags.Append(d...)
 		if req != nil {
-			c.Resources.Requests = client.ResourceList{CPU: req.CPU.ValueString(), Memory: req.Memory.ValueString()}
+			c.Resources.Requests = api.ResourceList{CPU: req.CPU.ValueString(), Memory: req.Memory.ValueString()}
 		}
 		lim, d := objectOf[quantitiesModel](ctx, res.Limits)
 		diags.Append(d...)
 		if lim != nil {
-			c.Resources.Limits = client.ResourceList{CPU: lim.CPU.ValueString(), Memory: lim.Memory.ValueString()}
+			c.Resources.Limits = api.ResourceList{CPU: lim.CPU.ValueString(), Memory: lim.Memory.ValueString()}
 		}
 	}
 	c.LivenessProbe, d = probeSpec(ctx, m.LivenessProbe)
@@ -391,30 +392,30 @@ func containerSpec(ctx context.Context, m *containerModel) (client.Container, di
 	return c, diags
 }
 
-func probeSpec(ctx context.Context, o types.Object) (*client.Probe, diag.Diagnostics) {
+func probeSpec(ctx context.Context, o types.Object) (*api.Probe, diag.Diagnostics) {
 	p, diags := objectOf[probeModel](ctx, o)
 	if p == nil {
 		return nil, diags
 	}
 	exec, d := stringsOf(ctx, p.Exec)
 	diags.Append(d...)
-	return &client.Probe{
+	return &api.Probe{
 		HTTPGetPath: p.HTTPGetPath.ValueString(), Port: int32(p.Port.ValueInt64()), TCP: p.TCP.ValueBool(), Exec: exec,
 		InitialDelaySeconds: int32(p.InitialDelaySeconds.ValueInt64()), PeriodSeconds: int32(p.PeriodSeconds.ValueInt64()),
 	}, diags
 }
 
 // envList converts an env map to the API's list, sorted by name so that it is stable.
-func envList(env map[string]string) []client.EnvVar {
-	var out []client.EnvVar
+func envList(env map[string]string) []api.EnvVar {
+	var out []api.EnvVar
 	for _, k := range sortedNames(env) {
-		out = append(out, client.EnvVar{Name: k, Value: env[k]})
+		out = append(out, api.EnvVar{Name: k, Value: env[k]})
 	}
 	return out
 }
 
 // envMap converts the API's env list to a map.
-func envMap(env []client.EnvVar) map[string]string {
+func envMap(env []api.EnvVar) map[string]string {
 	if len(env) == 0 {
 		return nil
 	}
@@ -425,7 +426,7 @@ func envMap(env []client.EnvVar) map[string]string {
 	return out
 }
 
-func workloadDefinitionFromSpec(ctx context.Context, s *client.WorkloadDefinitionSpec, m *workloadDefinitionModel) diag.Diagnostics {
+func workloadDefinitionFromSpec(ctx context.Context, s *api.WorkloadDefinitionSpec, m *workloadDefinitionModel) diag.Diagnostics {
 	var diags diag.Diagnostics
 	prior, d := objectsOf[containerModel](ctx, m.Containers)
 	diags.Append(d...)
@@ -474,7 +475,7 @@ func workloadDefinitionFromSpec(ctx context.Context, s *client.WorkloadDefinitio
 	return diags
 }
 
-func containerFromSpec(ctx context.Context, c *client.Container, prior containerModel) (containerModel, diag.Diagnostics) {
+func containerFromSpec(ctx context.Context, c *api.Container, prior containerModel) (containerModel, diag.Diagnostics) {
 	var diags diag.Diagnostics
 	m := containerModel{
 		Name:    types.StringValue(c.Name),
@@ -519,8 +520,8 @@ func containerFromSpec(ctx context.Context, c *client.Container, prior container
 	return m, diags
 }
 
-func quantitiesValue(ctx context.Context, prior types.Object, q client.ResourceList) (types.Object, diag.Diagnostics) {
-	if q == (client.ResourceList{}) && prior.IsNull() {
+func quantitiesValue(ctx context.Context, prior types.Object, q api.ResourceList) (types.Object, diag.Diagnostics) {
+	if q == (api.ResourceList{}) && prior.IsNull() {
 		return types.ObjectNull(quantitiesType.AttrTypes), nil
 	}
 	pq, diags := objectOf[quantitiesModel](ctx, prior)
@@ -532,7 +533,7 @@ func quantitiesValue(ctx context.Context, prior types.Object, q client.ResourceL
 	return v, diags
 }
 
-func probeValue(ctx context.Context, prior types.Object, p *client.Probe) (types.Object, diag.Diagnostics) {
+func probeValue(ctx context.Context, prior types.Object, p *api.Probe) (types.Object, diag.Diagnostics) {
 	if p == nil {
 		return types.ObjectNull(probeType.AttrTypes), nil
 	}

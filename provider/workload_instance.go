@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
@@ -74,7 +75,7 @@ var placementAttributes = map[string]rschema.Attribute{
 	"spread": rschema.StringAttribute{
 		Description: "`region` (one runtime per region, the default) or `runtimes` (`runtimes` runtimes in all, spread over the regions).",
 		Optional:    true,
-		Validators:  []validator.String{stringvalidator.OneOf(client.SpreadRegion, client.SpreadRuntimes)},
+		Validators:  []validator.String{stringvalidator.OneOf(api.SpreadRegion, api.SpreadRuntimes)},
 	},
 	"runtimes": rschema.Int64Attribute{
 		Description: "With spread `runtimes`: how many runtimes in all, at least the number of regions.",
@@ -84,7 +85,7 @@ var placementAttributes = map[string]rschema.Attribute{
 	"replicas_mode": rschema.StringAttribute{
 		Description: "`duplicated` (every placement runs all the replicas, the default) or `weighted` (the replicas are split over the regions by `weights`).",
 		Optional:    true,
-		Validators:  []validator.String{stringvalidator.OneOf(client.ReplicasDuplicated, client.ReplicasWeighted)},
+		Validators:  []validator.String{stringvalidator.OneOf(api.ReplicasDuplicated, api.ReplicasWeighted)},
 	},
 	"weights": rschema.MapAttribute{
 		Description: "With replicas_mode `weighted`: a positive weight per region, e.g. `{ eu-west = 3, us-east = 1 }`.",
@@ -117,7 +118,7 @@ var placementStatusAttributes = map[string]rschema.Attribute{
 
 var placementStatusType = objectTypeOf(placementStatusAttributes)
 
-func placementOf(ctx context.Context, o types.Object) (*client.Placement, diag.Diagnostics) {
+func placementOf(ctx context.Context, o types.Object) (*api.Placement, diag.Diagnostics) {
 	m, diags := objectOf[placementModel](ctx, o)
 	if m == nil || diags.HasError() {
 		return nil, diags
@@ -126,9 +127,9 @@ func placementOf(ctx context.Context, o types.Object) (*client.Placement, diag.D
 	diags.Append(d...)
 	sel, d := stringMapOf(ctx, m.RuntimeSelector)
 	diags.Append(d...)
-	p := &client.Placement{Regions: regions, RuntimeSelector: sel, Spread: m.Spread.ValueString(), Runtimes: int(m.Runtimes.ValueInt64())}
+	p := &api.Placement{Regions: regions, RuntimeSelector: sel, Spread: m.Spread.ValueString(), Runtimes: int(m.Runtimes.ValueInt64())}
 	if known(m.ReplicasMode) || known(m.Weights) {
-		p.Replicas = &client.PlacementReplicas{Mode: m.ReplicasMode.ValueString()}
+		p.Replicas = &api.PlacementReplicas{Mode: m.ReplicasMode.ValueString()}
 		if known(m.Weights) {
 			w := map[string]int64{}
 			diags.Append(m.Weights.ElementsAs(ctx, &w, false)...)
@@ -139,7 +140,7 @@ func placementOf(ctx context.Context, o types.Object) (*client.Placement, diag.D
 		}
 	}
 	if known(m.Failover) || known(m.FailoverToleration) {
-		p.Failover = &client.Failover{TolerationSeconds: int(m.FailoverToleration.ValueInt64())}
+		p.Failover = &api.Failover{TolerationSeconds: int(m.FailoverToleration.ValueInt64())}
 		if known(m.Failover) {
 			p.Failover.Enabled = m.Failover.ValueBoolPointer()
 		}
@@ -147,7 +148,7 @@ func placementOf(ctx context.Context, o types.Object) (*client.Placement, diag.D
 	return p, diags
 }
 
-func placementValue(ctx context.Context, prior types.Object, p *client.Placement) (types.Object, diag.Diagnostics) {
+func placementValue(ctx context.Context, prior types.Object, p *api.Placement) (types.Object, diag.Diagnostics) {
 	if p == nil {
 		return types.ObjectNull(placementType.AttrTypes), nil
 	}
@@ -198,8 +199,8 @@ var appliedObjectAttributes = map[string]rschema.Attribute{
 
 var appliedObjectType = objectTypeOf(appliedObjectAttributes)
 
-var workloadInstanceKind = &kind[client.WorkloadInstanceSpec, client.WorkloadInstanceStatus, workloadInstanceModel]{
-	name: client.KindWorkloadInstance,
+var workloadInstanceKind = &kind[api.WorkloadInstanceSpec, api.WorkloadInstanceStatus, workloadInstanceModel]{
+	name: api.KindWorkloadInstance,
 	api:  (*client.Client).WorkloadInstances,
 	attributes: map[string]rschema.Attribute{
 		"definition_id": rschema.StringAttribute{
@@ -282,7 +283,7 @@ var workloadInstanceKind = &kind[client.WorkloadInstanceSpec, client.WorkloadIns
 			NestedObject: rschema.NestedAttributeObject{Attributes: placementStatusAttributes},
 		},
 	},
-	toSpec: func(ctx context.Context, m *workloadInstanceModel) (client.WorkloadInstanceSpec, diag.Diagnostics) {
+	toSpec: func(ctx context.Context, m *workloadInstanceModel) (api.WorkloadInstanceSpec, diag.Diagnostics) {
 		env, diags := stringMapOf(ctx, m.Env)
 		images, d := stringMapOf(ctx, m.Images)
 		diags.Append(d...)
@@ -290,15 +291,15 @@ var workloadInstanceKind = &kind[client.WorkloadInstanceSpec, client.WorkloadIns
 		diags.Append(d...)
 		uses, d := objectsOf[useModel](ctx, m.Uses)
 		diags.Append(d...)
-		var apiUses []client.Use
+		var apiUses []api.Use
 		for _, u := range uses {
-			apiUses = append(apiUses, client.Use{InstanceID: u.InstanceID.ValueString(), EnvPrefix: u.EnvPrefix.ValueString()})
+			apiUses = append(apiUses, api.Use{InstanceID: u.InstanceID.ValueString(), EnvPrefix: u.EnvPrefix.ValueString()})
 		}
 		dbs, d := stringsOf(ctx, m.Databases)
 		diags.Append(d...)
 		buckets, d := stringsOf(ctx, m.Buckets)
 		diags.Append(d...)
-		return client.WorkloadInstanceSpec{
+		return api.WorkloadInstanceSpec{
 			Uses:         apiUses,
 			Databases:    dbs,
 			Buckets:      buckets,
@@ -312,7 +313,7 @@ var workloadInstanceKind = &kind[client.WorkloadInstanceSpec, client.WorkloadIns
 			Adopt:        m.Adopt.ValueBool(),
 		}, diags
 	},
-	fromSpec: func(ctx context.Context, s *client.WorkloadInstanceSpec, m *workloadInstanceModel) diag.Diagnostics {
+	fromSpec: func(ctx context.Context, s *api.WorkloadInstanceSpec, m *workloadInstanceModel) diag.Diagnostics {
 		m.DefinitionID = types.StringValue(s.DefinitionID)
 		m.RuntimeID = stringValue(m.RuntimeID, s.RuntimeID)
 		var diags diag.Diagnostics
@@ -333,7 +334,7 @@ var workloadInstanceKind = &kind[client.WorkloadInstanceSpec, client.WorkloadIns
 		m.Adopt = boolValue(m.Adopt, s.Adopt)
 		return diags
 	},
-	statusValues: func(t *client.WorkloadInstanceStatus) attrValues {
+	statusValues: func(t *api.WorkloadInstanceStatus) attrValues {
 		objs := make([]attr.Value, len(t.Objects))
 		for i, o := range t.Objects {
 			objs[i] = types.ObjectValueMust(appliedObjectType.AttrTypes, map[string]attr.Value{

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/bench/report"
 	"github.com/qleetos/terraform-provider-qleet/bench/stats"
 	"github.com/qleetos/terraform-provider-qleet/client"
@@ -248,27 +249,27 @@ func (r *Runner) applyMethods(ctx context.Context, k *kubeRig) []applyMethod {
 			}
 		}
 	}
-	spec := client.WorkloadInstanceSpec{DefinitionID: k.def.ID, RuntimeID: k.runtime.ID}
+	spec := api.WorkloadInstanceSpec{DefinitionID: k.def.ID, RuntimeID: k.runtime.ID}
 
 	c := applyMethod{name: report.MethodAPI, letter: "c", cleanup: qleetCleanup, skipped: k.instancesOK}
 	httpc := pooledHTTPClient()
 	endpoint, token := k.cp.app.Endpoint, k.cp.app.AdminToken
 	c.one = func(ctx context.Context, name string) error {
 		body, _ := json.Marshal(map[string]any{"name": name, "spec": spec})
-		var created client.Meta
+		var created api.Meta
 		if err := doJSON(ctx, httpc, http.MethodPost, endpoint+"/v1/workload_instances", token, body, http.StatusCreated, &created); err != nil {
 			return err
 		}
 		for {
 			q := url.Values{"wait": {"reconciled"}, "timeout": {"60s"}}
-			var obj client.WorkloadInstance
+			var obj api.WorkloadInstance
 			if err := doJSON(ctx, httpc, http.MethodGet, endpoint+"/v1/workload_instances/"+created.ID+"?"+q.Encode(), token, nil, http.StatusOK, &obj); err != nil {
 				return err
 			}
-			if client.Reconciled(obj.Generation, &obj.Status.Status) {
+			if api.Reconciled(obj.Generation, &obj.Status.Status) {
 				return nil
 			}
-			if obj.Status.Phase == client.PhaseFailed && obj.Status.ObservedGeneration == obj.Generation {
+			if obj.Status.Phase == api.PhaseFailed && obj.Status.ObservedGeneration == obj.Generation {
 				return fmt.Errorf("instance %s failed: %s", name, obj.Status.Message)
 			}
 			if err := ctx.Err(); err != nil {
@@ -279,7 +280,7 @@ func (r *Runner) applyMethods(ctx context.Context, k *kubeRig) []applyMethod {
 
 	d := applyMethod{name: report.MethodGoClient, letter: "d", cleanup: qleetCleanup, skipped: k.instancesOK}
 	d.one = func(ctx context.Context, name string) error {
-		obj, err := insts.Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: name}, Spec: spec})
+		obj, err := insts.Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: name}, Spec: spec})
 		if err != nil {
 			return err
 		}

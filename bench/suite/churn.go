@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
@@ -16,9 +17,9 @@ import (
 // so a new rollout) and a tenth of that in creates of new instances, for Duration, each waited on until
 // reconciled (at most WaitLimit).
 type churnLoad struct {
-	Insts     *client.Resource[client.WorkloadInstanceSpec, client.WorkloadInstanceStatus]
+	Insts     *client.Resource[api.WorkloadInstanceSpec, api.WorkloadInstanceStatus]
 	IDs       []string
-	SpecFor   func(int) client.WorkloadInstanceSpec
+	SpecFor   func(int) api.WorkloadInstanceSpec
 	Rate      float64
 	Duration  time.Duration
 	WaitLimit time.Duration
@@ -93,7 +94,7 @@ func runChurn(ctx context.Context, l churnLoad) churnOutcome {
 			id, k := l.IDs[rand.IntN(len(l.IDs))], n
 			wg.Add(1)
 			go timed("update", recorder(&out.Updated), func() (string, error) {
-				patch := map[string]any{"spec": map[string]any{"env": []client.EnvVar{{Name: "CHURN", Value: strconv.Itoa(k)}}}}
+				patch := map[string]any{"spec": map[string]any{"env": []api.EnvVar{{Name: "CHURN", Value: strconv.Itoa(k)}}}}
 				_, err := l.Insts.Patch(ctx, id, patch)
 				return id, err
 			})
@@ -102,7 +103,7 @@ func runChurn(ctx context.Context, l churnLoad) churnOutcome {
 			k := n
 			wg.Add(1)
 			go timed("create", recorder(&out.Created), func() (string, error) {
-				obj, err := l.Insts.Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: l.Prefix + "churn" + strconv.Itoa(k)}, Spec: l.SpecFor(k)})
+				obj, err := l.Insts.Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: l.Prefix + "churn" + strconv.Itoa(k)}, Spec: l.SpecFor(k)})
 				if err != nil {
 					return "", err
 				}

@@ -19,9 +19,9 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/bench/report"
 	"github.com/qleetos/terraform-provider-qleet/bench/stats"
-	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
 // deleteTimeout bounds one workload's delete-to-gone.
@@ -54,7 +54,7 @@ func (r *Runner) runDelete(ctx context.Context) error {
 		if n > 1 {
 			rounds = 1
 		}
-		var api, cg []time.Duration
+		var svc, cg []time.Duration
 		var apiWall, cgWall []float64
 		apiErrs, cgErrs := 0, 0
 		for round := range rounds {
@@ -63,7 +63,7 @@ func (r *Runner) runDelete(ctx context.Context) error {
 				prefix := fmt.Sprintf("d%d-r%d", n, round)
 				if qleetTurn {
 					s, wall, errs := r.deleteQleet(ctx, k, gone, prefix+"-q", n, 0)
-					api, apiErrs = append(api, s...), apiErrs+errs
+					svc, apiErrs = append(svc, s...), apiErrs+errs
 					apiWall = append(apiWall, seconds(wall))
 				} else {
 					s, wall, errs := r.deleteClientGo(ctx, k, gone, prefix+"-c", n, 0)
@@ -74,8 +74,8 @@ func (r *Runner) runDelete(ctx context.Context) error {
 		}
 		base := report.DeleteRow{Method: report.DeleteClientGo, N: n, Rounds: rounds, Latency: stats.Summarize(cg),
 			SamplesMS: stats.MS(cg), WallS: mean(cgWall), Errors: cgErrs}
-		row := report.DeleteRow{Method: report.DeleteAPI, N: n, Rounds: rounds, Latency: stats.Summarize(api),
-			SamplesMS: stats.MS(api), WallS: mean(apiWall), Errors: apiErrs}
+		row := report.DeleteRow{Method: report.DeleteAPI, N: n, Rounds: rounds, Latency: stats.Summarize(svc),
+			SamplesMS: stats.MS(svc), WallS: mean(apiWall), Errors: apiErrs}
 		row.RatioP50 = stats.Ratio(row.Latency.P50MS, base.Latency.P50MS)
 		row.RatioP99 = stats.Ratio(row.Latency.P99MS, base.Latency.P99MS)
 		row.RatioWall = stats.Ratio(row.WallS, base.WallS)
@@ -168,14 +168,14 @@ func (r *Runner) terraformDestroy(ctx context.Context, k *kubeRig, n int) (time.
 // a failure.
 func (r *Runner) deleteQleet(ctx context.Context, k *kubeRig, gone *namespaceWatcher, prefix string, n, limit int) ([]time.Duration, time.Duration, int) {
 	insts := k.cp.client.WorkloadInstances()
-	spec := client.WorkloadInstanceSpec{DefinitionID: k.def.ID, RuntimeID: k.runtime.ID}
+	spec := api.WorkloadInstanceSpec{DefinitionID: k.def.ID, RuntimeID: k.runtime.ID}
 	ids := make([]string, n)
 	names := make([]string, n)
 	setupErrs := r.parallel(n, 32, func(i int) error {
 		names[i] = fmt.Sprintf("%s-w%03d", prefix, i)
 		cctx, cancel := context.WithTimeout(ctx, applyTimeout)
 		defer cancel()
-		obj, err := insts.Create(cctx, &client.WorkloadInstance{Meta: client.Meta{Name: names[i]}, Spec: spec})
+		obj, err := insts.Create(cctx, &api.WorkloadInstance{Meta: api.Meta{Name: names[i]}, Spec: spec})
 		if err != nil {
 			return err
 		}

@@ -27,12 +27,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/bench/report"
 	"github.com/qleetos/terraform-provider-qleet/bench/stats"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kubesim"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/render"
 )
 
 // The layers apply's app: the quickstart's shape (a runtime profile, a definition with a port, an
@@ -196,8 +198,8 @@ func (r *Runner) layersDirect(ctx context.Context, round int) (layerClock, time.
 	// Support services: helm install of the same local charts into the same namespaces, then the
 	// ClusterIssuer gateways name; each waited for.
 	charts := filepath.Join(r.cfg.RepoRoot, "charts", "support")
-	for _, typ := range []string{client.SupportIngress, client.SupportCertManager} {
-		ns := client.SupportCharts[typ].Namespace
+	for _, typ := range []string{api.SupportIngress, api.SupportCertManager} {
+		ns := api.SupportCharts[typ].Namespace
 		if err := helmInstall(ctx, sim.Kubeconfig, filepath.Join(charts, typ), "qleet-"+typ, ns); err != nil {
 			return nil, 0, err
 		}
@@ -205,12 +207,12 @@ func (r *Runner) layersDirect(ctx context.Context, round int) (layerClock, time.
 			return nil, 0, fmt.Errorf("%s: %w", typ, err)
 		}
 	}
-	issuer := obj("cert-manager.io/v1", "ClusterIssuer", "", client.ClusterIssuerName, map[string]any{"spec": map[string]any{"selfSigned": map[string]any{}}})
+	issuer := obj("cert-manager.io/v1", "ClusterIssuer", "", api.ClusterIssuerName, map[string]any{"spec": map[string]any{"selfSigned": map[string]any{}}})
 	if err := applyGVR(ctx, kc, gvrClusterIssuers, issuer); err != nil {
 		return nil, 0, err
 	}
 	if err := pollUntil(ctx, func(ctx context.Context) (bool, error) {
-		u, err := kc.Dynamic.Resource(gvrClusterIssuers).Get(ctx, client.ClusterIssuerName, metav1.GetOptions{})
+		u, err := kc.Dynamic.Resource(gvrClusterIssuers).Get(ctx, api.ClusterIssuerName, metav1.GetOptions{})
 		return err == nil && u != nil, nil
 	}); err != nil {
 		return nil, 0, fmt.Errorf("cluster issuer: %w", err)
@@ -219,8 +221,8 @@ func (r *Runner) layersDirect(ctx context.Context, round int) (layerClock, time.
 
 	// The database: its namespace, generated credentials, Service and StatefulSet (the shape the data
 	// controller applies), waited until the StatefulSet is Ready.
-	dbNS := client.DatabaseNamespace(layersDB)
-	eng := client.EngineOf(&client.DatabaseSpec{})
+	dbNS := render.DatabaseNamespace(layersDB)
+	eng := render.EngineOf(&api.DatabaseSpec{})
 	password := randomHex(12)
 	labels := map[string]any{"app.kubernetes.io/name": "db"}
 	dbObjs := []struct {
@@ -228,7 +230,7 @@ func (r *Runner) layersDirect(ctx context.Context, round int) (layerClock, time.
 		u   *unstructured.Unstructured
 	}{
 		{gvrNamespaces, obj("v1", "Namespace", "", dbNS, nil)},
-		{gvrSecrets, obj("v1", "Secret", dbNS, client.DatabaseCredentialsSecret, map[string]any{"type": "Opaque",
+		{gvrSecrets, obj("v1", "Secret", dbNS, render.DatabaseCredentialsSecret, map[string]any{"type": "Opaque",
 			"stringData": map[string]any{"username": "app", "password": password, "database": "app"}})},
 		{gvrServices, obj("v1", "Service", dbNS, "db", map[string]any{"spec": map[string]any{"selector": labels,
 			"ports": []any{map[string]any{"name": "main", "port": int64(eng.Port), "targetPort": int64(eng.Port)}}}})},
@@ -237,9 +239,9 @@ func (r *Runner) layersDirect(ctx context.Context, round int) (layerClock, time.
 			"template": map[string]any{"metadata": map[string]any{"labels": labels}, "spec": map[string]any{"containers": []any{map[string]any{
 				"name": "main", "image": eng.Image, "ports": []any{map[string]any{"containerPort": int64(eng.Port)}},
 				"env": []any{
-					secretEnv("POSTGRES_DB", client.DatabaseCredentialsSecret, "database"),
-					secretEnv("POSTGRES_PASSWORD", client.DatabaseCredentialsSecret, "password"),
-					secretEnv("POSTGRES_USER", client.DatabaseCredentialsSecret, "username"),
+					secretEnv("POSTGRES_DB", render.DatabaseCredentialsSecret, "database"),
+					secretEnv("POSTGRES_PASSWORD", render.DatabaseCredentialsSecret, "password"),
+					secretEnv("POSTGRES_USER", render.DatabaseCredentialsSecret, "username"),
 				},
 				"volumeMounts": []any{map[string]any{"name": "data", "mountPath": eng.DataDir}}}}}},
 			"volumeClaimTemplates": []any{map[string]any{"metadata": map[string]any{"name": "data"}, "spec": map[string]any{
@@ -271,7 +273,7 @@ func (r *Runner) layersDirect(ctx context.Context, round int) (layerClock, time.
 	}
 	host := "db." + dbNS + ".svc.cluster.local"
 	conn := obj("v1", "Secret", layersApp, "qleet-database-"+layersDB, map[string]any{"type": "Opaque", "stringData": map[string]any{
-		"DATABASE_URL":  client.DatabaseURL(eng.Scheme, "app", password, host, eng.Port, "app"),
+		"DATABASE_URL":  api.DatabaseURL(eng.Scheme, "app", password, host, eng.Port, "app"),
 		"DATABASE_HOST": host, "DATABASE_PORT": fmt.Sprint(eng.Port), "DATABASE_NAME": "app", "DATABASE_USER": "app", "DATABASE_PASSWORD": password,
 	}})
 	var env []any
@@ -302,9 +304,9 @@ func (r *Runner) layersDirect(ctx context.Context, round int) (layerClock, time.
 	// controller's shape), waited until the route has an address and the certificate is issued.
 	cert := obj("cert-manager.io/v1", "Certificate", layersApp, layersApp, map[string]any{"spec": map[string]any{
 		"secretName": layersApp + "-tls", "dnsNames": []any{layersHost},
-		"issuerRef": map[string]any{"name": client.ClusterIssuerName, "kind": "ClusterIssuer", "group": "cert-manager.io"}}})
+		"issuerRef": map[string]any{"name": api.ClusterIssuerName, "kind": "ClusterIssuer", "group": "cert-manager.io"}}})
 	ing := obj("networking.k8s.io/v1", "Ingress", layersApp, layersApp, map[string]any{"spec": map[string]any{
-		"ingressClassName": client.IngressClassName,
+		"ingressClassName": api.IngressClassName,
 		"tls":              []any{map[string]any{"hosts": []any{layersHost}, "secretName": layersApp + "-tls"}},
 		"rules": []any{map[string]any{"host": layersHost, "http": map[string]any{"paths": []any{map[string]any{"path": "/", "pathType": "Prefix",
 			"backend": map[string]any{"service": map[string]any{"name": layersApp, "port": map[string]any{"number": int64(80)}}}}}}}},
@@ -358,24 +360,24 @@ func (r *Runner) layersQleet(ctx context.Context, round int) (layerClock, time.D
 	cctx, ccancel := context.WithTimeout(ctx, time.Minute)
 	defer ccancel()
 	start := time.Now()
-	if _, err := cl.RuntimeProfiles().Create(cctx, &client.RuntimeProfile{Meta: client.Meta{Name: "default"},
-		Spec: client.RuntimeProfileSpec{Provider: client.ProviderLocal, Regions: []string{layersRegion}, Nodes: 1}}); err != nil {
+	if _, err := cl.RuntimeProfiles().Create(cctx, &api.RuntimeProfile{Meta: api.Meta{Name: "default"},
+		Spec: api.RuntimeProfileSpec{Provider: api.ProviderLocal, Regions: []string{layersRegion}, Nodes: 1}}); err != nil {
 		return nil, 0, fmt.Errorf("create profile: %w", err)
 	}
 	def, err := cl.WorkloadDefinitions().Create(cctx, layersDefinition())
 	if err != nil {
 		return nil, 0, fmt.Errorf("create definition: %w", err)
 	}
-	inst, err := cl.WorkloadInstances().Create(cctx, &client.WorkloadInstance{Meta: client.Meta{Name: layersApp},
-		Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, Placement: &client.Placement{Regions: []string{layersRegion}}}})
+	inst, err := cl.WorkloadInstances().Create(cctx, &api.WorkloadInstance{Meta: api.Meta{Name: layersApp},
+		Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, Placement: &api.Placement{Regions: []string{layersRegion}}}})
 	if err != nil {
 		return nil, 0, fmt.Errorf("create instance: %w", err)
 	}
-	db, err := cl.Databases().Create(cctx, &client.Database{Meta: client.Meta{Name: layersDB}, Spec: client.DatabaseSpec{InstanceID: inst.ID}})
+	db, err := cl.Databases().Create(cctx, &api.Database{Meta: api.Meta{Name: layersDB}, Spec: api.DatabaseSpec{InstanceID: inst.ID}})
 	if err != nil {
 		return nil, 0, fmt.Errorf("create database: %w", err)
 	}
-	gw, err := cl.Gateways().Create(cctx, &client.Gateway{Meta: client.Meta{Name: layersApp}, Spec: client.GatewaySpec{InstanceID: inst.ID, Hosts: []string{layersHost}}})
+	gw, err := cl.Gateways().Create(cctx, &api.Gateway{Meta: api.Meta{Name: layersApp}, Spec: api.GatewaySpec{InstanceID: inst.ID, Hosts: []string{layersHost}}})
 	if err != nil {
 		return nil, 0, fmt.Errorf("create gateway: %w", err)
 	}
@@ -393,7 +395,7 @@ func (r *Runner) layersQleet(ctx context.Context, round int) (layerClock, time.D
 	// readyAt is the first Reconciled event of an object; with before set, the last one not after it (a
 	// database is Ready once with nothing to run, before its instance has a placement, and again once it
 	// runs there, before the instance is Ready).
-	readyAt := func(events func(context.Context, string) ([]client.Event, error), id string, before ...time.Duration) (time.Duration, bool) {
+	readyAt := func(events func(context.Context, string) ([]api.Event, error), id string, before ...time.Duration) (time.Duration, bool) {
 		evs, err := events(ctx, id)
 		if err != nil {
 			return 0, false
@@ -444,10 +446,10 @@ func (r *Runner) layersQleet(ctx context.Context, round int) (layerClock, time.D
 }
 
 // layersDefinition is the app's definition: one container with a port, layersReplicas replicas.
-func layersDefinition() *client.WorkloadDefinition {
+func layersDefinition() *api.WorkloadDefinition {
 	n := int32(layersReplicas)
-	return &client.WorkloadDefinition{Meta: client.Meta{Name: layersApp}, Spec: client.WorkloadDefinitionSpec{
-		Containers: []client.Container{{Name: "web", Image: benchImage, Ports: []client.ContainerPort{{ContainerPort: 80}}}},
+	return &api.WorkloadDefinition{Meta: api.Meta{Name: layersApp}, Spec: api.WorkloadDefinitionSpec{
+		Containers: []api.Container{{Name: "web", Image: benchImage, Ports: []api.ContainerPort{{ContainerPort: 80}}}},
 		Replicas:   &n,
 	}}
 }
@@ -581,7 +583,7 @@ func (r *Runner) layersPlanAndGraph(ctx context.Context, res *report.LayersResul
 				continue
 			}
 			if i == 0 {
-				var pr client.PlanResult
+				var pr api.PlanResult
 				if err := json.Unmarshal(body, &pr); err == nil {
 					row.PlannedObjects = len(pr.Graph.Nodes)
 				}
@@ -603,14 +605,14 @@ func (r *Runner) layersPlanAndGraph(ctx context.Context, res *report.LayersResul
 	const runtimes = 5
 	var rtIDs []string
 	for i := range runtimes {
-		rt, err := cl.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: fmt.Sprintf("graph-%d", i)},
-			Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderLocal, Region: fmt.Sprintf("bench-%d", i)}})
+		rt, err := cl.KubernetesRuntimes().Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: fmt.Sprintf("graph-%d", i)},
+			Spec: api.KubernetesRuntimeSpec{Provider: api.ProviderLocal, Region: fmt.Sprintf("bench-%d", i)}})
 		if err != nil {
 			return fmt.Errorf("create runtime: %w", err)
 		}
 		rtIDs = append(rtIDs, rt.ID)
 	}
-	def, err := cl.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "graph-web"}, Spec: definitionSpec(1)})
+	def, err := cl.WorkloadDefinitions().Create(ctx, &api.WorkloadDefinition{Meta: api.Meta{Name: "graph-web"}, Spec: definitionSpec(1)})
 	if err != nil {
 		return fmt.Errorf("create definition: %w", err)
 	}
@@ -632,8 +634,8 @@ func (r *Runner) layersPlanAndGraph(ctx context.Context, res *report.LayersResul
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
-				_, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: fmt.Sprintf("g%05d", idx)},
-					Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rtIDs[idx%runtimes]}})
+				_, err := cl.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: fmt.Sprintf("g%05d", idx)},
+					Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rtIDs[idx%runtimes]}})
 				if err != nil {
 					mu.Lock()
 					firstErr = cmp.Or(firstErr, err)
@@ -676,7 +678,7 @@ func (r *Runner) layersPlanAndGraph(ctx context.Context, res *report.LayersResul
 				continue
 			}
 			if i == 0 {
-				var g client.Graph
+				var g api.Graph
 				if err := json.Unmarshal(body, &g); err == nil {
 					row.Nodes, row.Edges = len(g.Nodes), len(g.Edges)
 				}
@@ -696,25 +698,25 @@ func (r *Runner) layersPlanAndGraph(ctx context.Context, res *report.LayersResul
 // quickstartPlan is the plan request of the quickstart (examples/quickstart): a profile, a definition,
 // an instance placed in two regions and a gateway with a host, with placeholder ids.
 func quickstartPlan() ([]byte, error) {
-	profile := &client.RuntimeProfile{Meta: client.Meta{Name: "default"},
-		Spec: client.RuntimeProfileSpec{Provider: client.ProviderLocal, Regions: []string{"eu-west", "us-east"}, Nodes: 1}}
+	profile := &api.RuntimeProfile{Meta: api.Meta{Name: "default"},
+		Spec: api.RuntimeProfileSpec{Provider: api.ProviderLocal, Regions: []string{"eu-west", "us-east"}, Nodes: 1}}
 	def := layersDefinition()
 	def.ID = "def"
-	inst := &client.WorkloadInstance{Meta: client.Meta{ID: "inst", Name: layersApp},
-		Spec: client.WorkloadInstanceSpec{DefinitionID: "def", Placement: &client.Placement{Regions: []string{"eu-west", "us-east"}}}}
-	gw := &client.Gateway{Meta: client.Meta{Name: layersApp}, Spec: client.GatewaySpec{InstanceID: "inst", Hosts: []string{layersHost}}}
-	var req client.PlanRequest
-	for _, f := range []func() (client.PlanChange, error){
-		func() (client.PlanChange, error) {
-			return client.ChangeOf(client.PlanCreate, client.KindRuntimeProfile, profile)
+	inst := &api.WorkloadInstance{Meta: api.Meta{ID: "inst", Name: layersApp},
+		Spec: api.WorkloadInstanceSpec{DefinitionID: "def", Placement: &api.Placement{Regions: []string{"eu-west", "us-east"}}}}
+	gw := &api.Gateway{Meta: api.Meta{Name: layersApp}, Spec: api.GatewaySpec{InstanceID: "inst", Hosts: []string{layersHost}}}
+	var req api.PlanRequest
+	for _, f := range []func() (api.PlanChange, error){
+		func() (api.PlanChange, error) {
+			return api.ChangeOf(api.PlanCreate, api.KindRuntimeProfile, profile)
 		},
-		func() (client.PlanChange, error) {
-			return client.ChangeOf(client.PlanCreate, client.KindWorkloadDefinition, def)
+		func() (api.PlanChange, error) {
+			return api.ChangeOf(api.PlanCreate, api.KindWorkloadDefinition, def)
 		},
-		func() (client.PlanChange, error) {
-			return client.ChangeOf(client.PlanCreate, client.KindWorkloadInstance, inst)
+		func() (api.PlanChange, error) {
+			return api.ChangeOf(api.PlanCreate, api.KindWorkloadInstance, inst)
 		},
-		func() (client.PlanChange, error) { return client.ChangeOf(client.PlanCreate, client.KindGateway, gw) },
+		func() (api.PlanChange, error) { return api.ChangeOf(api.PlanCreate, api.KindGateway, gw) },
 	} {
 		ch, err := f()
 		if err != nil {

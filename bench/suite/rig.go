@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
@@ -109,10 +110,10 @@ func (cp *controlPlane) close() {
 }
 
 // registerRuntime creates a kubeconfig runtime for a cluster and waits until it is reconciled.
-func registerRuntime(ctx context.Context, cl *client.Client, name string, c *benchCluster) (*client.KubernetesRuntime, error) {
-	rt, err := cl.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{
-		Meta: client.Meta{Name: name},
-		Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderKubeconfig, Kubeconfig: c.kubeconfig},
+func registerRuntime(ctx context.Context, cl *client.Client, name string, c *benchCluster) (*api.KubernetesRuntime, error) {
+	rt, err := cl.KubernetesRuntimes().Create(ctx, &api.KubernetesRuntime{
+		Meta: api.Meta{Name: name},
+		Spec: api.KubernetesRuntimeSpec{Provider: api.ProviderKubeconfig, Kubeconfig: c.kubeconfig},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create runtime %s: %w", name, err)
@@ -130,18 +131,18 @@ func registerRuntime(ctx context.Context, cl *client.Client, name string, c *ben
 const benchImage = "nginx:1.27"
 
 // definitionSpec is the workload every section applies: one container, `replicas` replicas.
-func definitionSpec(replicas int) client.WorkloadDefinitionSpec {
+func definitionSpec(replicas int) api.WorkloadDefinitionSpec {
 	r := int32(replicas)
-	return client.WorkloadDefinitionSpec{
-		Containers: []client.Container{{Name: "web", Image: benchImage, Ports: nil}},
+	return api.WorkloadDefinitionSpec{
+		Containers: []api.Container{{Name: "web", Image: benchImage, Ports: nil}},
 		Replicas:   &r,
 	}
 }
 
 // renderDirect renders, with QleetOS's own renderer, the objects an instance of def named name would
 // apply (a Namespace and a Deployment), so that the direct methods apply exactly the same objects.
-func renderDirect(ctx context.Context, def *client.WorkloadDefinition, name, namespace string) ([]*unstructured.Unstructured, error) {
-	inst := &client.WorkloadInstance{Meta: client.Meta{Name: name}, Spec: client.WorkloadInstanceSpec{Namespace: namespace}}
+func renderDirect(ctx context.Context, def *api.WorkloadDefinition, name, namespace string) ([]*unstructured.Unstructured, error) {
+	inst := &api.WorkloadInstance{Meta: api.Meta{Name: name}, Spec: api.WorkloadInstanceSpec{Namespace: namespace}}
 	var rdr render.Renderer
 	return rdr.Render(ctx, def, inst, "")
 }

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/bench/report"
 	"github.com/qleetos/terraform-provider-qleet/bench/stats"
 	"github.com/qleetos/terraform-provider-qleet/client"
@@ -83,20 +84,20 @@ func (r *Runner) runScale(ctx context.Context) error {
 		}
 	}()
 	cl := cp.client
-	runtimes := make([]*client.KubernetesRuntime, r.cfg.ScaleRuntimes)
+	runtimes := make([]*api.KubernetesRuntime, r.cfg.ScaleRuntimes)
 	for i := range runtimes {
 		if runtimes[i], err = registerRuntime(ctx, cl, fmt.Sprintf("scale-rt%d", i), clusters[i%len(clusters)]); err != nil {
 			return err
 		}
 	}
-	def, err := cl.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "scale-web"}, Spec: definitionSpec(*r.cfg.ScaleReplicas)})
+	def, err := cl.WorkloadDefinitions().Create(ctx, &api.WorkloadDefinition{Meta: api.Meta{Name: "scale-web"}, Spec: definitionSpec(*r.cfg.ScaleReplicas)})
 	if err != nil {
 		return err
 	}
 	// Each runtime stands for a team's slice of a cluster: its instances share one namespace.
-	specFor := func(i int) client.WorkloadInstanceSpec {
+	specFor := func(i int) api.WorkloadInstanceSpec {
 		rt := i % len(runtimes)
-		return client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: runtimes[rt].ID, Namespace: fmt.Sprintf("scale-rt%d", rt)}
+		return api.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: runtimes[rt].ID, Namespace: fmt.Sprintf("scale-rt%d", rt)}
 	}
 
 	// Create every instance through the API, 16 at a time.
@@ -115,7 +116,7 @@ func (r *Runner) runScale(ctx context.Context) error {
 				if i >= r.cfg.Scale || ctx.Err() != nil {
 					return
 				}
-				_, err := insts.Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "s" + strconv.Itoa(i)}, Spec: specFor(i)})
+				_, err := insts.Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "s" + strconv.Itoa(i)}, Spec: specFor(i)})
 				if err != nil && createErrs.Add(1) == 1 {
 					r.log.Warn("scale: create failed", "err", err)
 				}
@@ -178,7 +179,7 @@ func (r *Runner) runScale(ctx context.Context) error {
 	}
 	target := len(ids)
 	for {
-		done := reconcileCount(cp.app, client.KindWorkloadInstance)
+		done := reconcileCount(cp.app, api.KindWorkloadInstance)
 		if done >= target {
 			res.ResyncS = seconds(time.Since(resyncStart))
 			res.ResyncDeliveries = done
@@ -204,7 +205,7 @@ func (r *Runner) runScale(ctx context.Context) error {
 }
 
 func (r *Runner) churn(ctx context.Context, res *report.ScaleResult, cp *controlPlane, clusters []*benchCluster,
-	specFor func(int) client.WorkloadInstanceSpec, ids []string, def *client.WorkloadDefinition) error {
+	specFor func(int) api.WorkloadInstanceSpec, ids []string, def *api.WorkloadDefinition) error {
 	if len(ids) == 0 {
 		return fmt.Errorf("no instances to churn")
 	}
@@ -264,7 +265,7 @@ func (r *Runner) churn(ctx context.Context, res *report.ScaleResult, cp *control
 }
 
 // countReconciled lists every instance and counts the reconciled ones; it also returns every id.
-func countReconciled(ctx context.Context, insts *client.Resource[client.WorkloadInstanceSpec, client.WorkloadInstanceStatus]) (int, []string, error) {
+func countReconciled(ctx context.Context, insts *client.Resource[api.WorkloadInstanceSpec, api.WorkloadInstanceStatus]) (int, []string, error) {
 	n := 0
 	var ids []string
 	for obj, err := range insts.All(ctx, client.ListOptions{Limit: 1000}) {
@@ -272,7 +273,7 @@ func countReconciled(ctx context.Context, insts *client.Resource[client.Workload
 			return 0, nil, err
 		}
 		ids = append(ids, obj.ID)
-		if client.Reconciled(obj.Generation, &obj.Status.Status) {
+		if api.Reconciled(obj.Generation, &obj.Status.Status) {
 			n++
 		}
 	}

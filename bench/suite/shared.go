@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
 )
@@ -21,8 +22,8 @@ type kubeRig struct {
 	cluster *benchCluster
 	watcher *deployWatcher
 	cp      *controlPlane
-	runtime *client.KubernetesRuntime
-	def     *client.WorkloadDefinition
+	runtime *api.KubernetesRuntime
+	def     *api.WorkloadDefinition
 	// instancesOK is empty when the workload_instance controller reconciles; else why not.
 	instancesOK string
 }
@@ -62,8 +63,8 @@ func (r *Runner) rig(ctx context.Context) (*kubeRig, error) {
 	if k.runtime, err = registerRuntime(ctx, k.cp.client, "bench", c); err != nil {
 		return nil, err
 	}
-	if k.def, err = k.cp.client.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{
-		Meta: client.Meta{Name: "bench-web"}, Spec: definitionSpec(r.cfg.Replicas),
+	if k.def, err = k.cp.client.WorkloadDefinitions().Create(ctx, &api.WorkloadDefinition{
+		Meta: api.Meta{Name: "bench-web"}, Spec: definitionSpec(r.cfg.Replicas),
 	}); err != nil {
 		return nil, fmt.Errorf("create definition: %w", err)
 	}
@@ -79,9 +80,9 @@ func (r *Runner) rig(ctx context.Context) (*kubeRig, error) {
 // probeInstances checks that a workload_instance gets reconciled, and returns why not otherwise.
 func (k *kubeRig) probeInstances(ctx context.Context) string {
 	insts := k.cp.client.WorkloadInstances()
-	inst, err := insts.Create(ctx, &client.WorkloadInstance{
-		Meta: client.Meta{Name: "probe"},
-		Spec: client.WorkloadInstanceSpec{DefinitionID: k.def.ID, RuntimeID: k.runtime.ID},
+	inst, err := insts.Create(ctx, &api.WorkloadInstance{
+		Meta: api.Meta{Name: "probe"},
+		Spec: api.WorkloadInstanceSpec{DefinitionID: k.def.ID, RuntimeID: k.runtime.ID},
 	})
 	if err != nil {
 		return fmt.Sprintf("create workload_instance: %v", err)

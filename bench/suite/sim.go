@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/bench/report"
 	"github.com/qleetos/terraform-provider-qleet/bench/stats"
 	"github.com/qleetos/terraform-provider-qleet/client"
@@ -42,7 +43,7 @@ func (p *simPlane) controllers() []*app.App {
 func (p *simPlane) reconciles() int {
 	n := 0
 	for _, a := range p.controllers() {
-		n += reconcileCount(a, client.KindWorkloadInstance)
+		n += reconcileCount(a, api.KindWorkloadInstance)
 	}
 	return n
 }
@@ -152,19 +153,19 @@ func (r *Runner) simRun(ctx context.Context, row *report.SimRow, tag, pgURL stri
 		}
 	}()
 	cl := plane.api.client
-	runtimes := make([]*client.KubernetesRuntime, r.cfg.SimRuntimes)
+	runtimes := make([]*api.KubernetesRuntime, r.cfg.SimRuntimes)
 	for i := range runtimes {
 		if runtimes[i], err = registerRuntime(ctx, cl, fmt.Sprintf("sim-rt%d", i), cluster); err != nil {
 			return err
 		}
 	}
-	def, err := cl.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "sim-web"}, Spec: definitionSpec(1)})
+	def, err := cl.WorkloadDefinitions().Create(ctx, &api.WorkloadDefinition{Meta: api.Meta{Name: "sim-web"}, Spec: definitionSpec(1)})
 	if err != nil {
 		return err
 	}
-	specFor := func(i int) client.WorkloadInstanceSpec {
+	specFor := func(i int) api.WorkloadInstanceSpec {
 		rt := i % len(runtimes)
-		return client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: runtimes[rt].ID, Namespace: fmt.Sprintf("sim-rt%d", rt)}
+		return api.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: runtimes[rt].ID, Namespace: fmt.Sprintf("sim-rt%d", rt)}
 	}
 
 	// Create every instance, 32 at a time.
@@ -185,7 +186,7 @@ func (r *Runner) simRun(ctx context.Context, row *report.SimRow, tag, pgURL stri
 				if i >= n || ctx.Err() != nil {
 					return
 				}
-				obj, err := insts.Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "sim" + strconv.Itoa(i)}, Spec: specFor(i)})
+				obj, err := insts.Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "sim" + strconv.Itoa(i)}, Spec: specFor(i)})
 				if err != nil {
 					if createErrs.Add(1) == 1 {
 						r.log.Warn("sim: create failed", "err", err)
@@ -282,8 +283,8 @@ func (r *Runner) simRun(ctx context.Context, row *report.SimRow, tag, pgURL stri
 
 // simChurn updates random instances at SimRate per second and creates new ones at a tenth of it for
 // SimChurnDuration, and records how long each took to be reconciled.
-func (r *Runner) simChurn(ctx context.Context, row *report.SimRow, insts *client.Resource[client.WorkloadInstanceSpec, client.WorkloadInstanceStatus],
-	ids []string, specFor func(int) client.WorkloadInstanceSpec) {
+func (r *Runner) simChurn(ctx context.Context, row *report.SimRow, insts *client.Resource[api.WorkloadInstanceSpec, api.WorkloadInstanceStatus],
+	ids []string, specFor func(int) api.WorkloadInstanceSpec) {
 	if len(ids) == 0 {
 		row.Notes = append(row.Notes, "no instances to churn")
 		return
@@ -347,7 +348,7 @@ func simGoals(s *report.SimResult) []report.Goal {
 
 // storeReconciled counts the reconciled workload instances with one aggregate query on the API's store.
 func storeReconciled(ctx context.Context, a *app.App) (int, error) {
-	counts, err := a.Store.CountObjects(ctx, &store.CountParams{Kind: client.KindWorkloadInstance})
+	counts, err := a.Store.CountObjects(ctx, &store.CountParams{Kind: api.KindWorkloadInstance})
 	if err != nil {
 		return 0, fmt.Errorf("count instances: %w", err)
 	}

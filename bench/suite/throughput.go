@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	_ "modernc.org/sqlite" // the "sqlite" driver, for the raw commit rate
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/bench/report"
 	"github.com/qleetos/terraform-provider-qleet/bench/stats"
 	"github.com/qleetos/terraform-provider-qleet/client"
@@ -207,7 +208,7 @@ func qleetCreate(cl *client.Client, prefix string) func(context.Context, int64) 
 	defs := cl.WorkloadDefinitions()
 	spec := definitionSpec(1)
 	return func(ctx context.Context, n int64) error {
-		_, err := defs.Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: prefix + "-" + strconv.FormatInt(n, 10)}, Spec: spec})
+		_, err := defs.Create(ctx, &api.WorkloadDefinition{Meta: api.Meta{Name: prefix + "-" + strconv.FormatInt(n, 10)}, Spec: spec})
 		return err
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 )
@@ -32,7 +33,7 @@ type Config struct {
 	// Connector connects to Runtime's cluster. Not needed when Cluster is set.
 	Connector *kube.Connector
 	// Runtime is the runtime to watch. Required.
-	Runtime *client.KubernetesRuntime
+	Runtime *api.KubernetesRuntime
 	// Cluster, when set, is used instead of connecting through Connector (e.g. in-cluster config).
 	Cluster *kube.Cluster
 	// OnChange is called with an instance id when the health of an object it applied changes, or when
@@ -58,7 +59,7 @@ type Agent struct {
 	mu       sync.Mutex
 	pending  map[string]bool      // instances within their debounce window -> changed again since its call
 	mirrored map[string]time.Time // "<object uid>/<reason>" -> when last mirrored
-	events   chan client.Event
+	events   chan api.Event
 	synced   chan struct{}
 }
 
@@ -84,7 +85,7 @@ func New(cfg Config) (*Agent, error) {
 		log:      cfg.Logger.With("runtime", cfg.Runtime.Name),
 		pending:  map[string]bool{},
 		mirrored: map[string]time.Time{},
-		events:   make(chan client.Event, 256),
+		events:   make(chan api.Event, 256),
 		synced:   make(chan struct{}),
 	}, nil
 }
@@ -280,8 +281,8 @@ func (a *Agent) eventHandler(ctx context.Context, cl *kube.Cluster, set informer
 			}
 		}
 		a.mu.Unlock()
-		e := client.Event{
-			ObjectID: id, Kind: client.KindWorkloadInstance, Type: client.EventWarning, Reason: ev.Reason,
+		e := api.Event{
+			ObjectID: id, Kind: api.KindWorkloadInstance, Type: api.EventWarning, Reason: ev.Reason,
 			Message: fmt.Sprintf("%s %s/%s: %s", ev.InvolvedObject.Kind, ev.InvolvedObject.Namespace, ev.InvolvedObject.Name, strings.TrimSpace(ev.Message)),
 			Source:  "agent/" + a.cfg.Runtime.Name,
 		}
@@ -358,7 +359,7 @@ func (a *Agent) recordEvents(ctx context.Context) {
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			err := a.cfg.Client.WorkloadInstances().RecordEvent(rctx, e.ObjectID, e)
 			cancel()
-			if err != nil && ctx.Err() == nil && !client.IsNotFound(err) {
+			if err != nil && ctx.Err() == nil && !api.IsNotFound(err) {
 				a.log.Warn("agent event not recorded", "instance", e.ObjectID, "reason", e.Reason, "err", err)
 			}
 		}

@@ -1,6 +1,8 @@
 package agent_test
 
 import (
+	"github.com/qleetos/terraform-provider-qleet/api"
+
 	"context"
 	"io"
 	"log/slog"
@@ -15,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/agent"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/render"
@@ -50,25 +51,25 @@ func TestAgent(t *testing.T) {
 
 	// A real API server to mirror events into.
 	srv := apitest.Start(t)
-	api := srv.Client(t, server.RoleAdmin)
+	svc := srv.Client(t, server.RoleAdmin)
 
 	sim := kubesimtest.Start(t)
 	raw, err := os.ReadFile(sim.Kubeconfig)
 	require.NoError(t, err)
-	rt, err := api.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{
-		Meta: client.Meta{Name: "sim"}, Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderKubeconfig, Kubeconfig: string(raw)},
+	rt, err := svc.KubernetesRuntimes().Create(ctx, &api.KubernetesRuntime{
+		Meta: api.Meta{Name: "sim"}, Spec: api.KubernetesRuntimeSpec{Provider: api.ProviderKubeconfig, Kubeconfig: string(raw)},
 	})
 	require.NoError(t, err)
 	// The agent runs with a controller token: only that role reads the kubeconfig back.
 	rt, err = srv.Client(t, server.RoleController).KubernetesRuntimes().Get(ctx, rt.ID)
 	require.NoError(t, err)
-	def, err := api.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{
-		Meta: client.Meta{Name: "web"},
-		Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "app", Image: "nginx:1.27"}}},
+	def, err := svc.WorkloadDefinitions().Create(ctx, &api.WorkloadDefinition{
+		Meta: api.Meta{Name: "web"},
+		Spec: api.WorkloadDefinitionSpec{Containers: []api.Container{{Name: "app", Image: "nginx:1.27"}}},
 	})
 	require.NoError(t, err)
-	inst, err := api.WorkloadInstances().Create(ctx, &client.WorkloadInstance{
-		Meta: client.Meta{Name: "web-a"}, Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID},
+	inst, err := svc.WorkloadInstances().Create(ctx, &api.WorkloadInstance{
+		Meta: api.Meta{Name: "web-a"}, Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID},
 	})
 	require.NoError(t, err)
 
@@ -76,7 +77,7 @@ func TestAgent(t *testing.T) {
 	cl, err := conn.Connect(ctx, rt)
 	require.NoError(t, err)
 	seen := &changes{ids: map[string]int{}}
-	a, err := agent.New(agent.Config{Client: api, Connector: conn, Runtime: rt, OnChange: seen.add, Logger: quiet})
+	a, err := agent.New(agent.Config{Client: svc, Connector: conn, Runtime: rt, OnChange: seen.add, Logger: quiet})
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
@@ -109,9 +110,9 @@ spec:
 	})
 
 	t.Run("warning events about managed objects are mirrored onto the instance", func(t *testing.T) {
-		var got client.Event
+		var got api.Event
 		await.True(t, 60*time.Second, func() bool {
-			evs, err := api.WorkloadInstances().Events(ctx, inst.ID)
+			evs, err := svc.WorkloadInstances().Events(ctx, inst.ID)
 			require.NoError(t, err)
 			for _, e := range evs {
 				if e.Reason == "FailedScheduling" {
@@ -121,7 +122,7 @@ spec:
 			}
 			return false
 		}, "a mirrored FailedScheduling event")
-		require.Equal(t, client.EventWarning, got.Type)
+		require.Equal(t, api.EventWarning, got.Type)
 		require.Contains(t, got.Message, "Pod web-a/web-a-")
 		require.Contains(t, got.Message, "Insufficient cpu")
 		require.Equal(t, "agent/sim", got.Source)

@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/internal/await"
 )
@@ -22,7 +22,7 @@ func TestChangesCallAtOnceThenCoalesce(t *testing.T) {
 	var mu sync.Mutex
 	var calls []time.Time
 	a, err := New(Config{
-		Runtime: &client.KubernetesRuntime{Meta: client.Meta{Name: "rt"}}, Cluster: &kube.Cluster{},
+		Runtime: &api.KubernetesRuntime{Meta: api.Meta{Name: "rt"}}, Cluster: &kube.Cluster{},
 		Debounce: 200 * time.Millisecond,
 		OnChange: func(string) { mu.Lock(); calls = append(calls, time.Now()); mu.Unlock() },
 	})
@@ -52,7 +52,7 @@ func TestACompletedRolloutCallsAtOnceWithinTheWindow(t *testing.T) {
 	t.Parallel()
 	calls := make(chan time.Time, 10)
 	a, err := New(Config{
-		Runtime: &client.KubernetesRuntime{Meta: client.Meta{Name: "rt"}}, Cluster: &kube.Cluster{},
+		Runtime: &api.KubernetesRuntime{Meta: api.Meta{Name: "rt"}}, Cluster: &kube.Cluster{},
 		Debounce: time.Hour,
 		OnChange: func(string) { calls <- time.Now() },
 	})

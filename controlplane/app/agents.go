@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/agent"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
@@ -59,7 +60,7 @@ func (s *agents) run(ctx context.Context) {
 
 // sync starts agents for Ready runtimes and stops those of runtimes that are gone, not Ready, or changed.
 func (s *agents) sync(ctx context.Context) {
-	want := map[string]*client.KubernetesRuntime{}
+	want := map[string]*api.KubernetesRuntime{}
 	for rt, err := range s.cl.KubernetesRuntimes().All(ctx, client.ListOptions{Limit: 1000}) {
 		if err != nil {
 			if ctx.Err() == nil {
@@ -67,7 +68,7 @@ func (s *agents) sync(ctx context.Context) {
 			}
 			return
 		}
-		if client.Reconciled(rt.Generation, &rt.Status.Status) && rt.DeletionRequestedAt == nil {
+		if api.Reconciled(rt.Generation, &rt.Status.Status) && rt.DeletionRequestedAt == nil {
 			want[rt.ID] = rt
 		}
 	}
@@ -105,11 +106,11 @@ func (s *agents) sync(ctx context.Context) {
 				// Straight to the broker, like a requeue: this agent runs in the controllers' process,
 				// and the API's request, transaction and outbox relay were hops on the apply-to-ready
 				// path (make bench, apply section). A notification is only a nudge to re-read.
-				if s.queue != nil && s.queue.Publish(ctx, client.KindWorkloadInstance, instanceID, "") == nil {
+				if s.queue != nil && s.queue.Publish(ctx, api.KindWorkloadInstance, instanceID, "") == nil {
 					return
 				}
 				// Through the API and its outbox: a change seen while the broker is down is not lost.
-				if err := s.cl.WorkloadInstances().RequestReconcile(ctx, instanceID); err != nil && ctx.Err() == nil && !client.IsNotFound(err) {
+				if err := s.cl.WorkloadInstances().RequestReconcile(ctx, instanceID); err != nil && ctx.Err() == nil && !api.IsNotFound(err) {
 					s.log.Warn("agent: notify instance", "id", instanceID, "err", err)
 				}
 			},

@@ -97,7 +97,7 @@ type Config struct {
 	// elsewhere come from a repository.
 	ChartDir string
 	// MaxReplicasPerRole caps, per token role, the replicas a spec may ask for (server.Config's field of
-	// the same name). Default: none beyond client.MaxReplicas.
+	// the same name). Default: none beyond api.MaxReplicas.
 	MaxReplicasPerRole map[string]int
 	// KubesimBinary overrides where local runtimes' kubesim binary is found.
 	KubesimBinary string

@@ -16,14 +16,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
 	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
 )
 
-func runtimeSpec(kubeconfig string) client.KubernetesRuntimeSpec {
-	return client.KubernetesRuntimeSpec{Provider: client.ProviderKubeconfig, Kubeconfig: kubeconfig}
+func runtimeSpec(kubeconfig string) api.KubernetesRuntimeSpec {
+	return api.KubernetesRuntimeSpec{Provider: api.ProviderKubeconfig, Kubeconfig: kubeconfig}
 }
 
 func TestAdminTokenIsWrittenOnFirstStartWithMode0600(t *testing.T) {
@@ -45,7 +46,7 @@ func TestStopNATSWhileWritesContinue(t *testing.T) {
 	rts := cl.KubernetesRuntimes()
 
 	// Before the outage: the pipeline works.
-	first, err := rts.Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "before"}, Spec: runtimeSpec(kc)})
+	first, err := rts.Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: "before"}, Spec: runtimeSpec(kc)})
 	require.NoError(t, err)
 	_, err = rts.WaitReconciled(cptest.Wait(t, 30*time.Second), first.ID)
 	require.NoError(t, err)
@@ -67,7 +68,7 @@ func TestStopNATSWhileWritesContinue(t *testing.T) {
 	var ids []string
 	deadline := time.Now().Add(outage)
 	for i := 0; time.Now().Before(deadline); i++ {
-		obj, err := rts.Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: fmt.Sprintf("during-%d", i)}, Spec: runtimeSpec(kc)})
+		obj, err := rts.Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: fmt.Sprintf("during-%d", i)}, Spec: runtimeSpec(kc)})
 		require.NoError(t, err, "the API keeps accepting writes while NATS is down")
 		ids = append(ids, obj.ID)
 		// no signal: paces the writes across the NATS outage, which is the point
@@ -99,12 +100,12 @@ func TestRestartLosesNothing(t *testing.T) {
 	require.NoError(t, err)
 	cl1, err := a1.Client()
 	require.NoError(t, err)
-	ready, err := cl1.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "ready"}, Spec: runtimeSpec(kc)})
+	ready, err := cl1.KubernetesRuntimes().Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: "ready"}, Spec: runtimeSpec(kc)})
 	require.NoError(t, err)
 	_, err = cl1.KubernetesRuntimes().WaitReconciled(cptest.Wait(t, 30*time.Second), ready.ID)
 	require.NoError(t, err)
 	// Written just before the stop: it may or may not have been reconciled yet.
-	late, err := cl1.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "late"}, Spec: runtimeSpec(kc)})
+	late, err := cl1.KubernetesRuntimes().Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: "late"}, Spec: runtimeSpec(kc)})
 	require.NoError(t, err)
 	token := a1.AdminToken
 	a1.Close(ctx)

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/awscloud"
@@ -72,24 +73,24 @@ func TestAppOnEKS(t *testing.T) {
 	_, cl := cptest.Start(t, app.Config{AWSPoll: 250 * time.Millisecond, ResyncInterval: 2 * time.Second})
 	ctx := context.Background()
 
-	ca, err := cl.CloudAccounts().Create(ctx, &client.CloudAccount{Meta: client.Meta{Name: "aws"}, Spec: client.CloudAccountSpec{
-		Provider: client.CloudAWS, Region: "us-east-1", AccessKeyID: acct.AccessKeyID, SecretAccessKey: acct.SecretAccessKey, Endpoint: sim.URL()}})
+	ca, err := cl.CloudAccounts().Create(ctx, &api.CloudAccount{Meta: api.Meta{Name: "aws"}, Spec: api.CloudAccountSpec{
+		Provider: api.CloudAWS, Region: "us-east-1", AccessKeyID: acct.AccessKeyID, SecretAccessKey: acct.SecretAccessKey, Endpoint: sim.URL()}})
 	require.NoError(t, err)
 	ca, err = cl.CloudAccounts().WaitReconciled(cptest.Wait(t, 30*time.Second), ca.ID)
 	require.NoError(t, err)
 	require.Equal(t, acct.ID, ca.Status.AccountID)
 	require.Empty(t, ca.Spec.SecretAccessKey, "the secret is not returned to an admin token")
 
-	_, err = cl.RuntimeProfiles().Create(ctx, &client.RuntimeProfile{Meta: client.Meta{Name: "aws"}, Spec: client.RuntimeProfileSpec{
-		Provider: client.ProviderEKS, Regions: []string{"us-east-1"}, CloudAccountID: ca.ID, MinNodes: 1, MaxNodes: 3, Nodes: 2}})
+	_, err = cl.RuntimeProfiles().Create(ctx, &api.RuntimeProfile{Meta: api.Meta{Name: "aws"}, Spec: api.RuntimeProfileSpec{
+		Provider: api.ProviderEKS, Regions: []string{"us-east-1"}, CloudAccountID: ca.ID, MinNodes: 1, MaxNodes: 3, Nodes: 2}})
 	require.NoError(t, err)
 	def := webDefinition(t, cl, "web", 1, "")
-	inst, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "shop"},
-		Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, Placement: &client.Placement{Regions: []string{"us-east-1"}}}})
+	inst, err := cl.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "shop"},
+		Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, Placement: &api.Placement{Regions: []string{"us-east-1"}}}})
 	require.NoError(t, err)
-	db, err := cl.Databases().Create(ctx, &client.Database{Meta: client.Meta{Name: "orders"}, Spec: client.DatabaseSpec{InstanceID: inst.ID}})
+	db, err := cl.Databases().Create(ctx, &api.Database{Meta: api.Meta{Name: "orders"}, Spec: api.DatabaseSpec{InstanceID: inst.ID}})
 	require.NoError(t, err)
-	bucket, err := cl.Buckets().Create(ctx, &client.Bucket{Meta: client.Meta{Name: "media"}, Spec: client.BucketSpec{InstanceID: inst.ID}})
+	bucket, err := cl.Buckets().Create(ctx, &api.Bucket{Meta: api.Meta{Name: "media"}, Spec: api.BucketSpec{InstanceID: inst.ID}})
 	require.NoError(t, err)
 
 	start := time.Now()
@@ -99,8 +100,8 @@ func TestAppOnEKS(t *testing.T) {
 	require.Len(t, inst.Status.Placements, 1)
 	rt, err := cl.KubernetesRuntimes().Get(ctx, inst.Status.Placements[0].RuntimeID)
 	require.NoError(t, err)
-	require.Equal(t, client.ProviderEKS, rt.Spec.Provider)
-	require.Equal(t, "aws", rt.Labels[client.LabelProfile])
+	require.Equal(t, api.ProviderEKS, rt.Spec.Provider)
+	require.Equal(t, "aws", rt.Labels[api.LabelProfile])
 	require.Equal(t, acct.ID, rt.Status.Cloud.AccountID)
 	require.Positive(t, rt.Status.NodesReady, "the kubesim behind the EKS endpoint answers with EKS tokens")
 	require.Equal(t, int32(1), inst.Status.ReadyReplicas)

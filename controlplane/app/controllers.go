@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/awscloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
@@ -54,7 +55,7 @@ func (a *App) startControllers(ctx context.Context, endpoint, token string) erro
 	}
 	accounts := &awscloud.Accounts{Client: cl}
 	eksRuntimes := &cluster.EKS{Accounts: accounts, Poll: a.cfg.AWSPoll}
-	conn := kube.NewConnector(kube.ConnectorConfig{LocalDir: localDir, Sources: map[string]kube.RESTConfigSource{client.ProviderEKS: eksRuntimes.RESTConfig},
+	conn := kube.NewConnector(kube.ConnectorConfig{LocalDir: localDir, Sources: map[string]kube.RESTConfigSource{api.ProviderEKS: eksRuntimes.RESTConfig},
 		OnReachability: func(id string, err error) { cluster.ReportReachability(ctx, cl.KubernetesRuntimes(), id, err) }})
 	a.closers = append(a.closers, func(context.Context) { conn.Close() })
 	var local *kubesim.Supervisor
@@ -97,8 +98,8 @@ func (a *App) workloadControllers(cl *client.Client, conn *kube.Connector, cfg r
 	return []starter{
 		reconcile.New(a.Broker, cl.WorkloadDefinitions(), &workload.DefinitionReconciler{Client: cl, Renderer: renderer}, cfg),
 		reconcile.New(a.Broker, cl.Secrets(), &workload.SecretReconciler{Client: cl}, cfg),
-		reconcile.New(a.Broker, cl.Databases(), &dataservice.Reconciler[client.DatabaseSpec, client.DatabaseStatus]{Client: cl, Connector: conn, Kind: dataservice.Databases, AWS: dataAWS}, cfg),
-		reconcile.New(a.Broker, cl.Buckets(), &dataservice.Reconciler[client.BucketSpec, client.BucketStatus]{Client: cl, Connector: conn, Kind: dataservice.Buckets, AWS: dataAWS}, cfg),
+		reconcile.New(a.Broker, cl.Databases(), &dataservice.Reconciler[api.DatabaseSpec, api.DatabaseStatus]{Client: cl, Connector: conn, Kind: dataservice.Databases, AWS: dataAWS}, cfg),
+		reconcile.New(a.Broker, cl.Buckets(), &dataservice.Reconciler[api.BucketSpec, api.BucketStatus]{Client: cl, Connector: conn, Kind: dataservice.Buckets, AWS: dataAWS}, cfg),
 		a.instanceController(cl, conn, renderer, cfg),
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
@@ -23,13 +24,13 @@ func TestDeletingWhenTheClusterIsGone(t *testing.T) {
 	_, cl := cptest.Start(t, app.Config{CleanupGrace: 2 * time.Second, ResyncInterval: time.Second})
 	ctx := context.Background()
 	rt := readyRuntime(t, cl, "doomed", sim.Kubeconfig)
-	def, err := cl.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "web"},
-		Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "web", Image: "nginx:1.27"}}}})
+	def, err := cl.WorkloadDefinitions().Create(ctx, &api.WorkloadDefinition{Meta: api.Meta{Name: "web"},
+		Spec: api.WorkloadDefinitionSpec{Containers: []api.Container{{Name: "web", Image: "nginx:1.27"}}}})
 	require.NoError(t, err)
-	var insts []*client.WorkloadInstance
+	var insts []*api.WorkloadInstance
 	for _, name := range []string{"web-a", "web-b", "web-c"} {
-		inst, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: name},
-			Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
+		inst, err := cl.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: name},
+			Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
 		require.NoError(t, err)
 		_, err = cl.WorkloadInstances().WaitReconciled(cptest.Wait(t, 2*time.Minute), inst.ID)
 		require.NoError(t, err)
@@ -49,21 +50,21 @@ func TestDeletingWhenTheClusterIsGone(t *testing.T) {
 	t.Run("the deletion waits, then says it cannot finish and offers orphaning", func(t *testing.T) {
 		a := insts[0]
 		require.NoError(t, cl.WorkloadInstances().Delete(ctx, a.ID, client.DeleteOptions{}))
-		var got *client.WorkloadInstance
+		var got *api.WorkloadInstance
 		require.Eventually(t, func() bool {
 			got, err = cl.WorkloadInstances().Get(ctx, a.ID)
 			require.NoError(t, err)
 			for _, c := range got.Status.Conditions {
-				if c.Type == client.ConditionCleanupBlocked && c.Status == client.ConditionTrue {
+				if c.Type == api.ConditionCleanupBlocked && c.Status == api.ConditionTrue {
 					return true
 				}
 			}
 			return false
 		}, time.Minute, 200*time.Millisecond, "a CleanupBlocked condition appears after the grace")
-		require.Equal(t, client.PhaseDeleting, got.Status.Phase)
+		require.Equal(t, api.PhaseDeleting, got.Status.Phase)
 		msg := ""
 		for _, c := range got.Status.Conditions {
-			if c.Type == client.ConditionCleanupBlocked {
+			if c.Type == api.ConditionCleanupBlocked {
 				msg = c.Message
 			}
 		}
@@ -76,8 +77,8 @@ func TestDeletingWhenTheClusterIsGone(t *testing.T) {
 	t.Run("a cascading delete of the dead runtime with orphan completes", func(t *testing.T) {
 		require.NoError(t, cl.KubernetesRuntimes().Delete(cptest.Wait(t, time.Minute), rt.ID, client.DeleteOptions{Cascade: true, Orphan: true, Wait: true}))
 		_, err := cl.WorkloadInstances().Get(ctx, insts[1].ID)
-		require.True(t, client.IsNotFound(err), "the instance went with it: %v", err)
+		require.True(t, api.IsNotFound(err), "the instance went with it: %v", err)
 		_, err = cl.KubernetesRuntimes().Get(ctx, rt.ID)
-		require.True(t, client.IsNotFound(err), "the runtime is gone: %v", err)
+		require.True(t, api.IsNotFound(err), "the runtime is gone: %v", err)
 	})
 }

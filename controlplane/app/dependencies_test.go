@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
@@ -47,7 +48,7 @@ func envOf(c corev1.Container) map[string]corev1.EnvVar {
 	return out
 }
 
-func firstEvent(t *testing.T, evs []client.Event, reason string) time.Time {
+func firstEvent(t *testing.T, evs []api.Event, reason string) time.Time {
 	t.Helper()
 	for _, e := range evs {
 		if e.Reason == reason {
@@ -71,27 +72,27 @@ func TestSecretsAndUses(t *testing.T) {
 	ctx := context.Background()
 	cs := clientset(t, sim.Kubeconfig)
 	rt := readyRuntime(t, cl, "deps", sim.Kubeconfig)
-	rpcDef, err := cl.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "rpc"},
-		Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "node", Image: "nginx:1.27", Ports: []client.ContainerPort{{ContainerPort: 8545}}}}}})
+	rpcDef, err := cl.WorkloadDefinitions().Create(ctx, &api.WorkloadDefinition{Meta: api.Meta{Name: "rpc"},
+		Spec: api.WorkloadDefinitionSpec{Containers: []api.Container{{Name: "node", Image: "nginx:1.27", Ports: []api.ContainerPort{{ContainerPort: 8545}}}}}})
 	require.NoError(t, err)
 	appDef := webDefinition(t, cl, "app", 1, "")
 
 	start := time.Now()
-	rpc, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "rpc"},
-		Spec: client.WorkloadInstanceSpec{DefinitionID: rpcDef.ID, RuntimeID: rt.ID}})
+	rpc, err := cl.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "rpc"},
+		Spec: api.WorkloadInstanceSpec{DefinitionID: rpcDef.ID, RuntimeID: rt.ID}})
 	require.NoError(t, err)
-	app1, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "app"},
-		Spec: client.WorkloadInstanceSpec{DefinitionID: appDef.ID, RuntimeID: rt.ID, Uses: []client.Use{{InstanceID: rpc.ID, EnvPrefix: "RPC"}}}})
+	app1, err := cl.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "app"},
+		Spec: api.WorkloadInstanceSpec{DefinitionID: appDef.ID, RuntimeID: rt.ID, Uses: []api.Use{{InstanceID: rpc.ID, EnvPrefix: "RPC"}}}})
 	require.NoError(t, err)
-	sec, err := cl.Secrets().Create(ctx, &client.Secret{Meta: client.Meta{Name: "api-key"},
-		Spec: client.SecretSpec{InstanceIDs: []string{app1.ID}, Values: map[string]string{"API_KEY": marker}}})
+	sec, err := cl.Secrets().Create(ctx, &api.Secret{Meta: api.Meta{Name: "api-key"},
+		Spec: api.SecretSpec{InstanceIDs: []string{app1.ID}, Values: map[string]string{"API_KEY": marker}}})
 	require.NoError(t, err)
 
 	t.Run("the app is Ready after the node, with its address and the secret as env", func(t *testing.T) {
 		got, err := cl.WorkloadInstances().WaitReconciled(cptest.Wait(t, 2*time.Minute), app1.ID)
 		require.NoError(t, err)
 		t.Logf("seeds-shaped example (an RPC node, an app using it, a secret), create to Ready: %s", time.Since(start).Round(time.Millisecond))
-		require.Equal(t, []client.ObjectRef{{Kind: client.KindSecret, ID: sec.ID, Name: "api-key"}}, got.Status.Dependencies)
+		require.Equal(t, []api.ObjectRef{{Kind: api.KindSecret, ID: sec.ID, Name: "api-key"}}, got.Status.Dependencies)
 		rpcEvents, err := cl.WorkloadInstances().Events(ctx, rpc.ID)
 		require.NoError(t, err)
 		appEvents, err := cl.WorkloadInstances().Events(ctx, app1.ID)
@@ -142,10 +143,10 @@ func TestSecretsAndUses(t *testing.T) {
 
 	t.Run("a used instance cannot be deleted while used", func(t *testing.T) {
 		err := cl.WorkloadInstances().Delete(ctx, rpc.ID, client.DeleteOptions{})
-		require.True(t, client.IsConflict(err), "%v", err)
-		var ae *client.Error
+		require.True(t, api.IsConflict(err), "%v", err)
+		var ae *api.Error
 		require.ErrorAs(t, err, &ae)
-		require.Contains(t, ae.Dependents, client.ObjectRef{Kind: client.KindWorkloadInstance, ID: app1.ID, Name: "app"})
+		require.Contains(t, ae.Dependents, api.ObjectRef{Kind: api.KindWorkloadInstance, ID: app1.ID, Name: "app"})
 	})
 
 	t.Run("a Failed dependency fails its consumer, naming it", func(t *testing.T) {
@@ -154,14 +155,14 @@ func TestSecretsAndUses(t *testing.T) {
 		require.NoError(t, err)
 		_, err = cs.CoreV1().ConfigMaps("rpc2").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "taken"}}, metav1.CreateOptions{})
 		require.NoError(t, err)
-		bad, err := cl.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "bad"},
-			Spec: client.WorkloadDefinitionSpec{Manifests: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: taken\ndata: {a: b}\n"}})
+		bad, err := cl.WorkloadDefinitions().Create(ctx, &api.WorkloadDefinition{Meta: api.Meta{Name: "bad"},
+			Spec: api.WorkloadDefinitionSpec{Manifests: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: taken\ndata: {a: b}\n"}})
 		require.NoError(t, err)
-		rpc2, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "rpc2"},
-			Spec: client.WorkloadInstanceSpec{DefinitionID: bad.ID, RuntimeID: rt.ID}})
+		rpc2, err := cl.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "rpc2"},
+			Spec: api.WorkloadInstanceSpec{DefinitionID: bad.ID, RuntimeID: rt.ID}})
 		require.NoError(t, err)
-		user, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "user"},
-			Spec: client.WorkloadInstanceSpec{DefinitionID: appDef.ID, RuntimeID: rt.ID, Uses: []client.Use{{InstanceID: rpc2.ID, EnvPrefix: "RPC"}}}})
+		user, err := cl.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "user"},
+			Spec: api.WorkloadInstanceSpec{DefinitionID: appDef.ID, RuntimeID: rt.ID, Uses: []api.Use{{InstanceID: rpc2.ID, EnvPrefix: "RPC"}}}})
 		require.NoError(t, err)
 		_, err = cl.WorkloadInstances().WaitReconciled(cptest.Wait(t, time.Minute), user.ID)
 		require.True(t, client.IsFailed(err), "%v", err)
@@ -175,17 +176,17 @@ func TestSecretsAndUses(t *testing.T) {
 
 	t.Run("no secret value in responses, events or logs", func(t *testing.T) {
 		for _, who := range []*client.Client{cl} {
-			raw, err := who.Raw(client.KindSecret).Get(ctx, sec.ID)
+			raw, err := who.Raw(api.KindSecret).Get(ctx, sec.ID)
 			require.NoError(t, err)
 			data, _ := json.Marshal(raw)
 			require.NotContains(t, string(data), marker)
-			for _, k := range []string{client.KindSecret, client.KindWorkloadInstance} {
+			for _, k := range []string{api.KindSecret, api.KindWorkloadInstance} {
 				list, err := who.Raw(k).List(ctx, client.ListOptions{})
 				require.NoError(t, err)
 				data, _ := json.Marshal(list)
 				require.NotContains(t, string(data), marker)
 			}
-			for kind, id := range map[string]string{client.KindSecret: sec.ID, client.KindWorkloadInstance: app1.ID} {
+			for kind, id := range map[string]string{api.KindSecret: sec.ID, api.KindWorkloadInstance: app1.ID} {
 				evs, err := who.Raw(kind).Events(ctx, id)
 				require.NoError(t, err)
 				data, _ := json.Marshal(evs)
@@ -226,23 +227,23 @@ func TestDatabaseRetainAndReattach(t *testing.T) { //nolint:maintidx // one stor
 	rt := readyRuntime(t, cl, "db", sim.Kubeconfig)
 	appDef := webDefinition(t, cl, "app", 1, "")
 	start := time.Now()
-	inst, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "app"},
-		Spec: client.WorkloadInstanceSpec{DefinitionID: appDef.ID, RuntimeID: rt.ID}})
+	inst, err := cl.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "app"},
+		Spec: api.WorkloadInstanceSpec{DefinitionID: appDef.ID, RuntimeID: rt.ID}})
 	require.NoError(t, err)
-	newDB := func() *client.Database {
-		db, err := cl.Databases().Create(ctx, &client.Database{Meta: client.Meta{Name: "main"},
-			Spec: client.DatabaseSpec{InstanceID: inst.ID, Retain: true}})
+	newDB := func() *api.Database {
+		db, err := cl.Databases().Create(ctx, &api.Database{Meta: api.Meta{Name: "main"},
+			Spec: api.DatabaseSpec{InstanceID: inst.ID, Retain: true}})
 		require.NoError(t, err)
 		return db
 	}
 	db := newDB()
-	bucket, err := cl.Buckets().Create(ctx, &client.Bucket{Meta: client.Meta{Name: "files"}, Spec: client.BucketSpec{InstanceID: inst.ID}})
+	bucket, err := cl.Buckets().Create(ctx, &api.Bucket{Meta: api.Meta{Name: "files"}, Spec: api.BucketSpec{InstanceID: inst.ID}})
 	require.NoError(t, err)
 	got, err := cl.WorkloadInstances().WaitReconciled(cptest.Wait(t, 2*time.Minute), inst.ID)
 	require.NoError(t, err)
 	t.Logf("an app with a database and a bucket, create to Ready: %s", time.Since(start).Round(time.Millisecond))
-	require.Contains(t, got.Status.Dependencies, client.ObjectRef{Kind: client.KindBucket, ID: bucket.ID, Name: "files"})
-	require.Contains(t, got.Status.Dependencies, client.ObjectRef{Kind: client.KindDatabase, ID: db.ID, Name: "main"})
+	require.Contains(t, got.Status.Dependencies, api.ObjectRef{Kind: api.KindBucket, ID: bucket.ID, Name: "files"})
+	require.Contains(t, got.Status.Dependencies, api.ObjectRef{Kind: api.KindDatabase, ID: db.ID, Name: "main"})
 
 	var password, pvcUID string
 	t.Run("the connection details reach the app and point at the database's Service", func(t *testing.T) {
@@ -292,7 +293,7 @@ func TestDatabaseRetainAndReattach(t *testing.T) { //nolint:maintidx // one stor
 	detach := func(t *testing.T, id string) {
 		t.Helper()
 		err := cl.Databases().Delete(ctx, id, client.DeleteOptions{})
-		require.True(t, client.IsConflict(err), "an attached database is protected while its instance uses it: %v", err)
+		require.True(t, api.IsConflict(err), "an attached database is protected while its instance uses it: %v", err)
 		cur, err := cl.Databases().Get(ctx, id)
 		require.NoError(t, err)
 		cur.Spec.InstanceID = ""
@@ -335,7 +336,7 @@ func TestDatabaseRetainAndReattach(t *testing.T) { //nolint:maintidx // one stor
 			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}, metav1.CreateOptions{})
 		require.NoError(t, err)
-		theirs, err := cl.Databases().Create(ctx, &client.Database{Meta: client.Meta{Name: "theirs"}, Spec: client.DatabaseSpec{InstanceID: inst.ID}})
+		theirs, err := cl.Databases().Create(ctx, &api.Database{Meta: api.Meta{Name: "theirs"}, Spec: api.DatabaseSpec{InstanceID: inst.ID}})
 		require.NoError(t, err)
 		_, err = cl.Databases().WaitReconciled(cptest.Wait(t, time.Minute), theirs.ID)
 		require.True(t, client.IsFailed(err), "%v", err)

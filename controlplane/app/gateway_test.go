@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
@@ -24,9 +25,9 @@ import (
 )
 
 // supportServicesOn lists the support services on a runtime, by type.
-func supportServicesOn(t *testing.T, cl *client.Client, runtimeID string) map[string][]*client.SupportService {
+func supportServicesOn(t *testing.T, cl *client.Client, runtimeID string) map[string][]*api.SupportService {
 	t.Helper()
-	out := map[string][]*client.SupportService{}
+	out := map[string][]*api.SupportService{}
 	for ss, err := range cl.SupportServices().All(context.Background(), client.ListOptions{}) {
 		require.NoError(t, err)
 		if ss.Spec.RuntimeID == runtimeID {
@@ -51,31 +52,31 @@ func TestGatewaysWithTLS(t *testing.T) {
 	dyn, err := dynamic.NewForConfig(rc)
 	require.NoError(t, err)
 	rt := readyRuntime(t, cl, "edge", sim.Kubeconfig)
-	var declared *client.SupportService
-	declared, err = cl.SupportServices().Create(ctx, &client.SupportService{Meta: client.Meta{Name: "metrics"},
-		Spec: client.SupportServiceSpec{RuntimeID: rt.ID, Type: client.SupportMetricsServer}})
+	var declared *api.SupportService
+	declared, err = cl.SupportServices().Create(ctx, &api.SupportService{Meta: api.Meta{Name: "metrics"},
+		Spec: api.SupportServiceSpec{RuntimeID: rt.ID, Type: api.SupportMetricsServer}})
 	require.NoError(t, err)
-	zone, err := cl.DomainNames().Create(ctx, &client.DomainName{Meta: client.Meta{Name: "example"}, Spec: client.DomainNameSpec{Zone: "example.test"}})
+	zone, err := cl.DomainNames().Create(ctx, &api.DomainName{Meta: api.Meta{Name: "example"}, Spec: api.DomainNameSpec{Zone: "example.test"}})
 	require.NoError(t, err)
 
 	start := time.Now()
 	def := webDefinition(t, cl, "web", 2, "")
-	inst, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "web"},
-		Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
+	inst, err := cl.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "web"},
+		Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
 	require.NoError(t, err)
 	// Two gateways at once: one with a host and TLS, one without.
-	specs := map[string]client.GatewaySpec{
+	specs := map[string]api.GatewaySpec{
 		"web":      {InstanceID: inst.ID, Hosts: []string{"app.example.test"}},
 		"internal": {InstanceID: inst.ID, Paths: []string{"/api"}},
 	}
-	gws := map[string]*client.Gateway{}
+	gws := map[string]*api.Gateway{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for name, spec := range specs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			gw, err := cl.Gateways().Create(ctx, &client.Gateway{Meta: client.Meta{Name: name}, Spec: spec})
+			gw, err := cl.Gateways().Create(ctx, &api.Gateway{Meta: api.Meta{Name: name}, Spec: spec})
 			require.NoError(t, err)
 			mu.Lock()
 			gws[name] = gw
@@ -116,26 +117,26 @@ func TestGatewaysWithTLS(t *testing.T) {
 
 		ing, err := cs.NetworkingV1().Ingresses("web").Get(ctx, "web", metav1.GetOptions{})
 		require.NoError(t, err)
-		require.Equal(t, client.IngressClassName, *ing.Spec.IngressClassName)
+		require.Equal(t, api.IngressClassName, *ing.Spec.IngressClassName)
 		require.Equal(t, "true", ing.Annotations["nginx.ingress.kubernetes.io/ssl-redirect"])
 		require.Equal(t, "web-tls", ing.Spec.TLS[0].SecretName)
 	})
 
 	t.Run("each support service is installed exactly once on the runtime", func(t *testing.T) {
 		on := supportServicesOn(t, cl, rt.ID)
-		for _, typ := range []string{client.SupportIngress, client.SupportCertManager, client.SupportExternalDNS, client.SupportMetricsServer} {
+		for _, typ := range []string{api.SupportIngress, api.SupportCertManager, api.SupportExternalDNS, api.SupportMetricsServer} {
 			require.Len(t, on[typ], 1, typ)
 		}
-		require.Equal(t, client.PhaseReady, on[client.SupportIngress][0].Status.Phase)
-		require.Equal(t, 2, on[client.SupportIngress][0].Status.Consumers, "both gateways use the ingress")
-		require.Contains(t, on[client.SupportIngress][0].Status.Chart, "local chart")
-		ic, err := cs.NetworkingV1().IngressClasses().Get(ctx, client.IngressClassName, metav1.GetOptions{})
+		require.Equal(t, api.PhaseReady, on[api.SupportIngress][0].Status.Phase)
+		require.Equal(t, 2, on[api.SupportIngress][0].Status.Consumers, "both gateways use the ingress")
+		require.Contains(t, on[api.SupportIngress][0].Status.Chart, "local chart")
+		ic, err := cs.NetworkingV1().IngressClasses().Get(ctx, api.IngressClassName, metav1.GetOptions{})
 		require.NoError(t, err)
 		require.Equal(t, "qleetos.io/ingress", ic.Spec.Controller)
 	})
 
 	t.Run("the domain name lists the gateway's record", func(t *testing.T) {
-		require.Equal(t, []client.ObjectRef{{Kind: client.KindDomainName, ID: zone.ID, Name: "example"}}, gws["web"].Status.DomainNames)
+		require.Equal(t, []api.ObjectRef{{Kind: api.KindDomainName, ID: zone.ID, Name: "example"}}, gws["web"].Status.DomainNames)
 		require.Eventually(t, func() bool {
 			d, err := cl.DomainNames().Get(ctx, zone.ID)
 			require.NoError(t, err)
@@ -162,10 +163,10 @@ func TestGatewaysWithTLS(t *testing.T) {
 		require.True(t, apierrors.IsNotFound(err), "its route is gone: %v", err)
 		time.Sleep(2 * grace) // no signal: the other gateway still uses them: nothing may go
 		on := supportServicesOn(t, cl, rt.ID)
-		require.Len(t, on[client.SupportIngress], 1)
-		require.Len(t, on[client.SupportCertManager], 1)
+		require.Len(t, on[api.SupportIngress], 1)
+		require.Len(t, on[api.SupportCertManager], 1)
 
-		ingressID := on[client.SupportIngress][0].ID
+		ingressID := on[api.SupportIngress][0].ID
 		require.NoError(t, cl.Gateways().Delete(cptest.Wait(t, time.Minute), gws["web"].ID, client.DeleteOptions{Wait: true}))
 		gone := time.Now()
 		_, err = cs.NetworkingV1().Ingresses("web").Get(ctx, "web", metav1.GetOptions{})
@@ -178,7 +179,7 @@ func TestGatewaysWithTLS(t *testing.T) {
 		require.NoError(t, err, "not before the grace")
 		require.Eventually(t, func() bool {
 			on := supportServicesOn(t, cl, rt.ID)
-			return len(on[client.SupportIngress]) == 0 && len(on[client.SupportCertManager]) == 0 && len(on[client.SupportExternalDNS]) == 0
+			return len(on[api.SupportIngress]) == 0 && len(on[api.SupportCertManager]) == 0 && len(on[api.SupportExternalDNS]) == 0
 		}, time.Minute, 100*time.Millisecond, "removed after the grace")
 		require.GreaterOrEqual(t, time.Since(gone), grace)
 		t.Logf("support services removed %s after the last gateway (grace %s)", time.Since(gone).Round(time.Millisecond), grace)
@@ -195,14 +196,14 @@ func TestGatewaysWithTLS(t *testing.T) {
 					return false
 				}
 			}
-			_, err := cs.NetworkingV1().IngressClasses().Get(ctx, client.IngressClassName, metav1.GetOptions{})
+			_, err := cs.NetworkingV1().IngressClasses().Get(ctx, api.IngressClassName, metav1.GetOptions{})
 			return apierrors.IsNotFound(err)
 		}, time.Minute, 200*time.Millisecond)
 		crds, err := cs.Discovery().ServerResourcesForGroupVersion("cert-manager.io/v1")
 		require.True(t, apierrors.IsNotFound(err) || len(crds.APIResources) == 0, "cert-manager's CRDs are gone: %v", err)
 		got, err := cl.SupportServices().Get(ctx, declared.ID)
 		require.NoError(t, err, "the declared support service stays")
-		require.Equal(t, client.PhaseReady, got.Status.Phase)
+		require.Equal(t, api.PhaseReady, got.Status.Phase)
 		_, err = cs.AppsV1().Deployments("kube-system").Get(ctx, "qleet-metrics-server", metav1.GetOptions{})
 		require.NoError(t, err)
 	})
@@ -219,21 +220,21 @@ func TestDeletingTheInstanceWithCascadeLeavesNothing(t *testing.T) {
 	cs := clientset(t, sim.Kubeconfig)
 	rt := readyRuntime(t, cl, "cascade", sim.Kubeconfig)
 	def := webDefinition(t, cl, "web", 1, "")
-	inst, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "web"},
-		Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
+	inst, err := cl.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "web"},
+		Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
 	require.NoError(t, err)
-	gw, err := cl.Gateways().Create(ctx, &client.Gateway{Meta: client.Meta{Name: "web"},
-		Spec: client.GatewaySpec{InstanceID: inst.ID, Hosts: []string{"web.example.test"}}})
+	gw, err := cl.Gateways().Create(ctx, &api.Gateway{Meta: api.Meta{Name: "web"},
+		Spec: api.GatewaySpec{InstanceID: inst.ID, Hosts: []string{"web.example.test"}}})
 	require.NoError(t, err)
 	_, err = cl.Gateways().WaitReconciled(cptest.Wait(t, 2*time.Minute), gw.ID)
 	require.NoError(t, err)
 
 	err = cl.WorkloadInstances().Delete(ctx, inst.ID, client.DeleteOptions{})
-	require.True(t, client.IsConflict(err), "the gateway depends on it: %v", err)
+	require.True(t, api.IsConflict(err), "the gateway depends on it: %v", err)
 	require.NoError(t, cl.WorkloadInstances().Delete(cptest.Wait(t, 2*time.Minute), inst.ID, client.DeleteOptions{Cascade: true, Wait: true}))
 	_, err = cl.Gateways().Get(ctx, gw.ID)
-	require.True(t, client.IsNotFound(err), "the gateway went first: %v", err)
-	require.Len(t, supportServicesOn(t, cl, rt.ID)[client.SupportIngress], 1, "within the grace the support services stay")
+	require.True(t, api.IsNotFound(err), "the gateway went first: %v", err)
+	require.Len(t, supportServicesOn(t, cl, rt.ID)[api.SupportIngress], 1, "within the grace the support services stay")
 
 	// The runtime goes at once, taking the unused support services first, whatever the grace.
 	require.NoError(t, cl.KubernetesRuntimes().Delete(cptest.Wait(t, 2*time.Minute), rt.ID, client.DeleteOptions{Wait: true}))
@@ -244,7 +245,7 @@ func TestDeletingTheInstanceWithCascadeLeavesNothing(t *testing.T) {
 			return apierrors.IsNotFound(err)
 		}, time.Minute, 200*time.Millisecond, "namespace %s is gone", ns)
 	}
-	_, err = cs.NetworkingV1().IngressClasses().Get(ctx, client.IngressClassName, metav1.GetOptions{})
+	_, err = cs.NetworkingV1().IngressClasses().Get(ctx, api.IngressClassName, metav1.GetOptions{})
 	require.True(t, apierrors.IsNotFound(err), "%v", err)
 }
 
@@ -257,18 +258,18 @@ func TestAutoscalingOnSimulatedLoad(t *testing.T) {
 	ctx := context.Background()
 	cs := clientset(t, sim.Kubeconfig)
 	rt := readyRuntime(t, cl, "hpa", sim.Kubeconfig)
-	ms, err := cl.SupportServices().Create(ctx, &client.SupportService{Meta: client.Meta{Name: "metrics"},
-		Spec: client.SupportServiceSpec{RuntimeID: rt.ID, Type: client.SupportMetricsServer}})
+	ms, err := cl.SupportServices().Create(ctx, &api.SupportService{Meta: api.Meta{Name: "metrics"},
+		Spec: api.SupportServiceSpec{RuntimeID: rt.ID, Type: api.SupportMetricsServer}})
 	require.NoError(t, err)
 	_, err = cl.SupportServices().WaitReconciled(cptest.Wait(t, time.Minute), ms.ID)
 	require.NoError(t, err)
-	def, err := cl.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "busy"},
-		Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "web", Image: "nginx:1.27",
-			Resources: &client.Resources{Requests: client.ResourceList{CPU: "100m"}}}},
-			Autoscaling: &client.Autoscaling{MinReplicas: 1, MaxReplicas: 4, TargetCPUPercent: 50}}})
+	def, err := cl.WorkloadDefinitions().Create(ctx, &api.WorkloadDefinition{Meta: api.Meta{Name: "busy"},
+		Spec: api.WorkloadDefinitionSpec{Containers: []api.Container{{Name: "web", Image: "nginx:1.27",
+			Resources: &api.Resources{Requests: api.ResourceList{CPU: "100m"}}}},
+			Autoscaling: &api.Autoscaling{MinReplicas: 1, MaxReplicas: 4, TargetCPUPercent: 50}}})
 	require.NoError(t, err)
-	inst, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "busy"},
-		Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
+	inst, err := cl.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "busy"},
+		Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
 	require.NoError(t, err)
 	_, err = cl.WorkloadInstances().WaitReconciled(cptest.Wait(t, time.Minute), inst.ID)
 	require.NoError(t, err)
@@ -316,20 +317,20 @@ func TestSupportServiceLeavesForeignObjects(t *testing.T) {
 	ctx := context.Background()
 	cs := clientset(t, sim.Kubeconfig)
 	rt := readyRuntime(t, cl, "foreign", sim.Kubeconfig)
-	theirs := &networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: client.IngressClassName, Labels: map[string]string{"team": "edge"}},
+	theirs := &networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: api.IngressClassName, Labels: map[string]string{"team": "edge"}},
 		Spec: networkingv1.IngressClassSpec{Controller: "example.com/their-controller"}}
 	_, err := cs.NetworkingV1().IngressClasses().Create(ctx, theirs, metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	ss, err := cl.SupportServices().Create(ctx, &client.SupportService{Meta: client.Meta{Name: "ingress"},
-		Spec: client.SupportServiceSpec{RuntimeID: rt.ID, Type: client.SupportIngress}})
+	ss, err := cl.SupportServices().Create(ctx, &api.SupportService{Meta: api.Meta{Name: "ingress"},
+		Spec: api.SupportServiceSpec{RuntimeID: rt.ID, Type: api.SupportIngress}})
 	require.NoError(t, err)
 	_, err = cl.SupportServices().WaitReconciled(cptest.Wait(t, time.Minute), ss.ID)
 	require.True(t, client.IsFailed(err), "%v", err)
 	require.Contains(t, err.Error(), "IngressClass/qleet already exists and was not created by QleetOS")
 	require.NotContains(t, err.Error(), "adopt", "a support service cannot adopt: the advice would mislead")
 
-	ns := client.SupportCharts[client.SupportIngress].Namespace
+	ns := api.SupportCharts[api.SupportIngress].Namespace
 	sel := metav1.ListOptions{LabelSelector: "qleetos.io/instance-id=" + ss.ID}
 	deps, err := cs.AppsV1().Deployments(ns).List(ctx, sel)
 	require.NoError(t, err)
@@ -343,7 +344,7 @@ func TestSupportServiceLeavesForeignObjects(t *testing.T) {
 	require.NoError(t, err)
 
 	require.NoError(t, cl.SupportServices().Delete(cptest.Wait(t, time.Minute), ss.ID, client.DeleteOptions{Wait: true}))
-	got, err := cs.NetworkingV1().IngressClasses().Get(ctx, client.IngressClassName, metav1.GetOptions{})
+	got, err := cs.NetworkingV1().IngressClasses().Get(ctx, api.IngressClassName, metav1.GetOptions{})
 	require.NoError(t, err, "their IngressClass is still there")
 	require.Equal(t, "example.com/their-controller", got.Spec.Controller)
 	require.Equal(t, map[string]string{"team": "edge"}, got.Labels, "unlabelled, unchanged")

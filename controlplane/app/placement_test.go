@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
@@ -25,7 +26,7 @@ func localCluster(t *testing.T, a *app.App, runtimeID string) kubernetes.Interfa
 	return clientset(t, filepath.Join(a.DataDir(), "runtimes", runtimeID, "kubeconfig"))
 }
 
-func placedOn(inst *client.WorkloadInstance) map[string]int32 {
+func placedOn(inst *api.WorkloadInstance) map[string]int32 {
 	out := map[string]int32{}
 	for _, p := range inst.Status.Placements {
 		out[p.Region+"/"+p.Runtime] = p.Replicas
@@ -33,14 +34,14 @@ func placedOn(inst *client.WorkloadInstance) map[string]int32 {
 	return out
 }
 
-func webDefinition(t *testing.T, cl *client.Client, name string, replicas int32, cpu string) *client.WorkloadDefinition {
+func webDefinition(t *testing.T, cl *client.Client, name string, replicas int32, cpu string) *api.WorkloadDefinition {
 	t.Helper()
-	c := client.Container{Name: "web", Image: "nginx:1.27", Ports: []client.ContainerPort{{ContainerPort: 80}}}
+	c := api.Container{Name: "web", Image: "nginx:1.27", Ports: []api.ContainerPort{{ContainerPort: 80}}}
 	if cpu != "" {
-		c.Resources = &client.Resources{Requests: client.ResourceList{CPU: cpu}}
+		c.Resources = &api.Resources{Requests: api.ResourceList{CPU: cpu}}
 	}
-	def, err := cl.WorkloadDefinitions().Create(context.Background(), &client.WorkloadDefinition{Meta: client.Meta{Name: name},
-		Spec: client.WorkloadDefinitionSpec{Replicas: ptr(replicas), Containers: []client.Container{c}}})
+	def, err := cl.WorkloadDefinitions().Create(context.Background(), &api.WorkloadDefinition{Meta: api.Meta{Name: name},
+		Spec: api.WorkloadDefinitionSpec{Replicas: ptr(replicas), Containers: []api.Container{c}}})
 	require.NoError(t, err)
 	return def
 }
@@ -51,18 +52,18 @@ func TestPlacementAcrossRegions(t *testing.T) {
 	t.Parallel()
 	a, cl := cptest.Start(t, app.Config{ResyncInterval: time.Second, DriftInterval: 2 * time.Second, RuntimeRecheck: time.Second})
 	ctx := context.Background()
-	prof, err := cl.RuntimeProfiles().Create(ctx, &client.RuntimeProfile{Meta: client.Meta{Name: "default"},
-		Spec: client.RuntimeProfileSpec{Provider: client.ProviderLocal, Regions: []string{"eu-west", "us-east"}, Nodes: 1}})
+	prof, err := cl.RuntimeProfiles().Create(ctx, &api.RuntimeProfile{Meta: api.Meta{Name: "default"},
+		Spec: api.RuntimeProfileSpec{Provider: api.ProviderLocal, Regions: []string{"eu-west", "us-east"}, Nodes: 1}})
 	require.NoError(t, err)
 	def := webDefinition(t, cl, "web", 2, "")
-	twoRegions := &client.Placement{Regions: []string{"eu-west", "us-east"}}
+	twoRegions := &api.Placement{Regions: []string{"eu-west", "us-east"}}
 
-	var runtimes map[string]*client.KubernetesRuntime // region -> runtime
-	var first *client.WorkloadInstance
+	var runtimes map[string]*api.KubernetesRuntime // region -> runtime
+	var first *api.WorkloadInstance
 	t.Run("two regions with no runtime: two clusters are provisioned from the profile, and the app is Ready in both", func(t *testing.T) {
 		start := time.Now()
-		inst, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "web-a"},
-			Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, Placement: twoRegions}})
+		inst, err := cl.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "web-a"},
+			Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, Placement: twoRegions}})
 		require.NoError(t, err)
 		first, err = cl.WorkloadInstances().WaitReconciled(cptest.Wait(t, 3*time.Minute), inst.ID)
 		require.NoError(t, err)
@@ -70,14 +71,14 @@ func TestPlacementAcrossRegions(t *testing.T) {
 		require.Equal(t, map[string]int32{"eu-west/default-eu-west": 2, "us-east/default-us-east": 2}, placedOn(first))
 		require.Equal(t, int32(4), first.Status.ReadyReplicas)
 
-		runtimes = map[string]*client.KubernetesRuntime{}
+		runtimes = map[string]*api.KubernetesRuntime{}
 		for _, p := range first.Status.Placements {
-			require.Equal(t, client.PhaseReady, p.Phase)
+			require.Equal(t, api.PhaseReady, p.Phase)
 			require.Equal(t, "default", p.Profile)
 			rt, err := cl.KubernetesRuntimes().Get(ctx, p.RuntimeID)
 			require.NoError(t, err)
-			require.Equal(t, map[string]string{client.LabelProfile: "default", client.LabelRegion: p.Region, client.LabelProvisionedFor: "web-a"}, rt.Labels)
-			require.Equal(t, []client.ObjectRef{{Kind: client.KindRuntimeProfile, ID: prof.ID, Name: "default"}}, rt.Owners)
+			require.Equal(t, map[string]string{api.LabelProfile: "default", api.LabelRegion: p.Region, api.LabelProvisionedFor: "web-a"}, rt.Labels)
+			require.Equal(t, []api.ObjectRef{{Kind: api.KindRuntimeProfile, ID: prof.ID, Name: "default"}}, rt.Owners)
 			require.Equal(t, p.Region, rt.Status.Region)
 			runtimes[p.Region] = rt
 			d := deployment(t, localCluster(t, a, rt.ID), first.Status.Namespace, "web-a")
@@ -89,21 +90,21 @@ func TestPlacementAcrossRegions(t *testing.T) {
 		}
 		// The runtimes are in use: deleting one is refused, naming the instance.
 		err = cl.KubernetesRuntimes().Delete(ctx, runtimes["us-east"].ID, client.DeleteOptions{})
-		require.True(t, client.IsConflict(err), "got %v", err)
-		var ae *client.Error
+		require.True(t, api.IsConflict(err), "got %v", err)
+		var ae *api.Error
 		require.ErrorAs(t, err, &ae)
-		require.Contains(t, ae.Dependents, client.ObjectRef{Kind: client.KindWorkloadInstance, ID: first.ID, Name: "web-a"})
+		require.Contains(t, ae.Dependents, api.ObjectRef{Kind: api.KindWorkloadInstance, ID: first.ID, Name: "web-a"})
 		require.Eventually(t, func() bool {
 			p, err := cl.RuntimeProfiles().Get(ctx, prof.ID)
 			return err == nil && p.Status.Runtimes == 2
 		}, 30*time.Second, 100*time.Millisecond, "the profile counts its runtimes")
 	})
 
-	var second *client.WorkloadInstance
+	var second *api.WorkloadInstance
 	t.Run("a second app in the same regions reuses the clusters (warm)", func(t *testing.T) {
 		start := time.Now()
-		inst, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "web-b"},
-			Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, Placement: twoRegions}})
+		inst, err := cl.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "web-b"},
+			Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, Placement: twoRegions}})
 		require.NoError(t, err)
 		second, err = cl.WorkloadInstances().WaitReconciled(cptest.Wait(t, 2*time.Minute), inst.ID)
 		require.NoError(t, err)
@@ -115,10 +116,10 @@ func TestPlacementAcrossRegions(t *testing.T) {
 	})
 
 	t.Run("weighted replicas split as asked", func(t *testing.T) {
-		upd := updateInstance(ctx, t, cl, second.ID, func(inst *client.WorkloadInstance) {
+		upd := updateInstance(ctx, t, cl, second.ID, func(inst *api.WorkloadInstance) {
 			inst.Spec.Replicas = ptr(int32(4))
-			inst.Spec.Placement = &client.Placement{Regions: []string{"eu-west", "us-east"},
-				Replicas: &client.PlacementReplicas{Mode: client.ReplicasWeighted, Weights: map[string]int{"eu-west": 3, "us-east": 1}}}
+			inst.Spec.Placement = &api.Placement{Regions: []string{"eu-west", "us-east"},
+				Replicas: &api.PlacementReplicas{Mode: api.ReplicasWeighted, Weights: map[string]int{"eu-west": 3, "us-east": 1}}}
 		})
 		second, err = cl.WorkloadInstances().WaitReconciled(cptest.Wait(t, 2*time.Minute), upd.ID)
 		require.NoError(t, err)
@@ -131,8 +132,8 @@ func TestPlacementAcrossRegions(t *testing.T) {
 	})
 
 	t.Run("moving out of a region removes the app's objects there", func(t *testing.T) {
-		upd := updateInstance(ctx, t, cl, second.ID, func(inst *client.WorkloadInstance) {
-			inst.Spec.Placement = &client.Placement{Regions: []string{"eu-west"}}
+		upd := updateInstance(ctx, t, cl, second.ID, func(inst *api.WorkloadInstance) {
+			inst.Spec.Placement = &api.Placement{Regions: []string{"eu-west"}}
 		})
 		second, err = cl.WorkloadInstances().WaitReconciled(cptest.Wait(t, 2*time.Minute), upd.ID)
 		require.NoError(t, err)
@@ -152,7 +153,7 @@ func TestPlacementAcrossRegions(t *testing.T) {
 	})
 
 	t.Run("pinning it to a runtime moves it there and cleans the one it leaves", func(t *testing.T) {
-		upd := updateInstance(ctx, t, cl, second.ID, func(inst *client.WorkloadInstance) {
+		upd := updateInstance(ctx, t, cl, second.ID, func(inst *api.WorkloadInstance) {
 			inst.Spec.Placement = nil
 			inst.Spec.RuntimeID = runtimes["us-east"].ID
 		})
@@ -208,17 +209,17 @@ func TestFailover(t *testing.T) {
 	_, cl := cptest.Start(t, app.Config{ResyncInterval: time.Second, DriftInterval: time.Second})
 	ctx := context.Background()
 	rt := readyRuntime(t, cl, "edge", edge.Kubeconfig)
-	_, err := cl.RuntimeProfiles().Create(ctx, &client.RuntimeProfile{Meta: client.Meta{Name: "spare"},
-		Spec: client.RuntimeProfileSpec{Provider: client.ProviderLocal, Regions: []string{"eu-west"}, Nodes: 1}})
+	_, err := cl.RuntimeProfiles().Create(ctx, &api.RuntimeProfile{Meta: api.Meta{Name: "spare"},
+		Spec: api.RuntimeProfileSpec{Provider: api.ProviderLocal, Regions: []string{"eu-west"}, Nodes: 1}})
 	require.NoError(t, err)
 	def := webDefinition(t, cl, "web", 1, "")
 	const toleration = 3 * time.Second
-	inst, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "web"},
-		Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, Placement: &client.Placement{Regions: []string{"eu-west"},
-			Failover: &client.Failover{TolerationSeconds: int(toleration / time.Second)}}}})
+	inst, err := cl.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "web"},
+		Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, Placement: &api.Placement{Regions: []string{"eu-west"},
+			Failover: &api.Failover{TolerationSeconds: int(toleration / time.Second)}}}})
 	require.NoError(t, err)
-	pinned, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "pinned"},
-		Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
+	pinned, err := cl.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "pinned"},
+		Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
 	require.NoError(t, err)
 	got, err := cl.WorkloadInstances().WaitReconciled(cptest.Wait(t, 2*time.Minute), inst.ID)
 	require.NoError(t, err)
@@ -234,11 +235,11 @@ func TestFailover(t *testing.T) {
 		require.NoError(t, err)
 		placements = placedOn(got)
 		_, onSpare := placements["eu-west/spare-eu-west"]
-		return client.Reconciled(got.Generation, &got.Status.Status) && onSpare
+		return api.Reconciled(got.Generation, &got.Status.Status) && onSpare
 	}, 3*time.Minute, 100*time.Millisecond, "the instance is Ready on a runtime provisioned from the profile")
 	t.Logf("failover: cluster killed -> instance Ready elsewhere in %s (toleration %s, includes provisioning a cluster)", time.Since(killed).Round(time.Millisecond), toleration)
 	require.GreaterOrEqual(t, time.Since(killed), toleration, "not before the toleration")
-	require.Equal(t, client.PhaseDeleting, statusOf(got, "edge").Phase, "the dead runtime's objects are deleted when it answers again")
+	require.Equal(t, api.PhaseDeleting, statusOf(got, "edge").Phase, "the dead runtime's objects are deleted when it answers again")
 	evs, err := cl.WorkloadInstances().Events(ctx, inst.ID)
 	require.NoError(t, err)
 	var reasons []string
@@ -251,7 +252,7 @@ func TestFailover(t *testing.T) {
 	p, err := cl.WorkloadInstances().Get(ctx, pinned.ID)
 	require.NoError(t, err)
 	require.Equal(t, map[string]int32{"eu-west/edge": 1}, placedOn(p), "a pinned runtime never fails over")
-	require.NotEqual(t, client.PhaseReady, p.Status.Phase)
+	require.NotEqual(t, api.PhaseReady, p.Status.Phase)
 
 	// The dead runtime can be deleted: a placement being moved off does not hold it (only the pinned
 	// instance does, so orphan that one first).
@@ -260,17 +261,17 @@ func TestFailover(t *testing.T) {
 	require.Eventually(t, func() bool {
 		got, err = cl.WorkloadInstances().Get(ctx, inst.ID)
 		require.NoError(t, err)
-		return len(got.Status.Placements) == 1 && client.Reconciled(got.Generation, &got.Status.Status)
+		return len(got.Status.Placements) == 1 && api.Reconciled(got.Generation, &got.Status.Status)
 	}, time.Minute, 100*time.Millisecond, "the moved-off placement is dropped once its runtime is gone")
 }
 
-func statusOf(inst *client.WorkloadInstance, runtime string) client.PlacementStatus {
+func statusOf(inst *api.WorkloadInstance, runtime string) api.PlacementStatus {
 	for _, p := range inst.Status.Placements {
 		if p.Runtime == runtime {
 			return p
 		}
 	}
-	return client.PlacementStatus{}
+	return api.PlacementStatus{}
 }
 
 // TestNodeAutoscaling: pods that do not fit add nodes, up to max_nodes; idle added nodes go after the
@@ -279,8 +280,8 @@ func TestNodeAutoscaling(t *testing.T) {
 	t.Parallel()
 	a, cl := cptest.Start(t, app.Config{ResyncInterval: time.Second, RuntimeRecheck: time.Second, ScaleDownDelay: 2 * time.Second})
 	ctx := context.Background()
-	rt, err := cl.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "elastic"},
-		Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderLocal, Region: "eu-west", Nodes: 1, MinNodes: 1, MaxNodes: 3}})
+	rt, err := cl.KubernetesRuntimes().Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: "elastic"},
+		Spec: api.KubernetesRuntimeSpec{Provider: api.ProviderLocal, Region: "eu-west", Nodes: 1, MinNodes: 1, MaxNodes: 3}})
 	require.NoError(t, err)
 	rt, err = cl.KubernetesRuntimes().WaitReconciled(cptest.Wait(t, 2*time.Minute), rt.ID)
 	require.NoError(t, err)
@@ -289,8 +290,8 @@ func TestNodeAutoscaling(t *testing.T) {
 	// kubesim nodes have 32 CPUs: one 20-CPU pod fits per node.
 	def := webDefinition(t, cl, "big", 3, "20")
 	start := time.Now()
-	inst, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "big"},
-		Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
+	inst, err := cl.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "big"},
+		Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
 	require.NoError(t, err)
 	_, err = cl.WorkloadInstances().WaitReconciled(cptest.Wait(t, 2*time.Minute), inst.ID)
 	require.NoError(t, err)
@@ -299,7 +300,7 @@ func TestNodeAutoscaling(t *testing.T) {
 	require.Eventually(t, func() bool {
 		got, err := cl.KubernetesRuntimes().Get(ctx, rt.ID)
 		require.NoError(t, err)
-		return got.Status.NodesReady == 3 && got.Status.NodesAdded == 2 && got.Status.Phase == client.PhaseReady
+		return got.Status.NodesReady == 3 && got.Status.NodesAdded == 2 && got.Status.Phase == api.PhaseReady
 	}, 30*time.Second, 100*time.Millisecond)
 
 	t.Run("max_nodes bounds the scale-up", func(t *testing.T) {
@@ -348,14 +349,14 @@ func nodeCount(t *testing.T, cs kubernetes.Interface) int {
 
 // updateInstance changes an instance's spec as a user would: read, change, write with If-Match, and read
 // again when a controller's status write came in between (409), like client-go's RetryOnConflict.
-func updateInstance(ctx context.Context, t *testing.T, cl *client.Client, id string, change func(*client.WorkloadInstance)) *client.WorkloadInstance {
+func updateInstance(ctx context.Context, t *testing.T, cl *client.Client, id string, change func(*api.WorkloadInstance)) *api.WorkloadInstance {
 	t.Helper()
 	for attempt := 0; ; attempt++ {
 		inst, err := cl.WorkloadInstances().Get(ctx, id)
 		require.NoError(t, err)
 		change(inst)
 		upd, err := cl.WorkloadInstances().Update(ctx, inst)
-		if client.IsConflict(err) && attempt < 5 {
+		if api.IsConflict(err) && attempt < 5 {
 			continue
 		}
 		require.NoError(t, err)

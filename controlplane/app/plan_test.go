@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
@@ -20,43 +21,43 @@ func TestPlanThenApply(t *testing.T) {
 	t.Parallel()
 	_, cl := cptest.Start(t, app.Config{ResyncInterval: time.Second, DriftInterval: 2 * time.Second, RuntimeRecheck: time.Second})
 	ctx := context.Background()
-	_, err := cl.RuntimeProfiles().Create(ctx, &client.RuntimeProfile{Meta: client.Meta{Name: "default"},
-		Spec: client.RuntimeProfileSpec{Provider: client.ProviderLocal, Regions: []string{"eu-west", "us-east"}, Nodes: 1}})
+	_, err := cl.RuntimeProfiles().Create(ctx, &api.RuntimeProfile{Meta: api.Meta{Name: "default"},
+		Spec: api.RuntimeProfileSpec{Provider: api.ProviderLocal, Regions: []string{"eu-west", "us-east"}, Nodes: 1}})
 	require.NoError(t, err)
 
-	def := &client.WorkloadDefinition{Meta: client.Meta{Name: "hello"}, Spec: client.WorkloadDefinitionSpec{
-		Containers: []client.Container{{Name: "web", Image: "nginx:1.27", Ports: []client.ContainerPort{{ContainerPort: 80}}}}}}
-	inst := &client.WorkloadInstance{Meta: client.Meta{Name: "hello"},
-		Spec: client.WorkloadInstanceSpec{Placement: &client.Placement{Regions: []string{"eu-west", "us-east"}}}}
-	gw := &client.Gateway{Meta: client.Meta{Name: "hello"}, Spec: client.GatewaySpec{Hosts: []string{"hello.example.test"}}}
+	def := &api.WorkloadDefinition{Meta: api.Meta{Name: "hello"}, Spec: api.WorkloadDefinitionSpec{
+		Containers: []api.Container{{Name: "web", Image: "nginx:1.27", Ports: []api.ContainerPort{{ContainerPort: 80}}}}}}
+	inst := &api.WorkloadInstance{Meta: api.Meta{Name: "hello"},
+		Spec: api.WorkloadInstanceSpec{Placement: &api.Placement{Regions: []string{"eu-west", "us-east"}}}}
+	gw := &api.Gateway{Meta: api.Meta{Name: "hello"}, Spec: api.GatewaySpec{Hosts: []string{"hello.example.test"}}}
 
 	// The plan: the definition and instance get placeholder ids that the instance and gateway reference.
 	def.ID, inst.Spec.DefinitionID, inst.ID, gw.Spec.InstanceID = "def", "def", "inst", "inst"
-	var changes []client.PlanChange
-	for _, ch := range []func() (client.PlanChange, error){
-		func() (client.PlanChange, error) {
-			return client.ChangeOf(client.PlanCreate, client.KindWorkloadDefinition, def)
+	var changes []api.PlanChange
+	for _, ch := range []func() (api.PlanChange, error){
+		func() (api.PlanChange, error) {
+			return api.ChangeOf(api.PlanCreate, api.KindWorkloadDefinition, def)
 		},
-		func() (client.PlanChange, error) {
-			return client.ChangeOf(client.PlanCreate, client.KindWorkloadInstance, inst)
+		func() (api.PlanChange, error) {
+			return api.ChangeOf(api.PlanCreate, api.KindWorkloadInstance, inst)
 		},
-		func() (client.PlanChange, error) { return client.ChangeOf(client.PlanCreate, client.KindGateway, gw) },
+		func() (api.PlanChange, error) { return api.ChangeOf(api.PlanCreate, api.KindGateway, gw) },
 	} {
 		c, err := ch()
 		require.NoError(t, err)
 		changes = append(changes, c)
 	}
-	plan, err := cl.Plan(ctx, client.PlanRequest{Changes: changes})
+	plan, err := cl.Plan(ctx, api.PlanRequest{Changes: changes})
 	require.NoError(t, err)
 	var planned, plannedServices, plannedPlacements, plannedUses []string
 	for _, a := range plan.Actions {
 		switch {
-		case a.Action == client.ActionProvision:
+		case a.Action == api.ActionProvision:
 			planned = append(planned, a.Name+" in "+a.Region+" from "+a.Profile)
-		case a.Action == client.ActionInstall:
+		case a.Action == api.ActionInstall:
 			plannedServices = append(plannedServices, a.Name+": "+a.SupportType+" on "+a.Runtime)
 			plannedUses = append(plannedUses, a.Name)
-		case a.Action == client.ActionDepend && a.Provider.Kind == client.KindKubernetesRuntime:
+		case a.Action == api.ActionDepend && a.Provider.Kind == api.KindKubernetesRuntime:
 			plannedPlacements = append(plannedPlacements, a.Region+"/"+a.Runtime)
 		}
 	}
@@ -91,7 +92,7 @@ func TestPlanThenApply(t *testing.T) {
 	names := map[string]string{}
 	for rt, err := range cl.KubernetesRuntimes().All(ctx, client.ListOptions{}) {
 		require.NoError(t, err)
-		made = append(made, rt.Name+" in "+rt.Spec.Region+" from "+rt.Labels[client.LabelProfile])
+		made = append(made, rt.Name+" in "+rt.Spec.Region+" from "+rt.Labels[api.LabelProfile])
 		names[rt.ID] = rt.Name
 	}
 	for ss, err := range cl.SupportServices().All(ctx, client.ListOptions{}) {

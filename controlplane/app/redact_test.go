@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/klog/v2"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/telemetry"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
@@ -44,20 +44,20 @@ func TestNoCredentialOfAKubeconfigURLIsShown(t *testing.T) {
 	ctx := context.Background()
 	rts := admin.KubernetesRuntimes()
 
-	ok, err := rts.Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "with-password"}, Spec: runtimeSpec(withPassword)})
+	ok, err := rts.Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: "with-password"}, Spec: runtimeSpec(withPassword)})
 	require.NoError(t, err)
-	away, err := rts.Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "token-unreachable"}, Spec: runtimeSpec(unreachable)})
+	away, err := rts.Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: "token-unreachable"}, Spec: runtimeSpec(unreachable)})
 	require.NoError(t, err)
 
 	t.Run("the runtime connects, and its endpoint shows the user but not the password", func(t *testing.T) {
 		got, err := rts.WaitReconciled(cptest.Wait(t, time.Minute), ok.ID)
 		require.NoError(t, err)
-		require.Equal(t, client.PhaseReady, got.Status.Phase, got.Status.Message)
+		require.Equal(t, api.PhaseReady, got.Status.Phase, got.Status.Message)
 		require.Equal(t, "https://admin:xxxxx@"+hostPort[1], got.Status.Endpoint)
 		require.Contains(t, conditionMessage(got.Status.Conditions, "Connected"), "at https://admin:xxxxx@"+hostPort[1])
 	})
 	t.Run("the unreachable runtime says where it cannot reach, without the token", func(t *testing.T) {
-		var got *client.KubernetesRuntime
+		var got *api.KubernetesRuntime
 		require.Eventually(t, func() bool {
 			got, err = rts.Get(ctx, away.ID)
 			require.NoError(t, err)
@@ -92,7 +92,7 @@ func TestNoCredentialOfAKubeconfigURLIsShown(t *testing.T) {
 	})
 }
 
-func conditionMessage(conds []client.Condition, typ string) string {
+func conditionMessage(conds []api.Condition, typ string) string {
 	for _, c := range conds {
 		if c.Type == typ {
 			return c.Message

@@ -10,9 +10,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/cluster"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/render"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
 )
 
@@ -26,14 +28,14 @@ func TestRetainedDataKeepsItsRuntime(t *testing.T) {
 	a, cl := cptest.Start(t, app.Config{ResyncInterval: time.Second, DriftInterval: 2 * time.Second, RuntimeRecheck: time.Second})
 	ctx := context.Background()
 	const reclaimAfter = 3 * time.Second
-	_, err := cl.RuntimeProfiles().Create(ctx, &client.RuntimeProfile{Meta: client.Meta{Name: "seeds"},
-		Spec: client.RuntimeProfileSpec{Provider: client.ProviderLocal, Regions: []string{"eu-west"}, Nodes: 1, ReclaimAfter: reclaimAfter.String()}})
+	_, err := cl.RuntimeProfiles().Create(ctx, &api.RuntimeProfile{Meta: api.Meta{Name: "seeds"},
+		Spec: api.RuntimeProfileSpec{Provider: api.ProviderLocal, Regions: []string{"eu-west"}, Nodes: 1, ReclaimAfter: reclaimAfter.String()}})
 	require.NoError(t, err)
 	def := webDefinition(t, cl, "app", 1, "")
-	inst, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "app"},
-		Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, Placement: &client.Placement{Regions: []string{"eu-west"}}}})
+	inst, err := cl.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "app"},
+		Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, Placement: &api.Placement{Regions: []string{"eu-west"}}}})
 	require.NoError(t, err)
-	db, err := cl.Databases().Create(ctx, &client.Database{Meta: client.Meta{Name: "orders"}, Spec: client.DatabaseSpec{InstanceID: inst.ID, Retain: true}})
+	db, err := cl.Databases().Create(ctx, &api.Database{Meta: api.Meta{Name: "orders"}, Spec: api.DatabaseSpec{InstanceID: inst.ID, Retain: true}})
 	require.NoError(t, err)
 	got, err := cl.WorkloadInstances().WaitReconciled(cptest.Wait(t, 3*time.Minute), inst.ID)
 	require.NoError(t, err)
@@ -42,7 +44,7 @@ func TestRetainedDataKeepsItsRuntime(t *testing.T) {
 	_, err = cl.Databases().WaitReconciled(cptest.Wait(t, 2*time.Minute), db.ID)
 	require.NoError(t, err)
 	cs := localCluster(t, a, rtID)
-	ns := client.DatabaseNamespace("orders")
+	ns := render.DatabaseNamespace("orders")
 	pvc, err := cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-db-0", metav1.GetOptions{})
 	require.NoError(t, err)
 
@@ -67,7 +69,7 @@ func TestRetainedDataKeepsItsRuntime(t *testing.T) {
 		require.Equal(t, pvc.UID, kept.UID, "the same volume")
 		require.Equal(t, corev1.ClaimBound, kept.Status.Phase)
 		require.Nil(t, kept.DeletionTimestamp)
-		_, err = cs.CoreV1().Secrets(ns).Get(ctx, client.DatabaseCredentialsSecret, metav1.GetOptions{})
+		_, err = cs.CoreV1().Secrets(ns).Get(ctx, render.DatabaseCredentialsSecret, metav1.GetOptions{})
 		require.NoError(t, err, "the credentials too")
 	})
 
@@ -78,17 +80,17 @@ func TestRetainedDataKeepsItsRuntime(t *testing.T) {
 		require.Nil(t, rt.Status.IdleSince, "in use: not idle")
 		require.Len(t, rt.Status.Data, 1)
 		d := rt.Status.Data[0]
-		require.Equal(t, client.RuntimeData{Kind: client.KindDatabase, Name: "orders", Namespace: ns, Retained: true, Volumes: d.Volumes}, d)
+		require.Equal(t, api.RuntimeData{Kind: api.KindDatabase, Name: "orders", Namespace: ns, Retained: true, Volumes: d.Volumes}, d)
 		require.Len(t, d.Volumes, 1)
 		require.True(t, strings.HasPrefix(d.Volumes[0], "data-db-0 ("), d.Volumes[0])
-		var held *client.Condition
+		var held *api.Condition
 		for i := range rt.Status.Conditions {
 			if rt.Status.Conditions[i].Type == cluster.ConditionHoldsData {
 				held = &rt.Status.Conditions[i]
 			}
 		}
 		require.NotNil(t, held, "%+v", rt.Status.Conditions)
-		require.Equal(t, client.ConditionTrue, held.Status)
+		require.Equal(t, api.ConditionTrue, held.Status)
 		require.Contains(t, held.Message, "not reclaimed")
 		require.Contains(t, held.Message, `database "orders" deleted with retain`)
 		require.Contains(t, held.Message, "delete namespace "+ns)

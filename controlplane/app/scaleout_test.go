@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
@@ -28,14 +29,14 @@ func TestScaleOut(t *testing.T) {
 	kc := cptest.Kubeconfig(t, cluster.Kubeconfig)
 	ctx := context.Background()
 
-	api, cl := cptest.Start(t, app.Config{API: true, DatabaseURL: pgtest.URL(t)})
-	token, err := os.ReadFile(filepath.Join(api.DataDir(), "controller.token"))
+	svc, cl := cptest.Start(t, app.Config{API: true, DatabaseURL: pgtest.URL(t)})
+	token, err := os.ReadFile(filepath.Join(svc.DataDir(), "controller.token"))
 	require.NoError(t, err)
 	var replicas []*app.App
 	for i := range 2 {
 		c, err := app.Start(ctx, app.Config{
-			Controllers: true, DataDir: t.TempDir(), NATSURL: api.Broker.ClientURL(),
-			APIEndpoint: api.Endpoint, ControllerToken: strings.TrimSpace(string(token)),
+			Controllers: true, DataDir: t.TempDir(), NATSURL: svc.Broker.ClientURL(),
+			APIEndpoint: svc.Endpoint, ControllerToken: strings.TrimSpace(string(token)),
 			HealthListen: "127.0.0.1:0", Logger: cptest.Logger().With("replica", i),
 		})
 		require.NoError(t, err)
@@ -45,7 +46,7 @@ func TestScaleOut(t *testing.T) {
 
 	var ids []string
 	for i := range 6 {
-		rt, err := cl.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: fmt.Sprintf("rt-%d", i)}, Spec: runtimeSpec(kc)})
+		rt, err := cl.KubernetesRuntimes().Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: fmt.Sprintf("rt-%d", i)}, Spec: runtimeSpec(kc)})
 		require.NoError(t, err)
 		ids = append(ids, rt.ID)
 	}
@@ -71,8 +72,8 @@ func TestScaleOut(t *testing.T) {
 		require.Contains(t, all, `qleet_reconcile_deliveries_total{kind="kubernetes_runtime"}`)
 		// Losing the broker fails the replica: both probes say so (`qleet controller` also exits).
 		stopped, err := app.Start(ctx, app.Config{
-			Controllers: true, DataDir: t.TempDir(), NATSURL: api.Broker.ClientURL(),
-			APIEndpoint: api.Endpoint, ControllerToken: strings.TrimSpace(string(token)),
+			Controllers: true, DataDir: t.TempDir(), NATSURL: svc.Broker.ClientURL(),
+			APIEndpoint: svc.Endpoint, ControllerToken: strings.TrimSpace(string(token)),
 			HealthListen: "127.0.0.1:0", Logger: cptest.Logger().With("replica", "stopped"),
 		})
 		require.NoError(t, err)
@@ -87,8 +88,8 @@ func TestScaleOut(t *testing.T) {
 	})
 
 	t.Run("a controller-only process cannot serve local runtimes and says so", func(t *testing.T) {
-		rt, err := cl.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "local"},
-			Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderLocal}})
+		rt, err := cl.KubernetesRuntimes().Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: "local"},
+			Spec: api.KubernetesRuntimeSpec{Provider: api.ProviderLocal}})
 		require.NoError(t, err)
 		_, err = cl.KubernetesRuntimes().WaitReconciled(cptest.Wait(t, 30*time.Second), rt.ID)
 		require.True(t, client.IsFailed(err), "%v", err)

@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
@@ -26,17 +27,17 @@ func TestSimulateComputeReportsReadyWithoutTouchingTheCluster(t *testing.T) {
 	_, cl := cptest.Start(t, app.Config{SimulateCompute: true})
 	ctx := context.Background()
 	rt := readyRuntime(t, cl, "sim", cluster.Kubeconfig)
-	def, err := cl.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "web"},
-		Spec: client.WorkloadDefinitionSpec{Replicas: ptr(int32(2)), Containers: []client.Container{{Name: "web", Image: "nginx:1.27"}}}})
+	def, err := cl.WorkloadDefinitions().Create(ctx, &api.WorkloadDefinition{Meta: api.Meta{Name: "web"},
+		Spec: api.WorkloadDefinitionSpec{Replicas: ptr(int32(2)), Containers: []api.Container{{Name: "web", Image: "nginx:1.27"}}}})
 	require.NoError(t, err)
 
 	insts := cl.WorkloadInstances()
-	inst, err := insts.Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "web-1"},
-		Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID, Namespace: "sim-ns"}})
+	inst, err := insts.Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "web-1"},
+		Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID, Namespace: "sim-ns"}})
 	require.NoError(t, err)
 	inst, err = insts.WaitReconciled(cptest.Wait(t, 30*time.Second), inst.ID)
 	require.NoError(t, err)
-	require.Equal(t, client.PhaseReady, inst.Status.Phase)
+	require.Equal(t, api.PhaseReady, inst.Status.Phase)
 	require.Equal(t, def.Generation, inst.Status.DefinitionGeneration)
 	require.Equal(t, int32(2), inst.Status.ReadyReplicas)
 	require.Len(t, inst.Status.Placements, 1)
@@ -53,7 +54,7 @@ func TestSimulateComputeReportsReadyWithoutTouchingTheCluster(t *testing.T) {
 	require.True(t, apierrors.IsNotFound(err), "namespace sim-ns exists in the cluster: %v", err)
 
 	// An update is reconciled at its new generation.
-	upd, err := insts.Patch(ctx, inst.ID, map[string]any{"spec": map[string]any{"env": []client.EnvVar{{Name: "A", Value: "1"}}}})
+	upd, err := insts.Patch(ctx, inst.ID, map[string]any{"spec": map[string]any{"env": []api.EnvVar{{Name: "A", Value: "1"}}}})
 	require.NoError(t, err)
 	require.Greater(t, upd.Generation, inst.Generation)
 	got, err := insts.WaitReconciled(cptest.Wait(t, 30*time.Second), inst.ID)
@@ -61,8 +62,8 @@ func TestSimulateComputeReportsReadyWithoutTouchingTheCluster(t *testing.T) {
 	require.Equal(t, upd.Generation, got.Status.ObservedGeneration)
 
 	// A placement is refused, naming why.
-	placed, err := insts.Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "web-placed"},
-		Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, Placement: &client.Placement{Regions: []string{"local"}}}})
+	placed, err := insts.Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "web-placed"},
+		Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, Placement: &api.Placement{Regions: []string{"local"}}}})
 	require.NoError(t, err)
 	_, err = insts.WaitReconciled(cptest.Wait(t, 30*time.Second), placed.ID)
 	require.True(t, client.IsFailed(err), "%v", err)
@@ -71,5 +72,5 @@ func TestSimulateComputeReportsReadyWithoutTouchingTheCluster(t *testing.T) {
 	// Deletion completes at once: nothing was applied.
 	require.NoError(t, insts.Delete(cptest.Wait(t, 30*time.Second), inst.ID, client.DeleteOptions{Wait: true}))
 	_, err = insts.Get(ctx, inst.ID)
-	require.True(t, client.IsNotFound(err), "%v", err)
+	require.True(t, api.IsNotFound(err), "%v", err)
 }

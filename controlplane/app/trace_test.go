@@ -17,7 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/telemetry"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/telemetry/tracing"
@@ -143,13 +143,13 @@ func TestOneChangeIsOneConnectedTrace(t *testing.T) {
 	rts := cl.KubernetesRuntimes()
 	// Warm up: the controllers' first resync pass, at start, may notify an object created right after
 	// it, and then a reconcile outside the create's trace could write its status first.
-	warm, err := rts.Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "warm-up"}, Spec: runtimeSpec(kc)})
+	warm, err := rts.Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: "warm-up"}, Spec: runtimeSpec(kc)})
 	require.NoError(t, err)
 	_, err = rts.WaitReconciled(cptest.Wait(t, 60*time.Second), warm.ID)
 	require.NoError(t, err)
 
 	t.Run("a create is one trace from the handler through the outbox, broker, lock and reconcile to the status write", func(t *testing.T) {
-		obj, err := rts.Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "traced"}, Spec: runtimeSpec(kc)})
+		obj, err := rts.Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: "traced"}, Spec: runtimeSpec(kc)})
 		require.NoError(t, err)
 		_, err = rts.WaitReconciled(cptest.Wait(t, 60*time.Second), obj.ID)
 		require.NoError(t, err)
@@ -187,7 +187,7 @@ func TestOneChangeIsOneConnectedTrace(t *testing.T) {
 	})
 
 	t.Run("an update is one trace too, from its handler to its status write", func(t *testing.T) {
-		obj, err := rts.Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "updated"}, Spec: runtimeSpec(kc)})
+		obj, err := rts.Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: "updated"}, Spec: runtimeSpec(kc)})
 		require.NoError(t, err)
 		// Once the create is reconciled: were the update taken over by the create's reconcile (which
 		// controller_test's trace test covers), that reconcile could write the update's status itself.
@@ -205,13 +205,13 @@ func TestOneChangeIsOneConnectedTrace(t *testing.T) {
 	t.Run("the server serves the object's last reconcile from its recent-span buffer", func(t *testing.T) {
 		obj, err := rts.GetByName(ctx, "traced")
 		require.NoError(t, err)
-		got, err := cl.LastTrace(ctx, client.KindKubernetesRuntime, obj.ID)
+		got, err := cl.LastTrace(ctx, api.KindKubernetesRuntime, obj.ID)
 		require.NoError(t, err)
 		require.Equal(t, obj.ID, got.ObjectID)
 		require.Len(t, got.TraceID, 32)
-		var rec *client.TraceSpan
+		var rec *api.TraceSpan
 		for i, s := range got.Spans {
-			if s.Name == telemetry.ReconcileSpanPrefix+client.KindKubernetesRuntime && s.Attributes[string(telemetry.AttrObjectID)] == obj.ID {
+			if s.Name == telemetry.ReconcileSpanPrefix+api.KindKubernetesRuntime && s.Attributes[string(telemetry.AttrObjectID)] == obj.ID {
 				rec = &got.Spans[i]
 			}
 			require.GreaterOrEqual(t, s.OffsetMS, 0.0)
@@ -220,8 +220,8 @@ func TestOneChangeIsOneConnectedTrace(t *testing.T) {
 		require.NotNil(t, rec, "the trace holds the reconcile")
 		require.NotEmpty(t, rec.Attributes["qleet.outcome"])
 
-		_, err = cl.LastTrace(ctx, client.KindKubernetesRuntime, "no-such-id")
-		require.True(t, client.IsNotFound(err), "an unknown object is not found: %v", err)
+		_, err = cl.LastTrace(ctx, api.KindKubernetesRuntime, "no-such-id")
+		require.True(t, api.IsNotFound(err), "an unknown object is not found: %v", err)
 	})
 }
 
@@ -250,10 +250,10 @@ func waitConnected(t *testing.T, exp *tracetest.InMemoryExporter, logs *syncBuff
 	var why string
 	for time.Now().Before(deadline) {
 		for _, s := range exp.GetSpans() {
-			if s.Name != telemetry.ReconcileSpanPrefix+client.KindKubernetesRuntime || attr(s, string(telemetry.AttrObjectID)) != objectID {
+			if s.Name != telemetry.ReconcileSpanPrefix+api.KindKubernetesRuntime || attr(s, string(telemetry.AttrObjectID)) != objectID {
 				continue
 			}
-			ok, reason := chainOK(traceOf(exp, s.SpanContext.TraceID()), rootName, storeName, client.KindKubernetesRuntime, objectID)
+			ok, reason := chainOK(traceOf(exp, s.SpanContext.TraceID()), rootName, storeName, api.KindKubernetesRuntime, objectID)
 			if ok {
 				return s.SpanContext.TraceID()
 			}

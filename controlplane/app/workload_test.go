@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
 	"github.com/qleetos/terraform-provider-qleet/internal/await"
@@ -31,9 +32,9 @@ func clientset(t *testing.T, kubeconfig string) kubernetes.Interface {
 func ptr[T any](v T) *T { return &v }
 
 // readyRuntime registers the kubeconfig file's cluster as a runtime and waits until it is Ready.
-func readyRuntime(t *testing.T, cl *client.Client, name, kubeconfig string) *client.KubernetesRuntime {
+func readyRuntime(t *testing.T, cl *client.Client, name, kubeconfig string) *api.KubernetesRuntime {
 	t.Helper()
-	rt, err := cl.KubernetesRuntimes().Create(context.Background(), &client.KubernetesRuntime{Meta: client.Meta{Name: name},
+	rt, err := cl.KubernetesRuntimes().Create(context.Background(), &api.KubernetesRuntime{Meta: api.Meta{Name: name},
 		Spec: runtimeSpec(cptest.Kubeconfig(t, kubeconfig))})
 	require.NoError(t, err)
 	rt, err = cl.KubernetesRuntimes().WaitReconciled(cptest.Wait(t, time.Minute), rt.ID)
@@ -69,17 +70,17 @@ func TestOneDefinitionOnTwoRuntimes(t *testing.T) {
 	ctx := context.Background()
 	clusters := map[string]kubernetes.Interface{"us": clientset(t, us.Kubeconfig), "eu": clientset(t, eu.Kubeconfig)}
 
-	var insts []*client.WorkloadInstance
-	def, err := cl.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "web"},
-		Spec: client.WorkloadDefinitionSpec{Replicas: ptr(int32(3)), Containers: []client.Container{{
-			Name: "web", Image: "nginx:1.27", Ports: []client.ContainerPort{{ContainerPort: 80}}}}}})
+	var insts []*api.WorkloadInstance
+	def, err := cl.WorkloadDefinitions().Create(ctx, &api.WorkloadDefinition{Meta: api.Meta{Name: "web"},
+		Spec: api.WorkloadDefinitionSpec{Replicas: ptr(int32(3)), Containers: []api.Container{{
+			Name: "web", Image: "nginx:1.27", Ports: []api.ContainerPort{{ContainerPort: 80}}}}}})
 	require.NoError(t, err)
 	for name, c := range map[string]*kubesimCluster{"us": {us.Kubeconfig}, "eu": {eu.Kubeconfig}} {
-		rt, err := cl.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: name},
+		rt, err := cl.KubernetesRuntimes().Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: name},
 			Spec: runtimeSpec(cptest.Kubeconfig(t, c.kubeconfig))})
 		require.NoError(t, err)
-		inst, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "web-" + name},
-			Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
+		inst, err := cl.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "web-" + name},
+			Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
 		require.NoError(t, err)
 		insts = append(insts, inst)
 	}
@@ -97,7 +98,7 @@ func TestOneDefinitionOnTwoRuntimes(t *testing.T) {
 
 	t.Run("the CI image hook rolls out to every instance", func(t *testing.T) {
 		var out struct {
-			UpdatedInstances []client.ObjectRef `json:"updated_instances"`
+			UpdatedInstances []api.ObjectRef `json:"updated_instances"`
 		}
 		require.NoError(t, cl.Do(ctx, "POST", "/v1/workload_definitions/"+def.ID+"/image", nil, nil,
 			map[string]string{"container": "web", "image": "nginx:1.28"}, &out))
@@ -109,7 +110,7 @@ func TestOneDefinitionOnTwoRuntimes(t *testing.T) {
 		for _, inst := range insts {
 			cur, err := cl.WorkloadInstances().Get(ctx, inst.ID)
 			require.NoError(t, err)
-			require.Equal(t, client.PhaseReady, cur.Status.Phase)
+			require.Equal(t, api.PhaseReady, cur.Status.Phase)
 			require.Equal(t, int64(2), cur.Status.DefinitionGeneration)
 			region := inst.Name[len("web-"):]
 			d := deployment(t, clusters[region], cur.Status.Namespace, inst.Name)
@@ -146,7 +147,7 @@ func TestOneDefinitionOnTwoRuntimes(t *testing.T) {
 
 	t.Run("a definition with instances is protected; cascade deletes the instances and their objects", func(t *testing.T) {
 		err := cl.WorkloadDefinitions().Delete(ctx, def.ID, client.DeleteOptions{})
-		require.True(t, client.IsConflict(err), "got %v", err)
+		require.True(t, api.IsConflict(err), "got %v", err)
 		require.Contains(t, err.Error(), `workload_instance "web-us"`)
 		require.NoError(t, cl.WorkloadDefinitions().Delete(cptest.Wait(t, 2*time.Minute), def.ID, client.DeleteOptions{Cascade: true, Wait: true}))
 		for region, cs := range clusters {
@@ -173,14 +174,14 @@ func TestRestartKeepsLocalRuntimesAndInstances(t *testing.T) {
 		return a, cl
 	}
 	a1, cl := start()
-	rt, err := cl.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "local"},
-		Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderLocal, Nodes: 2}})
+	rt, err := cl.KubernetesRuntimes().Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: "local"},
+		Spec: api.KubernetesRuntimeSpec{Provider: api.ProviderLocal, Nodes: 2}})
 	require.NoError(t, err)
-	def, err := cl.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "api"},
-		Spec: client.WorkloadDefinitionSpec{Replicas: ptr(int32(2)), Containers: []client.Container{{Name: "api", Image: "nginx:1.27"}}}})
+	def, err := cl.WorkloadDefinitions().Create(ctx, &api.WorkloadDefinition{Meta: api.Meta{Name: "api"},
+		Spec: api.WorkloadDefinitionSpec{Replicas: ptr(int32(2)), Containers: []api.Container{{Name: "api", Image: "nginx:1.27"}}}})
 	require.NoError(t, err)
-	inst, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "api"},
-		Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
+	inst, err := cl.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "api"},
+		Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
 	require.NoError(t, err)
 	before, err := cl.WorkloadInstances().WaitReconciled(cptest.Wait(t, 3*time.Minute), inst.ID)
 	require.NoError(t, err)
@@ -212,12 +213,12 @@ func TestAStalledRolloutEndsTheWaitWithItsReason(t *testing.T) {
 	ctx := context.Background()
 	rt := readyRuntime(t, cl, "stall", sim.Kubeconfig)
 
-	def, err := cl.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "huge"},
-		Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "app", Image: "nginx:1.27",
-			Resources: &client.Resources{Requests: client.ResourceList{CPU: "1000"}}}}}})
+	def, err := cl.WorkloadDefinitions().Create(ctx, &api.WorkloadDefinition{Meta: api.Meta{Name: "huge"},
+		Spec: api.WorkloadDefinitionSpec{Containers: []api.Container{{Name: "app", Image: "nginx:1.27",
+			Resources: &api.Resources{Requests: api.ResourceList{CPU: "1000"}}}}}})
 	require.NoError(t, err)
-	inst, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "huge-a"},
-		Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
+	inst, err := cl.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "huge-a"},
+		Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
 	require.NoError(t, err)
 
 	start := time.Now()
@@ -227,7 +228,7 @@ func TestAStalledRolloutEndsTheWaitWithItsReason(t *testing.T) {
 	require.NotNil(t, fe.Stalled)
 	require.Equal(t, "Unschedulable", fe.Stalled.Reason)
 	require.Contains(t, err.Error(), "Insufficient cpu", "the scheduler's message")
-	require.Equal(t, client.PhaseReconciling, got.Status.Phase, "stalled is not Failed: the world may still heal")
+	require.Equal(t, api.PhaseReconciling, got.Status.Phase, "stalled is not Failed: the world may still heal")
 	t.Logf("stalled after %s (deadline 2s)", time.Since(start).Round(time.Millisecond))
 
 	// Give the instance a few more reconciles while stalled (a repeated event is counted on its record).
@@ -244,7 +245,7 @@ func TestAStalledRolloutEndsTheWaitWithItsReason(t *testing.T) {
 	require.NoError(t, err)
 	var stalledEvents int
 	for _, e := range evs {
-		if e.Reason == client.ConditionStalled {
+		if e.Reason == api.ConditionStalled {
 			stalledEvents++
 		}
 	}
@@ -267,6 +268,6 @@ func TestAStalledRolloutEndsTheWaitWithItsReason(t *testing.T) {
 	require.NoError(t, err)
 	ready, err := cl.WorkloadInstances().Get(ctx, inst.ID)
 	require.NoError(t, err)
-	require.True(t, client.Reconciled(ready.Generation, &ready.Status.Status), "%+v", ready.Status)
-	require.Nil(t, client.StalledCondition(ready.Generation, &ready.Status.Status))
+	require.True(t, api.Reconciled(ready.Generation, &ready.Status.Status), "%+v", ready.Status)
+	require.Nil(t, api.StalledCondition(ready.Generation, &ready.Status.Status))
 }

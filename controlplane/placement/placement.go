@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 )
 
 // Runtime is what a decision needs to know about one kubernetes_runtime.
@@ -36,19 +36,19 @@ type Runtime struct {
 }
 
 // FromObject summarises a runtime object for Decide.
-func FromObject(rt *client.KubernetesRuntime) Runtime {
+func FromObject(rt *api.KubernetesRuntime) Runtime {
 	r := Runtime{
 		ID: rt.ID, Name: rt.Name, Region: rt.Spec.Region, Labels: rt.Labels,
-		Ready:    client.Reconciled(rt.Generation, &rt.Status.Status),
-		Failed:   rt.Status.Phase == client.PhaseFailed && rt.Status.ObservedGeneration == rt.Generation,
+		Ready:    api.Reconciled(rt.Generation, &rt.Status.Status),
+		Failed:   rt.Status.Phase == api.PhaseFailed && rt.Status.ObservedGeneration == rt.Generation,
 		Deleting: rt.DeletionRequestedAt != nil,
-		Profile:  rt.Labels[client.LabelProfile],
+		Profile:  rt.Labels[api.LabelProfile],
 	}
 	if r.Region == "" {
 		r.Region = rt.Status.Region
 	}
 	for _, c := range rt.Status.Conditions {
-		if c.Type == "Connected" && c.Status == client.ConditionFalse {
+		if c.Type == "Connected" && c.Status == api.ConditionFalse {
 			r.UnreachableSince = c.LastTransitionTime
 		}
 	}
@@ -60,13 +60,13 @@ type Profile struct {
 	// ID and Name identify the profile.
 	ID, Name string
 	// Spec is the profile's spec.
-	Spec client.RuntimeProfileSpec
+	Spec api.RuntimeProfileSpec
 }
 
 // Input is everything a decision depends on.
 type Input struct {
 	// Placement is the instance's spec.placement.
-	Placement *client.Placement
+	Placement *api.Placement
 	// Replicas is the instance's replica count.
 	Replicas int32
 	// Runtimes are all runtimes.
@@ -74,7 +74,7 @@ type Input struct {
 	// Profiles are all runtime profiles.
 	Profiles []Profile
 	// Current are the instance's placements now (its status).
-	Current []client.PlacementStatus
+	Current []api.PlacementStatus
 	// Now is the decision's time.
 	Now time.Time
 }
@@ -175,9 +175,9 @@ func Decide(in Input) []Target {
 }
 
 // slotsPerRegion is how many runtimes each region gets: one, or Runtimes spread round-robin.
-func slotsPerRegion(p *client.Placement) map[string]int {
+func slotsPerRegion(p *api.Placement) map[string]int {
 	slots := map[string]int{}
-	if p.Spread != client.SpreadRuntimes {
+	if p.Spread != api.SpreadRuntimes {
 		for _, r := range p.Regions {
 			slots[r] = 1
 		}
@@ -191,7 +191,7 @@ func slotsPerRegion(p *client.Placement) map[string]int {
 
 // matches reports whether a runtime may hold a placement in region: same region, the selector's labels,
 // not being deleted, not Failed.
-func matches(rt *Runtime, region string, p *client.Placement) bool {
+func matches(rt *Runtime, region string, p *api.Placement) bool {
 	if rt.Region != region || rt.Deleting || rt.Failed {
 		return false
 	}
@@ -204,11 +204,11 @@ func matches(rt *Runtime, region string, p *client.Placement) bool {
 }
 
 // gone reports whether a runtime has been unreachable for longer than the failover toleration.
-func gone(rt *Runtime, p *client.Placement, now time.Time) bool {
+func gone(rt *Runtime, p *api.Placement, now time.Time) bool {
 	return p.Failover.On() && !rt.UnreachableSince.IsZero() && now.Sub(rt.UnreachableSince) > p.Failover.Toleration()
 }
 
-func candidatesIn(all []Runtime, region string, p *client.Placement, now time.Time) []*Runtime {
+func candidatesIn(all []Runtime, region string, p *api.Placement, now time.Time) []*Runtime {
 	var ready, provisioning []*Runtime
 	for i := range all {
 		rt := &all[i]
@@ -235,11 +235,11 @@ func candidatesIn(all []Runtime, region string, p *client.Placement, now time.Ti
 
 // bestProfile returns the profile of highest priority that serves region with labels satisfying the
 // selector, or why there is none.
-func bestProfile(profiles []Profile, region string, p *client.Placement) (*Profile, string) {
+func bestProfile(profiles []Profile, region string, p *api.Placement) (*Profile, string) {
 	var best *Profile
 	for i := range profiles {
 		pr := &profiles[i]
-		if !slices.Contains(pr.Spec.Regions, region) || pr.Spec.Provider != client.ProviderLocal && pr.Spec.Provider != client.ProviderEKS {
+		if !slices.Contains(pr.Spec.Regions, region) || pr.Spec.Provider != api.ProviderLocal && pr.Spec.Provider != api.ProviderEKS {
 			continue
 		}
 		ok := true
@@ -284,7 +284,7 @@ func freeName(taken map[string]bool, base string) string {
 	}
 }
 
-func isCurrent(current []client.PlacementStatus, id string) bool {
+func isCurrent(current []api.PlacementStatus, id string) bool {
 	for _, c := range current {
 		if c.RuntimeID == id {
 			return true
@@ -295,8 +295,8 @@ func isCurrent(current []client.PlacementStatus, id string) bool {
 
 // splitReplicas gives every target the full count (duplicated), or splits it over regions by weight
 // with the largest-remainder method and then evenly over a region's targets (weighted).
-func splitReplicas(targets []Target, p *client.Placement, total int32) {
-	if p.Replicas == nil || p.Replicas.Mode != client.ReplicasWeighted {
+func splitReplicas(targets []Target, p *api.Placement, total int32) {
+	if p.Replicas == nil || p.Replicas.Mode != api.ReplicasWeighted {
 		for i := range targets {
 			targets[i].Replicas = total
 		}

@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 )
 
 // Result tells the runtime what to do after a successful reconcile.
@@ -45,21 +45,21 @@ type Stall struct {
 // exponential backoff; a Terminal error marks the object Failed until its spec changes; a Wait error
 // says the object waits on a dependency.
 type Reconciler[S any, T any] interface {
-	Reconcile(ctx context.Context, obj *client.Object[S, T]) (Result, error)
+	Reconcile(ctx context.Context, obj *api.Object[S, T]) (Result, error)
 }
 
 // Finalizer is implemented by reconcilers that must clean up before an object is deleted. Finalize is
 // called (with the same outcome rules) while deletion is requested; on nil with a zero Result the runtime
 // releases the object and the row goes. Reconcilers without it have their objects released at once.
 type Finalizer[S any, T any] interface {
-	Finalize(ctx context.Context, obj *client.Object[S, T]) (Result, error)
+	Finalize(ctx context.Context, obj *api.Object[S, T]) (Result, error)
 }
 
 // ReconcilerFunc adapts a function to Reconciler.
-type ReconcilerFunc[S any, T any] func(ctx context.Context, obj *client.Object[S, T]) (Result, error)
+type ReconcilerFunc[S any, T any] func(ctx context.Context, obj *api.Object[S, T]) (Result, error)
 
 // Reconcile calls f.
-func (f ReconcilerFunc[S, T]) Reconcile(ctx context.Context, obj *client.Object[S, T]) (Result, error) {
+func (f ReconcilerFunc[S, T]) Reconcile(ctx context.Context, obj *api.Object[S, T]) (Result, error) {
 	return f(ctx, obj)
 }
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 	"github.com/qleetos/terraform-provider-qleet/internal/await"
 )
@@ -128,7 +128,7 @@ func BenchmarkFullResync(b *testing.B) {
 	}
 	bd := setup(b, setupOpts{})
 	ids := bd.readyDefs(b, n)
-	cons, err := bd.broker.Consumer(context.Background(), client.KindWorkloadDefinition)
+	cons, err := bd.broker.Consumer(context.Background(), api.KindWorkloadDefinition)
 	require.NoError(b, err)
 	interval := time.Hour
 	for _, mode := range []struct {

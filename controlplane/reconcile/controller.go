@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/broker"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/telemetry"
@@ -398,7 +399,7 @@ func (c *Controller[S, T]) acquire(ctx context.Context, locker *broker.Locker, p
 
 // processTraced runs process in a consumer span "reconcile <kind>", the child of parent (when valid),
 // with links. It returns process's answer and the span's context.
-func (c *Controller[S, T]) processTraced(ctx context.Context, parent trace.SpanContext, links []trace.Link, id string, m jetstream.Msg, listed *client.Object[S, T]) (time.Duration, bool, trace.SpanContext) {
+func (c *Controller[S, T]) processTraced(ctx context.Context, parent trace.SpanContext, links []trace.Link, id string, m jetstream.Msg, listed *api.Object[S, T]) (time.Duration, bool, trace.SpanContext) {
 	if parent.IsValid() {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, parent)
 	}
@@ -525,13 +526,13 @@ func (c *Controller[S, T]) heartbeat(ctx context.Context, cancel context.CancelF
 
 // process runs one reconcile of listed, or of the object read now when listed is nil, and writes its
 // outcome. It returns whether to ack, or else the redelivery delay.
-func (c *Controller[S, T]) process(ctx context.Context, id string, listed *client.Object[S, T]) (delay time.Duration, ack bool) {
+func (c *Controller[S, T]) process(ctx context.Context, id string, listed *api.Object[S, T]) (delay time.Duration, ack bool) {
 	ctx = context.WithValue(ctx, startedKey{}, time.Now())
 	obj := listed
 	if obj == nil {
 		var err error
 		obj, err = c.res.Get(ctx, id)
-		if client.IsNotFound(err) {
+		if api.IsNotFound(err) {
 			return 0, true
 		}
 		if err != nil {
@@ -557,7 +558,7 @@ func (c *Controller[S, T]) process(ctx context.Context, id string, listed *clien
 	st := c.statusPtr(obj)
 	out := c.outcome(obj, st, deleting, res, err)
 	if stall := stalled(st, deleting, res); stall != "" {
-		Eventf(rctx, client.EventWarning, client.ConditionStalled, "%s", stall)
+		Eventf(rctx, api.EventWarning, api.ConditionStalled, "%s", stall)
 	}
 	scrub(&obj.Status, &out)
 	if c.cfg.Metrics != nil {
@@ -566,7 +567,7 @@ func (c *Controller[S, T]) process(ctx context.Context, id string, listed *clien
 	traceOutcome(ctx, obj.Generation, out)
 
 	if deleting && out.name == outcomeDone {
-		if err := c.res.Finalize(ctx, id); err != nil && !client.IsNotFound(err) {
+		if err := c.res.Finalize(ctx, id); err != nil && !api.IsNotFound(err) {
 			c.log.Debug("finalize failed; retried with backoff", "id", id, "err", err)
 			return c.backoff(id), false
 		}
@@ -579,7 +580,7 @@ func (c *Controller[S, T]) process(ctx context.Context, id string, listed *clien
 	c.recordEvents(ctx, obj, out, elapsed, rec.drain(), string(after) != string(before))
 	if string(after) != string(before) {
 		if _, err := c.res.UpdateStatus(ctx, id, obj.ResourceVersion, obj.Status); err != nil {
-			if client.IsConflict(err) || client.IsNotFound(err) {
+			if api.IsConflict(err) || api.IsNotFound(err) {
 				// The object changed while we worked; a newer notification is queued or it is gone.
 				return jitter(c.cfg.LockRetry), false
 			}
@@ -590,15 +591,15 @@ func (c *Controller[S, T]) process(ctx context.Context, id string, listed *clien
 	return out.delay, out.ack
 }
 
-func (c *Controller[S, T]) statusPtr(obj *client.Object[S, T]) *client.Status {
-	if a, ok := any(&obj.Status).(client.StatusAccessor); ok {
+func (c *Controller[S, T]) statusPtr(obj *api.Object[S, T]) *api.Status {
+	if a, ok := any(&obj.Status).(api.StatusAccessor); ok {
 		return a.Common()
 	}
-	panic(fmt.Sprintf("reconcile: status type of %s does not embed client.Status", c.res.Kind()))
+	panic(fmt.Sprintf("reconcile: status type of %s does not embed api.Status", c.res.Kind()))
 }
 
 // call runs Reconcile with panic recovery.
-func (c *Controller[S, T]) call(ctx context.Context, obj *client.Object[S, T]) (res Result, err error) {
+func (c *Controller[S, T]) call(ctx context.Context, obj *api.Object[S, T]) (res Result, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			loggerFrom(ctx).Error("reconcile panicked", "panic", p, "stack", string(debug.Stack()))
@@ -608,7 +609,7 @@ func (c *Controller[S, T]) call(ctx context.Context, obj *client.Object[S, T]) (
 	return c.rec.Reconcile(ctx, obj)
 }
 
-func (c *Controller[S, T]) finalize(ctx context.Context, obj *client.Object[S, T]) (res Result, err error) {
+func (c *Controller[S, T]) finalize(ctx context.Context, obj *api.Object[S, T]) (res Result, err error) {
 	f, ok := c.rec.(Finalizer[S, T])
 	if !ok {
 		return Result{}, nil
@@ -648,7 +649,7 @@ type outcome struct {
 }
 
 // outcome turns the reconciler's answer into status fields and an ack decision.
-func (c *Controller[S, T]) outcome(obj *client.Object[S, T], st *client.Status, deleting bool, res Result, err error) outcome {
+func (c *Controller[S, T]) outcome(obj *api.Object[S, T], st *api.Status, deleting bool, res Result, err error) outcome {
 	id := obj.ID
 	st.ObservedGeneration = obj.Generation
 	var we *WaitError
@@ -658,13 +659,13 @@ func (c *Controller[S, T]) outcome(obj *client.Object[S, T], st *client.Status, 
 		if deleting {
 			return outcome{name: outcomeDone, reason: "Deleted", ack: true}
 		}
-		if st.Phase != client.PhaseReady {
+		if st.Phase != api.PhaseReady {
 			now := time.Now().UTC().Truncate(time.Second)
 			st.LastReconciledAt = &now
 		}
-		st.Phase = client.PhaseReady
+		st.Phase = api.PhaseReady
 		st.Message = ""
-		st.SetCondition(client.Condition{Type: "Ready", Status: client.ConditionTrue, Reason: "Reconciled"})
+		st.SetCondition(api.Condition{Type: "Ready", Status: api.ConditionTrue, Reason: "Reconciled"})
 		return outcome{name: outcomeDone, reason: "Reconciled", ack: res.Recheck <= 0, delay: res.Recheck}
 	case err == nil:
 		c.clearFailures(id)
@@ -673,7 +674,7 @@ func (c *Controller[S, T]) outcome(obj *client.Object[S, T], st *client.Status, 
 		if msg == "" {
 			msg = "in progress"
 		}
-		st.SetCondition(client.Condition{Type: "Ready", Status: client.ConditionFalse, Reason: "InProgress", Message: msg})
+		st.SetCondition(api.Condition{Type: "Ready", Status: api.ConditionFalse, Reason: "InProgress", Message: msg})
 		return outcome{name: outcomeRequeue, reason: "InProgress", msg: msg, delay: res.RequeueAfter}
 	case errors.As(err, &we):
 		c.clearFailures(id)
@@ -686,7 +687,7 @@ func (c *Controller[S, T]) outcome(obj *client.Object[S, T], st *client.Status, 
 		msg := fmt.Sprintf("waiting for %s (%s, %s)", we.On, we.State, since)
 		st.Phase = notReadyPhase(st.Phase, deleting)
 		st.Message = msg
-		cond := client.Condition{Type: "Ready", Status: client.ConditionFalse, Reason: we.Reason, Message: msg, WaitingOn: we.On}
+		cond := api.Condition{Type: "Ready", Status: api.ConditionFalse, Reason: we.Reason, Message: msg, WaitingOn: we.On}
 		if since == 0 {
 			cond.LastTransitionTime = time.Now().UTC()
 		}
@@ -700,30 +701,30 @@ func (c *Controller[S, T]) outcome(obj *client.Object[S, T], st *client.Status, 
 		return outcome{name: outcomeWaiting, reason: we.Reason, msg: fmt.Sprintf("waiting for %s (%s)", we.On, we.State), delay: after}
 	case IsTerminal(err):
 		c.clearFailures(id)
-		st.Phase = client.PhaseFailed
+		st.Phase = api.PhaseFailed
 		if deleting {
-			st.Phase = client.PhaseDeleting
+			st.Phase = api.PhaseDeleting
 		}
 		st.Message = err.Error()
-		st.SetCondition(client.Condition{Type: "Ready", Status: client.ConditionFalse, Reason: "Failed", Message: err.Error()})
+		st.SetCondition(api.Condition{Type: "Ready", Status: api.ConditionFalse, Reason: "Failed", Message: err.Error()})
 		return outcome{name: outcomeTerminal, reason: "Failed", msg: err.Error(), ack: !deleting, delay: c.backoff(id)}
 	default:
 		st.Phase = notReadyPhase(st.Phase, deleting)
 		st.Message = err.Error()
-		st.SetCondition(client.Condition{Type: "Ready", Status: client.ConditionFalse, Reason: "Error", Message: err.Error()})
+		st.SetCondition(api.Condition{Type: "Ready", Status: api.ConditionFalse, Reason: "Error", Message: err.Error()})
 		return outcome{name: outcomeError, reason: "Error", msg: err.Error(), delay: c.backoff(id)}
 	}
 }
 
 // stalled records res.Stalled as the Stalled condition, or clears the condition. It returns the message
 // of a stall that is new, for an event.
-func stalled(st *client.Status, deleting bool, res Result) string {
+func stalled(st *api.Status, deleting bool, res Result) string {
 	if res.Stalled == nil || deleting {
-		st.RemoveCondition(client.ConditionStalled)
+		st.RemoveCondition(api.ConditionStalled)
 		return ""
 	}
-	isNew := client.StalledCondition(st.ObservedGeneration, st) == nil
-	st.SetCondition(client.Condition{Type: client.ConditionStalled, Status: client.ConditionTrue, Reason: res.Stalled.Reason, Message: res.Stalled.Message})
+	isNew := api.StalledCondition(st.ObservedGeneration, st) == nil
+	st.SetCondition(api.Condition{Type: api.ConditionStalled, Status: api.ConditionTrue, Reason: res.Stalled.Reason, Message: res.Stalled.Message})
 	st.Message = fmt.Sprintf("stalled (%s): %s", res.Stalled.Reason, res.Stalled.Message)
 	if !isNew {
 		return ""
@@ -732,7 +733,7 @@ func stalled(st *client.Status, deleting bool, res Result) string {
 }
 
 // setWaitCondition replaces the Ready condition, keeping its transition time while it waits on the same thing.
-func setWaitCondition(st *client.Status, cond client.Condition) {
+func setWaitCondition(st *api.Status, cond api.Condition) {
 	for i := range st.Conditions {
 		if st.Conditions[i].Type == cond.Type {
 			if st.Conditions[i].WaitingOn == cond.WaitingOn && !st.Conditions[i].LastTransitionTime.IsZero() {
@@ -745,38 +746,38 @@ func setWaitCondition(st *client.Status, cond client.Condition) {
 	st.Conditions = append(st.Conditions, cond)
 }
 
-func notReadyPhase(current client.Phase, deleting bool) client.Phase {
+func notReadyPhase(current api.Phase, deleting bool) api.Phase {
 	if deleting {
-		return client.PhaseDeleting
+		return api.PhaseDeleting
 	}
-	if current == client.PhasePending || current == "" || current == client.PhaseReady || current == client.PhaseFailed {
-		return client.PhaseReconciling
+	if current == api.PhasePending || current == "" || current == api.PhaseReady || current == api.PhaseFailed {
+		return api.PhaseReconciling
 	}
 	return current
 }
 
 // recordEvents appends the outcome event (when something changed or went wrong) and the reconciler's own events.
-func (c *Controller[S, T]) recordEvents(ctx context.Context, obj *client.Object[S, T], out outcome, elapsed time.Duration, extra []emitted, changed bool) {
-	var evs []client.Event
+func (c *Controller[S, T]) recordEvents(ctx context.Context, obj *api.Object[S, T], out outcome, elapsed time.Duration, extra []emitted, changed bool) {
+	var evs []api.Event
 	if changed || out.name == outcomeError || out.name == outcomeTerminal {
-		typ := client.EventNormal
+		typ := api.EventNormal
 		if out.name == outcomeError || out.name == outcomeTerminal {
-			typ = client.EventWarning
+			typ = api.EventWarning
 		}
 		msg := out.msg
 		if msg == "" {
 			msg = "reconciled"
 		}
-		evs = append(evs, client.Event{Type: typ, Reason: out.reason, Message: msg, DurationMS: elapsed.Milliseconds()})
+		evs = append(evs, api.Event{Type: typ, Reason: out.reason, Message: msg, DurationMS: elapsed.Milliseconds()})
 	}
 	for _, e := range extra {
-		evs = append(evs, client.Event{Type: e.typ, Reason: e.reason, Message: e.message})
+		evs = append(evs, api.Event{Type: e.typ, Reason: e.reason, Message: e.message})
 	}
 	for _, ev := range evs {
 		ev.Generation = obj.Generation
 		ev.Source = c.cfg.Source
 		scrubEvent(&ev)
-		if err := c.res.RecordEvent(ctx, obj.ID, ev); err != nil && !client.IsNotFound(err) {
+		if err := c.res.RecordEvent(ctx, obj.ID, ev); err != nil && !api.IsNotFound(err) {
 			c.log.Debug("event write failed", "id", obj.ID, "err", err)
 		}
 	}
@@ -867,19 +868,19 @@ func (c *Controller[S, T]) resyncPass(ctx context.Context, idPrefix string, read
 			listed.endListing()
 			return n, err
 		}
-		var due []*client.Object[S, T]
+		var due []*api.Object[S, T]
 		for i := range page.Items {
-			obj := new(client.Object[S, T])
+			obj := new(api.Object[S, T])
 			*obj = page.Items[i] // a copy, so that a held object does not keep its page alive
 			if err := c.collect(ctx, obj, owners); err != nil && ctx.Err() == nil {
 				c.log.Debug("garbage collection check failed; the next pass looks again", "id", obj.ID, "err", err)
 			}
 			st := client.CommonStatus(obj)
 			deleting := obj.DeletionRequestedAt != nil
-			if !failed && st.Phase == client.PhaseFailed && st.ObservedGeneration == obj.Generation && !deleting {
+			if !failed && st.Phase == api.PhaseFailed && st.ObservedGeneration == obj.Generation && !deleting {
 				continue
 			}
-			if !ready && client.Reconciled(obj.Generation, st) && !deleting {
+			if !ready && api.Reconciled(obj.Generation, st) && !deleting {
 				continue
 			}
 			due = append(due, obj)
@@ -904,7 +905,7 @@ const resyncPage = 1000
 // publishResync notifies objs, with their listed-copy tags, and returns how many were published. Message
 // ids de-duplicate across replicas within a bucket. Through a broker it publishes them all at once and
 // then waits for the acks.
-func (c *Controller[S, T]) publishResync(ctx context.Context, objs []*client.Object[S, T], idPrefix string, bucket int64, listed *listedCopies[S, T], tags map[string]string) (int, error) {
+func (c *Controller[S, T]) publishResync(ctx context.Context, objs []*api.Object[S, T], idPrefix string, bucket int64, listed *listedCopies[S, T], tags map[string]string) (int, error) {
 	kind := c.res.Kind()
 	q, ok := c.queue.(listingQueue)
 	if !ok {
@@ -973,7 +974,7 @@ const ReasonGarbageCollected = "GarbageCollected"
 //
 // alive caches, for one pass, whether each owner looked up exists and is not being deleted: objects
 // created for the same owner share one read.
-func (c *Controller[S, T]) collect(ctx context.Context, obj *client.Object[S, T], alive map[string]bool) error {
+func (c *Controller[S, T]) collect(ctx context.Context, obj *api.Object[S, T], alive map[string]bool) error {
 	if len(obj.Owners) == 0 || obj.DeletionRequestedAt != nil {
 		c.setUnowned(obj.ID, false)
 		return nil
@@ -982,7 +983,7 @@ func (c *Controller[S, T]) collect(ctx context.Context, obj *client.Object[S, T]
 		ok, seen := alive[o.ID]
 		if !seen {
 			owner, err := c.res.Client().Raw(o.Kind).Get(ctx, o.ID)
-			if err != nil && !client.IsNotFound(err) {
+			if err != nil && !api.IsNotFound(err) {
 				return fmt.Errorf("get owner %s %q: %w", o.Kind, o.ID, err)
 			}
 			ok = err == nil && owner.DeletionRequestedAt == nil
@@ -1006,16 +1007,16 @@ func (c *Controller[S, T]) collect(ctx context.Context, obj *client.Object[S, T]
 		return nil
 	}
 	err = c.res.Delete(ctx, obj.ID, client.DeleteOptions{})
-	if client.IsConflict(err) {
+	if api.IsConflict(err) {
 		return nil // something came to depend on it
 	}
 	if err != nil {
 		return fmt.Errorf("delete: %w", err)
 	}
 	c.setUnowned(obj.ID, false)
-	ev := client.Event{Type: client.EventNormal, Reason: ReasonGarbageCollected, Source: c.cfg.Source, Generation: obj.Generation,
+	ev := api.Event{Type: api.EventNormal, Reason: ReasonGarbageCollected, Source: c.cfg.Source, Generation: obj.Generation,
 		Message: fmt.Sprintf("deleted: its owners are gone since %s and nothing depends on it", since.UTC().Format(time.RFC3339))}
-	if err := c.res.RecordEvent(ctx, obj.ID, ev); err != nil && !client.IsNotFound(err) {
+	if err := c.res.RecordEvent(ctx, obj.ID, ev); err != nil && !api.IsNotFound(err) {
 		return fmt.Errorf("record event: %w", err)
 	}
 	return nil
@@ -1031,7 +1032,7 @@ func HasConsumers(ctx context.Context, cl *client.Client, id string) (bool, erro
 // CountConsumers counts the objects of every kind that reference id.
 func CountConsumers(ctx context.Context, cl *client.Client, id string) (int, error) {
 	n := 0
-	for _, ki := range client.Kinds() {
+	for _, ki := range api.Kinds() {
 		for _, err := range cl.Raw(ki.Kind).All(ctx, client.ListOptions{References: id}) {
 			if err != nil {
 				return 0, fmt.Errorf("list %s referencing it: %w", ki.Plural, err)

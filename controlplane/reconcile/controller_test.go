@@ -11,14 +11,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/broker"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 	"github.com/qleetos/terraform-provider-qleet/internal/await"
 )
 
-type defSpec = client.WorkloadDefinitionSpec
-type defStatus = client.WorkloadDefinitionStatus
+type defSpec = api.WorkloadDefinitionSpec
+type defStatus = api.WorkloadDefinitionStatus
 
 // recFunc builds a reconciler from a function.
 func recFunc(f func(ctx context.Context, obj *defObj) (reconcile.Result, error)) reconcile.ReconcilerFunc[defSpec, defStatus] {
@@ -88,7 +89,7 @@ func TestReconcileOutcomes(t *testing.T) {
 			obj := b.createDef(t, name)
 			got, err := b.client.WorkloadDefinitions().WaitReconciled(waitCtx(t, 20*time.Second), obj.ID)
 			require.NoError(t, err)
-			require.Equal(t, client.PhaseReady, got.Status.Phase)
+			require.Equal(t, api.PhaseReady, got.Status.Phase)
 			require.Equal(t, got.Generation, got.Status.ObservedGeneration)
 			require.Equal(t, 7, got.Status.Instances, "kind-specific status written by the reconciler")
 			require.Empty(t, got.Status.Message)
@@ -103,11 +104,11 @@ func TestReconcileOutcomes(t *testing.T) {
 		obj := b.createDef(t, "recheck")
 		got, err := b.client.WorkloadDefinitions().WaitReconciled(waitCtx(t, 20*time.Second), obj.ID)
 		require.NoError(t, err)
-		require.Equal(t, client.PhaseReady, got.Status.Phase)
+		require.Equal(t, api.PhaseReady, got.Status.Phase)
 		await.True(t, 10*time.Second, func() bool { return seen.get("recheck") >= 4 }, "rechecked without any notification")
 		got, err = b.client.WorkloadDefinitions().Get(context.Background(), obj.ID)
 		require.NoError(t, err)
-		require.Equal(t, client.PhaseReady, got.Status.Phase)
+		require.Equal(t, api.PhaseReady, got.Status.Phase)
 	})
 
 	t.Run("retryable errors are recorded as warning events", func(t *testing.T) {
@@ -117,7 +118,7 @@ func TestReconcileOutcomes(t *testing.T) {
 		require.NoError(t, err)
 		var warnings int
 		for _, e := range evs {
-			if e.Type == client.EventWarning && e.Reason == "Error" {
+			if e.Type == api.EventWarning && e.Reason == "Error" {
 				warnings++
 				require.Contains(t, e.Message, "transient: cluster busy")
 			}
@@ -130,7 +131,7 @@ func TestReconcileOutcomes(t *testing.T) {
 		got, err := b.client.WorkloadDefinitions().WaitReconciled(waitCtx(t, 20*time.Second), obj.ID)
 		require.True(t, client.IsFailed(err), "want FailedError, got %v", err)
 		require.Contains(t, err.Error(), "image registry rejected the image")
-		require.Equal(t, client.PhaseFailed, got.Status.Phase)
+		require.Equal(t, api.PhaseFailed, got.Status.Phase)
 		before := seen.get("terminal")
 
 		// A resync pass must skip it: Failed at the current generation.
@@ -179,12 +180,12 @@ func TestWaitingConditionIsVisibleInStatus(t *testing.T) {
 		var err error
 		got, err = b.client.WorkloadDefinitions().Get(context.Background(), obj.ID)
 		require.NoError(t, err)
-		return got.Status.Phase == client.PhaseReconciling
+		return got.Status.Phase == api.PhaseReconciling
 	}, "the wait reported as Reconciling")
 	require.Contains(t, got.Status.Message, `waiting for kubernetes_runtime "us-east" (Provisioning`)
 	require.Len(t, got.Status.Conditions, 1)
 	require.Equal(t, `kubernetes_runtime "us-east"`, got.Status.Conditions[0].WaitingOn)
-	require.Equal(t, client.ConditionFalse, got.Status.Conditions[0].Status)
+	require.Equal(t, api.ConditionFalse, got.Status.Conditions[0].Status)
 }
 
 func TestRepeatedWaitIsOneCountedEvent(t *testing.T) {
@@ -196,7 +197,7 @@ func TestRepeatedWaitIsOneCountedEvent(t *testing.T) {
 	obj := b.createDef(t, "waits")
 	// The status changes every second (it says how long the wait has lasted), and each change used to
 	// append an event: one a second, or one every 5 s at the default wait pace.
-	var evs []client.Event
+	var evs []api.Event
 	await.True(t, 20*time.Second, func() bool {
 		var err error
 		evs, err = b.client.WorkloadDefinitions().Events(context.Background(), obj.ID)
@@ -248,7 +249,7 @@ func TestDeleteRunsFinalizerThenRemovesTheObject(t *testing.T) {
 	require.NoError(t, b.client.WorkloadDefinitions().Delete(waitCtx(t, 20*time.Second), obj.ID, client.DeleteOptions{Wait: true}))
 	require.Equal(t, int32(2), f.finalized.Load())
 	_, err = b.client.WorkloadDefinitions().Get(context.Background(), obj.ID)
-	require.True(t, client.IsNotFound(err))
+	require.True(t, api.IsNotFound(err))
 }
 
 func TestTwoReplicasNeverReconcileOneObjectAtOnce(t *testing.T) {
@@ -290,7 +291,7 @@ func TestTwoReplicasNeverReconcileOneObjectAtOnce(t *testing.T) {
 			o := objs[i%len(objs)]
 			_, err := b.client.WorkloadDefinitions().Patch(context.Background(), o.ID, map[string]any{"labels": map[string]string{"n": fmt.Sprint(i)}})
 			require.NoError(t, err)
-			require.NoError(t, b.broker.Publish(context.Background(), client.KindWorkloadDefinition, o.ID, ""))
+			require.NoError(t, b.broker.Publish(context.Background(), api.KindWorkloadDefinition, o.ID, ""))
 		}()
 	}
 	wg.Wait()
@@ -422,8 +423,8 @@ func TestNotificationDuringReconcileIsTakenOverByTheWorker(t *testing.T) {
 		t.Fatal("the first reconcile never started")
 	}
 	// Two more notifications while the first reconcile runs: they coalesce into one more reconcile.
-	require.NoError(t, b.broker.Publish(context.Background(), client.KindWorkloadDefinition, obj.ID, "again-1"))
-	require.NoError(t, b.broker.Publish(context.Background(), client.KindWorkloadDefinition, obj.ID, "again-2"))
+	require.NoError(t, b.broker.Publish(context.Background(), api.KindWorkloadDefinition, obj.ID, "again-1"))
+	require.NoError(t, b.broker.Publish(context.Background(), api.KindWorkloadDefinition, obj.ID, "again-2"))
 	// Wait for one to reach a second worker, which hands it to the first (the stream may coalesce the two
 	// into one message); one that arrives later is reconciled at most once more, the bound checked below.
 	await.True(t, 10*time.Second, func() bool { return ctrl.HandedOver(obj.ID) >= 1 }, "a notification handed to the worker that holds the object")
@@ -460,7 +461,7 @@ func TestFailedObjectsAreRecheckedOnASlowSchedule(t *testing.T) {
 	await.True(t, 10*time.Second, func() bool {
 		got, err = b.client.WorkloadDefinitions().Get(context.Background(), obj.ID)
 		require.NoError(t, err)
-		return got.Status.Phase == client.PhaseReady
+		return got.Status.Phase == api.PhaseReady
 	}, "the failed object was re-checked and healed")
 	require.Equal(t, got.Generation, got.Status.ObservedGeneration)
 	// Re-checks are rare: the resync ticks twenty times a second, the failed re-check twice.

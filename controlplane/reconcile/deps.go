@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
@@ -21,14 +22,14 @@ type Deps[S any, T any] struct {
 	// status changes also requeue it at once.
 	After time.Duration
 
-	reads sharedReads[*client.Object[S, T]]
+	reads sharedReads[*api.Object[S, T]]
 }
 
 // Get returns the dependency with that id. Concurrent reconciles share one read, but never one that
 // began before their own notification (see StartedAt), so the result reflects every write committed
 // before it.
-func (d *Deps[S, T]) Get(ctx context.Context, id string) (*client.Object[S, T], error) {
-	return d.reads.get(ctx, id, StartedAt(ctx), func(ctx context.Context) (*client.Object[S, T], error) {
+func (d *Deps[S, T]) Get(ctx context.Context, id string) (*api.Object[S, T], error) {
+	return d.reads.get(ctx, id, StartedAt(ctx), func(ctx context.Context) (*api.Object[S, T], error) {
 		return d.Resource.Get(ctx, id)
 	})
 }
@@ -39,10 +40,10 @@ func (d *Deps[S, T]) Get(ctx context.Context, id string) (*client.Object[S, T], 
 // went Failed, a Terminal error with its reason: a Failed provider fails its consumers instead of
 // leaving them waiting in silence. Its recovery notifies them again. A dependency that does not exist
 // is waited on too: it may be created next.
-func (d *Deps[S, T]) RequireReady(ctx context.Context, id string) (*client.Object[S, T], error) {
+func (d *Deps[S, T]) RequireReady(ctx context.Context, id string) (*api.Object[S, T], error) {
 	kind := d.Resource.Kind()
 	obj, err := d.Get(ctx, id)
-	if client.IsNotFound(err) {
+	if api.IsNotFound(err) {
 		return nil, Wait(fmt.Sprintf("%s %q", kind, id), "NotFound", reasonOf(kind, "NotFound"), d.after())
 	}
 	if err != nil {
@@ -50,14 +51,14 @@ func (d *Deps[S, T]) RequireReady(ctx context.Context, id string) (*client.Objec
 	}
 	st := client.CommonStatus(obj)
 	switch {
-	case client.Reconciled(obj.Generation, st):
+	case api.Reconciled(obj.Generation, st):
 		return obj, nil
-	case st.Phase == client.PhaseFailed && st.ObservedGeneration == obj.Generation:
+	case st.Phase == api.PhaseFailed && st.ObservedGeneration == obj.Generation:
 		return obj, Terminal(fmt.Errorf("%s %q failed: %s", kind, obj.Name, st.Message))
 	}
 	state := string(st.Phase)
 	if state == "" {
-		state = string(client.PhasePending)
+		state = string(api.PhasePending)
 	}
 	if st.Message != "" {
 		state += ": " + st.Message

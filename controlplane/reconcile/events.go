@@ -16,7 +16,7 @@ type recorder struct {
 
 type emitted struct{ typ, reason, message string }
 
-// Eventf records an event on the object being reconciled, e.g. Eventf(ctx, client.EventNormal,
+// Eventf records an event on the object being reconciled, e.g. Eventf(ctx, api.EventNormal,
 // "DriftCorrected", "restored Deployment %q", name). The runtime appends it after the reconcile. Outside a
 // reconcile it does nothing.
 func Eventf(ctx context.Context, eventType, reason, format string, args ...any) {

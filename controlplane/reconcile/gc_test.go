@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 	"github.com/qleetos/terraform-provider-qleet/internal/await"
@@ -23,18 +24,18 @@ func TestOwnedObjectsAreCollectedWhenTheirOwnersAreGone(t *testing.T) {
 		reconcile.Config{ResyncInterval: 50 * time.Millisecond, DriftInterval: 50 * time.Millisecond, OwnerGrace: 300 * time.Millisecond})
 
 	owner := b.createDef(t, "owner")
-	owned, err := defs.Create(ctx, &defObj{Meta: client.Meta{Name: "owned", Owners: []client.ObjectRef{{Kind: client.KindWorkloadDefinition, ID: owner.ID}}},
-		Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "web", Image: "nginx:1.27"}}}})
+	owned, err := defs.Create(ctx, &defObj{Meta: api.Meta{Name: "owned", Owners: []api.ObjectRef{{Kind: api.KindWorkloadDefinition, ID: owner.ID}}},
+		Spec: api.WorkloadDefinitionSpec{Containers: []api.Container{{Name: "web", Image: "nginx:1.27"}}}})
 	require.NoError(t, err)
-	require.Equal(t, []client.ObjectRef{{Kind: client.KindWorkloadDefinition, ID: owner.ID, Name: "owner"}}, owned.Owners, "the owner is recorded, by name too")
-	used, err := defs.Create(ctx, &defObj{Meta: client.Meta{Name: "used", Owners: []client.ObjectRef{{Kind: client.KindWorkloadDefinition, ID: owner.ID}}},
-		Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "web", Image: "nginx:1.27"}}}})
+	require.Equal(t, []api.ObjectRef{{Kind: api.KindWorkloadDefinition, ID: owner.ID, Name: "owner"}}, owned.Owners, "the owner is recorded, by name too")
+	used, err := defs.Create(ctx, &defObj{Meta: api.Meta{Name: "used", Owners: []api.ObjectRef{{Kind: api.KindWorkloadDefinition, ID: owner.ID}}},
+		Spec: api.WorkloadDefinitionSpec{Containers: []api.Container{{Name: "web", Image: "nginx:1.27"}}}})
 	require.NoError(t, err)
 	declared := b.createDef(t, "declared")
-	rt, err := b.client.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "rt"}, Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderLocal}})
+	rt, err := b.client.KubernetesRuntimes().Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: "rt"}, Spec: api.KubernetesRuntimeSpec{Provider: api.ProviderLocal}})
 	require.NoError(t, err)
-	consumer, err := b.client.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "consumer"},
-		Spec: client.WorkloadInstanceSpec{DefinitionID: used.ID, RuntimeID: rt.ID}})
+	consumer, err := b.client.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "consumer"},
+		Spec: api.WorkloadInstanceSpec{DefinitionID: used.ID, RuntimeID: rt.ID}})
 	require.NoError(t, err)
 
 	// While the owner exists nothing is collected, well past the grace.
@@ -46,7 +47,7 @@ func TestOwnedObjectsAreCollectedWhenTheirOwnersAreGone(t *testing.T) {
 	require.NoError(t, defs.Delete(ctx, owner.ID, client.DeleteOptions{Wait: true}))
 	await.True(t, 10*time.Second, func() bool {
 		_, err := defs.Get(ctx, owned.ID)
-		return client.IsNotFound(err)
+		return api.IsNotFound(err)
 	}, "the owned object is collected after its owner goes")
 	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond, "not before the grace")
 
@@ -56,15 +57,15 @@ func TestOwnedObjectsAreCollectedWhenTheirOwnersAreGone(t *testing.T) {
 	require.NoError(t, err, "an object a user declared is never collected")
 
 	t.Run("owners must exist, and cannot change", func(t *testing.T) {
-		_, err := defs.Create(ctx, &defObj{Meta: client.Meta{Name: "bad-owner", Owners: []client.ObjectRef{{Kind: client.KindWorkloadDefinition, ID: owner.ID}}},
-			Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "web", Image: "nginx:1.27"}}}})
-		require.True(t, client.IsInvalid(err), "%v", err)
+		_, err := defs.Create(ctx, &defObj{Meta: api.Meta{Name: "bad-owner", Owners: []api.ObjectRef{{Kind: api.KindWorkloadDefinition, ID: owner.ID}}},
+			Spec: api.WorkloadDefinitionSpec{Containers: []api.Container{{Name: "web", Image: "nginx:1.27"}}}})
+		require.True(t, api.IsInvalid(err), "%v", err)
 		require.Contains(t, err.Error(), "not found")
 		got, err := defs.Get(ctx, used.ID)
 		require.NoError(t, err)
-		got.Owners = []client.ObjectRef{{Kind: client.KindWorkloadDefinition, ID: declared.ID}}
+		got.Owners = []api.ObjectRef{{Kind: api.KindWorkloadDefinition, ID: declared.ID}}
 		_, err = defs.Update(ctx, got)
-		require.True(t, client.IsInvalid(err), "%v", err)
+		require.True(t, api.IsInvalid(err), "%v", err)
 		require.Contains(t, err.Error(), "owners")
 	})
 	t.Run("the grace counts from when the last consumer goes, not from when the owner did", func(t *testing.T) {
@@ -76,7 +77,7 @@ func TestOwnedObjectsAreCollectedWhenTheirOwnersAreGone(t *testing.T) {
 		require.NoError(t, err)
 		await.True(t, 10*time.Second, func() bool {
 			_, err := defs.Get(ctx, used.ID)
-			return client.IsNotFound(err)
+			return api.IsNotFound(err)
 		}, "the unused definition collected")
 		require.GreaterOrEqual(t, time.Since(gone), 300*time.Millisecond, "not before the grace after the consumer went")
 	})

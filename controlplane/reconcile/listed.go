@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/broker"
 )
 
@@ -85,7 +85,7 @@ type listedCopies[S any, T any] struct {
 }
 
 type heldCopy[S any, T any] struct {
-	obj *client.Object[S, T]
+	obj *api.Object[S, T]
 	tag string
 	// mark is the lock bucket revision the watch had delivered before the listing began; lockRev the
 	// first revision of the object's lock after it (0: none yet), seen at lockAt.
@@ -254,7 +254,7 @@ func (l *listedCopies[S, T]) endListing() {
 
 // hold keeps the listed objects that saw no notification or lock entry since mark, up to the limit, and
 // returns their tags by id.
-func (l *listedCopies[S, T]) hold(mark listingMark, objs []*client.Object[S, T]) map[string]string {
+func (l *listedCopies[S, T]) hold(mark listingMark, objs []*api.Object[S, T]) map[string]string {
 	if l == nil {
 		return nil
 	}
@@ -340,7 +340,7 @@ func (l *listedCopies[S, T]) waitRoom(ctx context.Context, n int) {
 // take returns the listed copy of id for the reconcile of m, which holds the object's lock at revision
 // rev, when it is safe to use (see listedCopies), or nil: then the reconcile reads the object. The copy
 // is forgotten either way.
-func (l *listedCopies[S, T]) take(id string, m jetstream.Msg, rev uint64) *client.Object[S, T] {
+func (l *listedCopies[S, T]) take(id string, m jetstream.Msg, rev uint64) *api.Object[S, T] {
 	if l == nil || m.Headers() == nil {
 		return nil
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/broker"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
@@ -25,7 +26,7 @@ type getCounter struct {
 }
 
 func (g *getCounter) RoundTrip(r *http.Request) (*http.Response, error) {
-	if id, ok := strings.CutPrefix(r.URL.Path, "/v1/"+client.Plural(client.KindWorkloadDefinition)+"/"); ok && r.Method == http.MethodGet && !strings.Contains(id, "/") {
+	if id, ok := strings.CutPrefix(r.URL.Path, "/v1/"+api.Plural(api.KindWorkloadDefinition)+"/"); ok && r.Method == http.MethodGet && !strings.Contains(id, "/") {
 		g.mu.Lock()
 		g.n[id]++
 		g.mu.Unlock()
@@ -71,14 +72,14 @@ func (b *bundle) readyDefs(t testing.TB, n int) []string {
 	limit := 60*time.Second + time.Duration(n)*20*time.Millisecond // await backs off to 250ms between listings of all n
 	await.True(t, limit, func() bool {
 		for obj, err := range b.client.WorkloadDefinitions().All(context.Background(), client.ListOptions{Limit: 1000}) {
-			if err != nil || !client.Reconciled(obj.Generation, client.CommonStatus(obj)) {
+			if err != nil || !api.Reconciled(obj.Generation, client.CommonStatus(obj)) {
 				return false
 			}
 		}
 		return true
 	}, "every definition reconciled")
 	// ... and until its queue is empty, so that no notification of this controller is left for the next.
-	cons, err := b.broker.Consumer(context.Background(), client.KindWorkloadDefinition)
+	cons, err := b.broker.Consumer(context.Background(), api.KindWorkloadDefinition)
 	require.NoError(t, err)
 	await.True(t, 30*time.Second, func() bool {
 		info, err := cons.Info(context.Background())
@@ -225,7 +226,7 @@ func TestListedCopyNotUsedAfterWriteOrOtherReconcile(t *testing.T) {
 	locker, err := b.broker.Locker(ctx, broker.LockConfig{TTL: 5 * time.Second, Owner: "another replica"})
 	require.NoError(t, err)
 	for _, id := range locked {
-		l, err := locker.Acquire(ctx, broker.LockKey(client.KindWorkloadDefinition, id))
+		l, err := locker.Acquire(ctx, broker.LockKey(api.KindWorkloadDefinition, id))
 		require.NoError(t, err)
 		require.NoError(t, l.Release(ctx))
 	}

@@ -3,7 +3,7 @@ package reconcile
 import (
 	"reflect"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/internal/redact"
 )
 
@@ -18,7 +18,7 @@ func scrub(status any, out *outcome) {
 }
 
 // scrubEvent redacts the userinfo of every URL in an event's message, before the event is recorded.
-func scrubEvent(ev *client.Event) { ev.Message = redact.URLs(ev.Message) }
+func scrubEvent(ev *api.Event) { ev.Message = redact.URLs(ev.Message) }
 
 // scrubValue redacts the strings reachable from v that can be set: through pointers, interfaces,
 // exported struct fields, slices, arrays and map values.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 	"github.com/qleetos/terraform-provider-qleet/internal/await"
 )
@@ -24,8 +24,8 @@ func TestNoCredentialLeavesAReconcile(t *testing.T) {
 	server := "https://admin:" + pass + "@10.1.2.3:6443"
 	b := setup(t, setupOpts{})
 	b.run(t, recFunc(func(ctx context.Context, obj *defObj) (reconcile.Result, error) {
-		reconcile.Eventf(ctx, client.EventNormal, "Connecting", "connecting to %s", server)
-		obj.Status.SetCondition(client.Condition{Type: "Connected", Status: client.ConditionTrue, Reason: "Reachable", Message: "at " + server})
+		reconcile.Eventf(ctx, api.EventNormal, "Connecting", "connecting to %s", server)
+		obj.Status.SetCondition(api.Condition{Type: "Connected", Status: api.ConditionTrue, Reason: "Reachable", Message: "at " + server})
 		switch obj.Name {
 		case "retryable":
 			return reconcile.Result{}, fmt.Errorf("cannot reach the Kubernetes API at %s: %w", server, errors.New(`Get "https://tok-`+pass+`@h/version": EOF`))
@@ -42,14 +42,14 @@ func TestNoCredentialLeavesAReconcile(t *testing.T) {
 
 	for _, tc := range []struct {
 		name  string
-		phase client.Phase
+		phase api.Phase
 		want  string // in the status message or the events
 	}{
-		{"retryable", client.PhaseReconciling, "cannot reach the Kubernetes API at https://admin:xxxxx@10.1.2.3:6443: Get \"https://xxxxx@h/version\": EOF"},
-		{"terminal", client.PhaseFailed, "the Kubernetes API at https://admin:xxxxx@10.1.2.3:6443 refuses this runtime"},
-		{"requeue", client.PhaseReconciling, "waiting on https://admin:xxxxx@10.1.2.3:6443"},
-		{"stalled", client.PhaseReconciling, "no answer from https://admin:xxxxx@10.1.2.3:6443"},
-		{"done", client.PhaseReady, "connecting to https://admin:xxxxx@10.1.2.3:6443"},
+		{"retryable", api.PhaseReconciling, "cannot reach the Kubernetes API at https://admin:xxxxx@10.1.2.3:6443: Get \"https://xxxxx@h/version\": EOF"},
+		{"terminal", api.PhaseFailed, "the Kubernetes API at https://admin:xxxxx@10.1.2.3:6443 refuses this runtime"},
+		{"requeue", api.PhaseReconciling, "waiting on https://admin:xxxxx@10.1.2.3:6443"},
+		{"stalled", api.PhaseReconciling, "no answer from https://admin:xxxxx@10.1.2.3:6443"},
+		{"done", api.PhaseReady, "connecting to https://admin:xxxxx@10.1.2.3:6443"},
 	} {
 		t.Run("a "+tc.name+" outcome shows the URL without its password", func(t *testing.T) {
 			obj := b.createDef(t, tc.name)

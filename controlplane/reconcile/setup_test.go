@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/broker"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
@@ -64,21 +65,21 @@ func setup(t testing.TB, opts setupOpts) *bundle {
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-type defObj = client.WorkloadDefinition
+type defObj = api.WorkloadDefinition
 
 // createDef creates a valid workload definition with the given name.
 func (b *bundle) createDef(t testing.TB, name string) *defObj {
 	t.Helper()
 	obj, err := b.client.WorkloadDefinitions().Create(context.Background(), &defObj{
-		Meta: client.Meta{Name: name},
-		Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "web", Image: "nginx:1.27"}}},
+		Meta: api.Meta{Name: name},
+		Spec: api.WorkloadDefinitionSpec{Containers: []api.Container{{Name: "web", Image: "nginx:1.27"}}},
 	})
 	require.NoError(t, err)
 	return obj
 }
 
 // run starts a controller for workload definitions and stops it at cleanup.
-func (b *bundle) run(t testing.TB, rec reconcile.Reconciler[client.WorkloadDefinitionSpec, client.WorkloadDefinitionStatus], cfg reconcile.Config) (stop func()) {
+func (b *bundle) run(t testing.TB, rec reconcile.Reconciler[api.WorkloadDefinitionSpec, api.WorkloadDefinitionStatus], cfg reconcile.Config) (stop func()) {
 	t.Helper()
 	_, stop = b.runWith(t, b.client, rec, cfg)
 	return stop
@@ -86,7 +87,7 @@ func (b *bundle) run(t testing.TB, rec reconcile.Reconciler[client.WorkloadDefin
 
 // runWith starts a controller for workload definitions that talks to the API through cl, and stops it
 // at cleanup.
-func (b *bundle) runWith(t testing.TB, cl *client.Client, rec reconcile.Reconciler[client.WorkloadDefinitionSpec, client.WorkloadDefinitionStatus], cfg reconcile.Config) (ctrl *reconcile.Controller[client.WorkloadDefinitionSpec, client.WorkloadDefinitionStatus], stop func()) {
+func (b *bundle) runWith(t testing.TB, cl *client.Client, rec reconcile.Reconciler[api.WorkloadDefinitionSpec, api.WorkloadDefinitionStatus], cfg reconcile.Config) (ctrl *reconcile.Controller[api.WorkloadDefinitionSpec, api.WorkloadDefinitionStatus], stop func()) {
 	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = quietLogger()
@@ -113,12 +114,12 @@ func waitCtx(t testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
-func defMeta(name string, labels map[string]string) client.Meta {
-	return client.Meta{Name: name, Labels: labels}
+func defMeta(name string, labels map[string]string) api.Meta {
+	return api.Meta{Name: name, Labels: labels}
 }
 
-func defSpecValid() client.WorkloadDefinitionSpec {
-	return client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "web", Image: "nginx:1.27"}}}
+func defSpecValid() api.WorkloadDefinitionSpec {
+	return api.WorkloadDefinitionSpec{Containers: []api.Container{{Name: "web", Image: "nginx:1.27"}}}
 }
 
 func runtimeGOMAXPROCS() int { return runtime.GOMAXPROCS(0) }

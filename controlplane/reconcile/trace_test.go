@@ -11,7 +11,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/telemetry"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/telemetry/tracing"
@@ -98,7 +98,7 @@ func TestRequeuedAndTakenOverReconcilesLinkToTheOriginal(t *testing.T) {
 		reset()
 		ctx, span := telemetry.Start(context.Background(), "test create")
 		obj, err := b.client.WorkloadDefinitions().Create(ctx, &defObj{Meta: defMeta("requeued", nil),
-			Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "web", Image: "nginx:1.27"}}}})
+			Spec: api.WorkloadDefinitionSpec{Containers: []api.Container{{Name: "web", Image: "nginx:1.27"}}}})
 		span.End()
 		require.NoError(t, err)
 		_, err = b.client.WorkloadDefinitions().WaitReconciled(waitCtx(t, 10*time.Second), obj.ID)

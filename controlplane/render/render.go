@@ -29,7 +29,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/telemetry"
 )
 
@@ -64,7 +64,7 @@ type Renderer struct {
 }
 
 // Namespace returns the namespace an instance runs in: spec.namespace, or the instance name.
-func Namespace(inst *client.WorkloadInstance) string {
+func Namespace(inst *api.WorkloadInstance) string {
 	if inst.Spec.Namespace != "" {
 		return inst.Spec.Namespace
 	}
@@ -79,7 +79,7 @@ func Namespace(inst *client.WorkloadInstance) string {
 // may be empty) is what Helm charts see as .Capabilities.KubeVersion.
 //
 // Errors mean the definition cannot be rendered as it is, except *FetchError (a chart download failed).
-func (r *Renderer) Render(ctx context.Context, def *client.WorkloadDefinition, inst *client.WorkloadInstance, kubeVersion string) ([]*unstructured.Unstructured, error) {
+func (r *Renderer) Render(ctx context.Context, def *api.WorkloadDefinition, inst *api.WorkloadInstance, kubeVersion string) ([]*unstructured.Unstructured, error) {
 	ns := Namespace(inst)
 	var objs []*unstructured.Unstructured
 	var err error
@@ -134,7 +134,7 @@ func namespaceObject(ns string) *unstructured.Unstructured {
 }
 
 // DesiredReplicas is the instance override, else the definition's, else 1.
-func DesiredReplicas(def *client.WorkloadDefinition, inst *client.WorkloadInstance) int32 {
+func DesiredReplicas(def *api.WorkloadDefinition, inst *api.WorkloadInstance) int32 {
 	switch {
 	case inst.Spec.Replicas != nil:
 		return *inst.Spec.Replicas
@@ -144,7 +144,7 @@ func DesiredReplicas(def *client.WorkloadDefinition, inst *client.WorkloadInstan
 	return 1
 }
 
-func renderContainers(def *client.WorkloadDefinition, inst *client.WorkloadInstance, ns string) ([]*unstructured.Unstructured, error) {
+func renderContainers(def *api.WorkloadDefinition, inst *api.WorkloadInstance, ns string) ([]*unstructured.Unstructured, error) {
 	selector := map[string]string{LabelInstance: inst.Name}
 	podLabels := map[string]string{LabelInstance: inst.Name, LabelName: def.Name}
 	var containers []corev1.Container
@@ -246,7 +246,7 @@ func dropNulls(m map[string]any) map[string]any {
 	return m
 }
 
-func container(c *client.Container, inst *client.WorkloadInstance) (corev1.Container, error) {
+func container(c *api.Container, inst *api.WorkloadInstance) (corev1.Container, error) {
 	out := corev1.Container{Name: c.Name, Image: c.Image, Command: c.Command, Args: c.Args}
 	if img, ok := inst.Spec.Images[c.Name]; ok && img != "" {
 		out.Image = img
@@ -277,8 +277,8 @@ func container(c *client.Container, inst *client.WorkloadInstance) (corev1.Conta
 
 // mergeEnv returns base with overrides applied: a variable of the same name is replaced in place, new
 // ones are appended in order.
-func mergeEnv(base, overrides []client.EnvVar) []client.EnvVar {
-	out := append([]client.EnvVar{}, base...)
+func mergeEnv(base, overrides []api.EnvVar) []api.EnvVar {
+	out := append([]api.EnvVar{}, base...)
 	for _, o := range overrides {
 		replaced := false
 		for i := range out {
@@ -294,7 +294,7 @@ func mergeEnv(base, overrides []client.EnvVar) []client.EnvVar {
 	return out
 }
 
-func resourceList(r client.ResourceList) (corev1.ResourceList, error) {
+func resourceList(r api.ResourceList) (corev1.ResourceList, error) {
 	if r.CPU == "" && r.Memory == "" {
 		return nil, nil
 	}
@@ -312,7 +312,7 @@ func resourceList(r client.ResourceList) (corev1.ResourceList, error) {
 	return out, nil
 }
 
-func probe(p *client.Probe) *corev1.Probe {
+func probe(p *api.Probe) *corev1.Probe {
 	if p == nil {
 		return nil
 	}
@@ -387,7 +387,7 @@ func podSpecPath(kind string) []string {
 // overrideWorkloads applies the instance's overrides to parsed or chart-rendered objects: replicas to
 // Deployments and StatefulSets (only when the instance sets them), images by container name and env
 // to every container of every pod template.
-func overrideWorkloads(objs []*unstructured.Unstructured, inst *client.WorkloadInstance) error {
+func overrideWorkloads(objs []*unstructured.Unstructured, inst *api.WorkloadInstance) error {
 	for _, o := range objs {
 		kind := o.GetKind()
 		if inst.Spec.Replicas != nil && (kind == "Deployment" || kind == "StatefulSet") {
@@ -425,7 +425,7 @@ func overrideWorkloads(objs []*unstructured.Unstructured, inst *client.WorkloadI
 	return nil
 }
 
-func mergeEnvUnstructured(env any, overrides []client.EnvVar) []any {
+func mergeEnvUnstructured(env any, overrides []api.EnvVar) []any {
 	list, _ := env.([]any)
 	out := append([]any{}, list...)
 	for _, o := range overrides {
@@ -445,7 +445,7 @@ func mergeEnvUnstructured(env any, overrides []client.EnvVar) []any {
 
 // renderHelm renders a chart client-side, like `helm template`: release name and namespace are the
 // instance's, CRDs from the chart's crds/ directory are included, hooks are not.
-func (r *Renderer) renderHelm(ctx context.Context, h *client.HelmSource, release, namespace, kubeVersion string) (objs []*unstructured.Unstructured, err error) {
+func (r *Renderer) renderHelm(ctx context.Context, h *api.HelmSource, release, namespace, kubeVersion string) (objs []*unstructured.Unstructured, err error) {
 	_, span := telemetry.Start(ctx, "helm template "+h.Chart, trace.WithAttributes(
 		attribute.String("helm.chart", h.Chart), attribute.String("helm.version", h.Version), attribute.String("helm.repository", h.Repository)))
 	defer func() { telemetry.End(span, err) }()
@@ -513,7 +513,7 @@ func (r *Renderer) localChart(chart string) (string, error) {
 
 // locateChart returns the local path of the chart: h.Chart itself when no repository is given,
 // otherwise a download into the cache (pinned versions are downloaded once per process).
-func (r *Renderer) locateChart(h *client.HelmSource) (string, error) {
+func (r *Renderer) locateChart(h *api.HelmSource) (string, error) {
 	if h.Repository == "" {
 		return r.localChart(h.Chart)
 	}

@@ -11,27 +11,27 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 )
 
 func ptr[T any](v T) *T { return &v }
 
-func containersDef(mod func(*client.WorkloadDefinitionSpec)) *client.WorkloadDefinition {
-	d := &client.WorkloadDefinition{
-		Meta: client.Meta{ID: "def-1", Name: "web"},
-		Spec: client.WorkloadDefinitionSpec{
+func containersDef(mod func(*api.WorkloadDefinitionSpec)) *api.WorkloadDefinition {
+	d := &api.WorkloadDefinition{
+		Meta: api.Meta{ID: "def-1", Name: "web"},
+		Spec: api.WorkloadDefinitionSpec{
 			Replicas: ptr(int32(2)),
-			Containers: []client.Container{{
+			Containers: []api.Container{{
 				Name:  "app",
 				Image: "nginx:1.27",
-				Ports: []client.ContainerPort{{ContainerPort: 8080}, {Name: "metrics", ContainerPort: 9090}},
-				Env:   []client.EnvVar{{Name: "MODE", Value: "prod"}, {Name: "LOG", Value: "info"}},
-				Resources: &client.Resources{
-					Requests: client.ResourceList{CPU: "250m", Memory: "64Mi"},
-					Limits:   client.ResourceList{CPU: "1"},
+				Ports: []api.ContainerPort{{ContainerPort: 8080}, {Name: "metrics", ContainerPort: 9090}},
+				Env:   []api.EnvVar{{Name: "MODE", Value: "prod"}, {Name: "LOG", Value: "info"}},
+				Resources: &api.Resources{
+					Requests: api.ResourceList{CPU: "250m", Memory: "64Mi"},
+					Limits:   api.ResourceList{CPU: "1"},
 				},
-				LivenessProbe:  &client.Probe{HTTPGetPath: "/healthz", Port: 8080, PeriodSeconds: 5},
-				ReadinessProbe: &client.Probe{TCP: true, Port: 8080},
+				LivenessProbe:  &api.Probe{HTTPGetPath: "/healthz", Port: 8080, PeriodSeconds: 5},
+				ReadinessProbe: &api.Probe{TCP: true, Port: 8080},
 			}, {
 				Name:  "sidecar",
 				Image: "busybox:1.36",
@@ -45,10 +45,10 @@ func containersDef(mod func(*client.WorkloadDefinitionSpec)) *client.WorkloadDef
 	return d
 }
 
-func instance(mod func(*client.WorkloadInstanceSpec)) *client.WorkloadInstance {
-	i := &client.WorkloadInstance{
-		Meta: client.Meta{ID: "inst-1", Name: "web-us"},
-		Spec: client.WorkloadInstanceSpec{DefinitionID: "def-1", RuntimeID: "rt-1"},
+func instance(mod func(*api.WorkloadInstanceSpec)) *api.WorkloadInstance {
+	i := &api.WorkloadInstance{
+		Meta: api.Meta{ID: "inst-1", Name: "web-us"},
+		Spec: api.WorkloadInstanceSpec{DefinitionID: "def-1", RuntimeID: "rt-1"},
 	}
 	if mod != nil {
 		mod(&i.Spec)
@@ -132,7 +132,7 @@ func TestRenderContainers(t *testing.T) {
 
 	t.Run("no ports means no service", func(t *testing.T) {
 		t.Parallel()
-		def := containersDef(func(s *client.WorkloadDefinitionSpec) {
+		def := containersDef(func(s *api.WorkloadDefinitionSpec) {
 			for i := range s.Containers {
 				s.Containers[i].Ports = nil
 			}
@@ -157,8 +157,8 @@ func TestRenderContainers(t *testing.T) {
 	for _, tc := range replicaCases {
 		t.Run("replicas: "+tc.name, func(t *testing.T) {
 			t.Parallel()
-			def := containersDef(func(s *client.WorkloadDefinitionSpec) { s.Replicas = tc.def })
-			objs, err := r.Render(ctx, def, instance(func(s *client.WorkloadInstanceSpec) { s.Replicas = tc.ins }), "")
+			def := containersDef(func(s *api.WorkloadDefinitionSpec) { s.Replicas = tc.def })
+			objs, err := r.Render(ctx, def, instance(func(s *api.WorkloadInstanceSpec) { s.Replicas = tc.ins }), "")
 			require.NoError(t, err)
 			got, found, _ := unstructured.NestedInt64(byKind(t, objs)["Deployment"].Object, "spec", "replicas")
 			require.True(t, found)
@@ -168,8 +168,8 @@ func TestRenderContainers(t *testing.T) {
 
 	t.Run("instance env and images override per container", func(t *testing.T) {
 		t.Parallel()
-		inst := instance(func(s *client.WorkloadInstanceSpec) {
-			s.Env = []client.EnvVar{{Name: "LOG", Value: "debug"}, {Name: "REGION", Value: "us"}}
+		inst := instance(func(s *api.WorkloadInstanceSpec) {
+			s.Env = []api.EnvVar{{Name: "LOG", Value: "debug"}, {Name: "REGION", Value: "us"}}
 			s.Images = map[string]string{"app": "nginx:1.28"}
 		})
 		objs, err := r.Render(ctx, containersDef(nil), inst, "")
@@ -187,10 +187,10 @@ func TestRenderContainers(t *testing.T) {
 
 	t.Run("autoscaling renders an HPA and leaves replicas to it", func(t *testing.T) {
 		t.Parallel()
-		def := containersDef(func(s *client.WorkloadDefinitionSpec) {
-			s.Autoscaling = &client.Autoscaling{MinReplicas: 2, MaxReplicas: 7, TargetCPUPercent: 60}
+		def := containersDef(func(s *api.WorkloadDefinitionSpec) {
+			s.Autoscaling = &api.Autoscaling{MinReplicas: 2, MaxReplicas: 7, TargetCPUPercent: 60}
 		})
-		objs, err := r.Render(ctx, def, instance(func(s *client.WorkloadInstanceSpec) { s.Replicas = ptr(int32(4)) }), "")
+		objs, err := r.Render(ctx, def, instance(func(s *api.WorkloadInstanceSpec) { s.Replicas = ptr(int32(4)) }), "")
 		require.NoError(t, err)
 		k := byKind(t, objs)
 		_, found, _ := unstructured.NestedFieldNoCopy(k["Deployment"].Object, "spec", "replicas")
@@ -211,7 +211,7 @@ func TestRenderContainers(t *testing.T) {
 
 	t.Run("spec.namespace wins over the derived one", func(t *testing.T) {
 		t.Parallel()
-		objs, err := r.Render(ctx, containersDef(nil), instance(func(s *client.WorkloadInstanceSpec) { s.Namespace = "shop" }), "")
+		objs, err := r.Render(ctx, containersDef(nil), instance(func(s *api.WorkloadInstanceSpec) { s.Namespace = "shop" }), "")
 		require.NoError(t, err)
 		for _, o := range objs {
 			if o.GetKind() == "Namespace" {
@@ -224,7 +224,7 @@ func TestRenderContainers(t *testing.T) {
 
 	t.Run("a quantity that does not parse is an error", func(t *testing.T) {
 		t.Parallel()
-		def := containersDef(func(s *client.WorkloadDefinitionSpec) {
+		def := containersDef(func(s *api.WorkloadDefinitionSpec) {
 			s.Containers[0].Resources.Requests.CPU = "lots"
 		})
 		_, err := r.Render(ctx, def, instance(nil), "")
@@ -285,7 +285,7 @@ func TestRenderManifests(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	r := &Renderer{}
-	def := &client.WorkloadDefinition{Meta: client.Meta{Name: "raw"}, Spec: client.WorkloadDefinitionSpec{Manifests: testManifests, Replicas: ptr(int32(1))}}
+	def := &api.WorkloadDefinition{Meta: api.Meta{Name: "raw"}, Spec: api.WorkloadDefinitionSpec{Manifests: testManifests, Replicas: ptr(int32(1))}}
 
 	t.Run("parses every document and defaults namespaces", func(t *testing.T) {
 		t.Parallel()
@@ -310,9 +310,9 @@ func TestRenderManifests(t *testing.T) {
 
 	t.Run("instance overrides reach manifest workloads", func(t *testing.T) {
 		t.Parallel()
-		inst := instance(func(s *client.WorkloadInstanceSpec) {
+		inst := instance(func(s *api.WorkloadInstanceSpec) {
 			s.Replicas = ptr(int32(6))
-			s.Env = []client.EnvVar{{Name: "LOG", Value: "debug"}}
+			s.Env = []api.EnvVar{{Name: "LOG", Value: "debug"}}
 			s.Images = map[string]string{"api": "example/api:2"}
 		})
 		objs, err := r.Render(ctx, def, inst, "")
@@ -410,10 +410,10 @@ func TestRenderHelm(t *testing.T) {
 	t.Run("renders a local chart with values", func(t *testing.T) {
 		t.Parallel()
 		dir := writeChart(t, demoChart)
-		def := &client.WorkloadDefinition{Meta: client.Meta{Name: "demo"}, Spec: client.WorkloadDefinitionSpec{
-			Helm: &client.HelmSource{Chart: dir, Values: "replicas: 4\n"},
+		def := &api.WorkloadDefinition{Meta: api.Meta{Name: "demo"}, Spec: api.WorkloadDefinitionSpec{
+			Helm: &api.HelmSource{Chart: dir, Values: "replicas: 4\n"},
 		}}
-		objs, err := r.Render(ctx, def, instance(func(s *client.WorkloadInstanceSpec) { s.Images = map[string]string{"demo": "nginx:1.28"} }), "v1.31.4")
+		objs, err := r.Render(ctx, def, instance(func(s *api.WorkloadInstanceSpec) { s.Images = map[string]string{"demo": "nginx:1.28"} }), "v1.31.4")
 		require.NoError(t, err)
 		var got []string
 		for _, o := range objs {
@@ -435,7 +435,7 @@ func TestRenderHelm(t *testing.T) {
 		}
 		files["templates/broken.yaml"] = "kind: {{ .Values.missing.field }}\n"
 		dir := writeChart(t, files)
-		def := &client.WorkloadDefinition{Meta: client.Meta{Name: "demo"}, Spec: client.WorkloadDefinitionSpec{Helm: &client.HelmSource{Chart: dir}}}
+		def := &api.WorkloadDefinition{Meta: api.Meta{Name: "demo"}, Spec: api.WorkloadDefinitionSpec{Helm: &api.HelmSource{Chart: dir}}}
 		_, err := r.Render(ctx, def, instance(nil), "")
 		require.ErrorContains(t, err, "render")
 		require.ErrorContains(t, err, "broken.yaml")
@@ -443,7 +443,7 @@ func TestRenderHelm(t *testing.T) {
 
 	t.Run("a missing local chart is an error", func(t *testing.T) {
 		t.Parallel()
-		def := &client.WorkloadDefinition{Meta: client.Meta{Name: "demo"}, Spec: client.WorkloadDefinitionSpec{Helm: &client.HelmSource{Chart: filepath.Join(t.TempDir(), "nope")}}}
+		def := &api.WorkloadDefinition{Meta: api.Meta{Name: "demo"}, Spec: api.WorkloadDefinitionSpec{Helm: &api.HelmSource{Chart: filepath.Join(t.TempDir(), "nope")}}}
 		_, err := r.Render(ctx, def, instance(nil), "")
 		require.ErrorContains(t, err, "nope")
 		var fe *FetchError
@@ -459,7 +459,7 @@ func TestRenderHelm(t *testing.T) {
 		outside := writeChart(t, demoChart)
 		require.NoError(t, os.Symlink(outside, filepath.Join(root, "link-out")))
 		render := func(r *Renderer, chart string) error {
-			def := &client.WorkloadDefinition{Meta: client.Meta{Name: "demo"}, Spec: client.WorkloadDefinitionSpec{Helm: &client.HelmSource{Chart: chart}}}
+			def := &api.WorkloadDefinition{Meta: api.Meta{Name: "demo"}, Spec: api.WorkloadDefinitionSpec{Helm: &api.HelmSource{Chart: chart}}}
 			_, err := r.Render(ctx, def, instance(nil), "")
 			return err
 		}
@@ -479,9 +479,14 @@ func TestRenderHelm(t *testing.T) {
 
 	t.Run("an unreachable repository is a fetch error", func(t *testing.T) {
 		t.Parallel()
-		def := &client.WorkloadDefinition{Meta: client.Meta{Name: "demo"}, Spec: client.WorkloadDefinitionSpec{Helm: &client.HelmSource{Repository: "http://127.0.0.1:1/charts", Chart: "demo", Version: "0.1.0"}}}
+		def := &api.WorkloadDefinition{Meta: api.Meta{Name: "demo"}, Spec: api.WorkloadDefinitionSpec{Helm: &api.HelmSource{Repository: "http://127.0.0.1:1/charts", Chart: "demo", Version: "0.1.0"}}}
 		_, err := r.Render(ctx, def, instance(nil), "")
 		var fe *FetchError
 		require.ErrorAs(t, err, &fe)
 	})
+}
+
+func TestEngineOf(t *testing.T) {
+	require.Equal(t, int32(3306), EngineOf(&api.DatabaseSpec{Engine: api.EngineMySQL, Version: "8.4"}).Port)
+	require.Equal(t, "postgres:16", EngineOf(&api.DatabaseSpec{Engine: api.EnginePostgres, Version: "16"}).Image)
 }

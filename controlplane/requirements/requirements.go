@@ -1,5 +1,5 @@
 // Package requirements decides which support services an object needs on a runtime, and what a
-// controller names the one it installs. It is pure, and imports nothing beyond package client, so that
+// controller names the one it installs. It is pure, and imports nothing beyond package api, so that
 // the controllers that install support services and the API server's plan preview (POST /v1/plans)
 // make the same decision and cannot drift apart.
 package requirements
@@ -7,19 +7,19 @@ package requirements
 import (
 	"strings"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 )
 
 // ForGateway returns the support service types a gateway needs on every runtime its instance runs on, in
 // install order: ingress always; cert-manager with TLS; external-dns when a domain_name's zone holds one
 // of its hosts (inZone).
-func ForGateway(spec *client.GatewaySpec, inZone bool) []string {
-	needs := []string{client.SupportIngress}
+func ForGateway(spec *api.GatewaySpec, inZone bool) []string {
+	needs := []string{api.SupportIngress}
 	if spec.TLSOn() {
-		needs = append(needs, client.SupportCertManager)
+		needs = append(needs, api.SupportCertManager)
 	}
 	if inZone {
-		needs = append(needs, client.SupportExternalDNS)
+		needs = append(needs, api.SupportExternalDNS)
 	}
 	return needs
 }

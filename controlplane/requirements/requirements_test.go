@@ -6,20 +6,20 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 )
 
 func TestForGateway(t *testing.T) {
 	off := false
 	tests := []struct {
 		name   string
-		spec   client.GatewaySpec
+		spec   api.GatewaySpec
 		inZone bool
 		want   []string
 	}{
-		{"a plain gateway needs ingress only", client.GatewaySpec{TLS: &off}, false, []string{"ingress"}},
-		{"a gateway with hosts has TLS by default and needs cert-manager", client.GatewaySpec{Hosts: []string{"a.example.com"}}, false, []string{"ingress", "cert-manager"}},
-		{"a host in a domain name's zone needs external-dns", client.GatewaySpec{Hosts: []string{"a.example.com"}, TLS: &off}, true, []string{"ingress", "external-dns"}},
+		{"a plain gateway needs ingress only", api.GatewaySpec{TLS: &off}, false, []string{"ingress"}},
+		{"a gateway with hosts has TLS by default and needs cert-manager", api.GatewaySpec{Hosts: []string{"a.example.com"}}, false, []string{"ingress", "cert-manager"}},
+		{"a host in a domain name's zone needs external-dns", api.GatewaySpec{Hosts: []string{"a.example.com"}, TLS: &off}, true, []string{"ingress", "external-dns"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

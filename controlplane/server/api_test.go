@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
@@ -29,11 +30,11 @@ func TestCRUD(t *testing.T) {
 	created, err := rts.Create(ctx, localRuntime("us-east"))
 	require.NoError(t, err)
 	require.NotEmpty(t, created.ID)
-	require.Equal(t, client.KindKubernetesRuntime, created.Kind)
+	require.Equal(t, api.KindKubernetesRuntime, created.Kind)
 	require.EqualValues(t, 1, created.Generation)
 	require.EqualValues(t, 1, created.ResourceVersion)
 	require.Equal(t, 3, created.Spec.Nodes, "local runtimes default to 3 nodes")
-	require.Equal(t, client.PhasePending, created.Status.Phase)
+	require.Equal(t, api.PhasePending, created.Status.Phase)
 
 	t.Run("get by id and by name return the same object", func(t *testing.T) {
 		got, err := rts.Get(ctx, created.ID)
@@ -45,7 +46,7 @@ func TestCRUD(t *testing.T) {
 	})
 	t.Run("a taken name is a conflict", func(t *testing.T) {
 		_, err := rts.Create(ctx, localRuntime("us-east"))
-		require.True(t, client.IsConflict(err), "%v", err)
+		require.True(t, api.IsConflict(err), "%v", err)
 	})
 	t.Run("update bumps generation when the spec changes", func(t *testing.T) {
 		cur, err := rts.Get(ctx, created.ID)
@@ -68,14 +69,14 @@ func TestCRUD(t *testing.T) {
 		require.NoError(t, err)
 		cur.Name = "renamed"
 		_, err = rts.Update(ctx, cur)
-		require.True(t, client.IsInvalid(err), "%v", err)
+		require.True(t, api.IsInvalid(err), "%v", err)
 		require.Equal(t, "name", asAPIErr(t, err).Field)
 	})
 	t.Run("unknown ids and collections are not found", func(t *testing.T) {
 		_, err := rts.Get(ctx, "nope")
-		require.True(t, client.IsNotFound(err), "%v", err)
+		require.True(t, api.IsNotFound(err), "%v", err)
 		_, err = e.dev.Raw("gizmo").Get(ctx, "x")
-		require.True(t, client.IsNotFound(err), "%v", err)
+		require.True(t, api.IsNotFound(err), "%v", err)
 	})
 }
 
@@ -140,7 +141,7 @@ func TestIfMatch(t *testing.T) {
 		second := *rt // still carries the old resource version
 		second.Spec.Nodes = 9
 		_, err = rts.Update(ctx, &second)
-		require.True(t, client.IsConflict(err), "%v", err)
+		require.True(t, api.IsConflict(err), "%v", err)
 		got, err := rts.Get(ctx, rt.ID)
 		require.NoError(t, err)
 		require.Equal(t, 4, got.Spec.Nodes)
@@ -152,8 +153,8 @@ func TestIfMatch(t *testing.T) {
 		require.Equal(t, "If-Match", apiErr(t, body).Field)
 	})
 	t.Run("a stale status write is a conflict", func(t *testing.T) {
-		_, err := e.ctrl.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, rt.ResourceVersion, client.KubernetesRuntimeStatus{Status: client.Status{Phase: client.PhaseReady}})
-		require.True(t, client.IsConflict(err), "%v", err)
+		_, err := e.ctrl.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, rt.ResourceVersion, api.KubernetesRuntimeStatus{Status: api.Status{Phase: api.PhaseReady}})
+		require.True(t, api.IsConflict(err), "%v", err)
 	})
 }
 
@@ -164,7 +165,7 @@ func TestMergePatch(t *testing.T) {
 	defs := e.dev.WorkloadDefinitions()
 	def := webDefinition("web")
 	def.Labels = map[string]string{"a": "1", "b": "2"}
-	def.Spec.Autoscaling = &client.Autoscaling{MinReplicas: 1, MaxReplicas: 3}
+	def.Spec.Autoscaling = &api.Autoscaling{MinReplicas: 1, MaxReplicas: 3}
 	def, err := defs.Create(ctx, def)
 	require.NoError(t, err)
 
@@ -184,7 +185,7 @@ func TestMergePatch(t *testing.T) {
 		before, err := defs.Get(ctx, def.ID)
 		require.NoError(t, err)
 		_, err = defs.Patch(ctx, def.ID, map[string]any{"spec": map[string]any{"replicas": -1}})
-		require.True(t, client.IsInvalid(err), "%v", err)
+		require.True(t, api.IsInvalid(err), "%v", err)
 		require.Equal(t, "spec.replicas", asAPIErr(t, err).Field)
 		after, err := defs.Get(ctx, def.ID)
 		require.NoError(t, err)
@@ -192,7 +193,7 @@ func TestMergePatch(t *testing.T) {
 	})
 	t.Run("only labels and spec may be patched", func(t *testing.T) {
 		_, err := defs.Patch(ctx, def.ID, map[string]any{"name": "other"})
-		require.True(t, client.IsInvalid(err), "%v", err)
+		require.True(t, api.IsInvalid(err), "%v", err)
 		require.Equal(t, "name", asAPIErr(t, err).Field)
 	})
 	t.Run("the content type must be merge-patch", func(t *testing.T) {
@@ -201,8 +202,8 @@ func TestMergePatch(t *testing.T) {
 		require.Equal(t, "Content-Type", apiErr(t, body).Field)
 	})
 	t.Run("patch keeps write-only fields the caller cannot see", func(t *testing.T) {
-		rt, err := e.admin.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "byo"},
-			Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderKubeconfig, Kubeconfig: testKubeconfig}})
+		rt, err := e.admin.KubernetesRuntimes().Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: "byo"},
+			Spec: api.KubernetesRuntimeSpec{Provider: api.ProviderKubeconfig, Kubeconfig: testKubeconfig}})
 		require.NoError(t, err)
 		_, err = e.dev.KubernetesRuntimes().Patch(ctx, rt.ID, map[string]any{"spec": map[string]any{"region": "eu-west"}})
 		require.NoError(t, err)
@@ -263,13 +264,13 @@ func TestAuthRoles(t *testing.T) {
 	}
 	t.Run("no token is 401", func(t *testing.T) {
 		_, err := e.anon.WorkloadDefinitions().List(ctx, client.ListOptions{})
-		require.True(t, client.IsUnauthorized(err), "%v", err)
+		require.True(t, api.IsUnauthorized(err), "%v", err)
 	})
 	t.Run("a wrong token is 401", func(t *testing.T) {
 		c, err := client.New(e.hs.URL, client.WithToken("qlt_wrong"))
 		require.NoError(t, err)
 		_, err = c.WorkloadDefinitions().List(ctx, client.ListOptions{})
-		require.True(t, client.IsUnauthorized(err), "%v", err)
+		require.True(t, api.IsUnauthorized(err), "%v", err)
 	})
 	t.Run("probes, metrics and the OpenAPI document need no token", func(t *testing.T) {
 		for _, p := range []string{"/healthz", "/readyz", "/metrics", "/v1/openapi.json"} {
@@ -294,8 +295,8 @@ func TestWriteOnlyFields(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := context.Background()
-	rt, err := e.dev.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "byo"},
-		Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderKubeconfig, Kubeconfig: testKubeconfig}})
+	rt, err := e.dev.KubernetesRuntimes().Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: "byo"},
+		Spec: api.KubernetesRuntimeSpec{Provider: api.ProviderKubeconfig, Kubeconfig: testKubeconfig}})
 	require.NoError(t, err)
 	require.Empty(t, rt.Spec.Kubeconfig, "the developer who wrote it does not get it back")
 
@@ -365,7 +366,7 @@ func TestPanicRecovery(t *testing.T) {
 	}})
 	code, body := e.raw(t, server.RoleViewer, http.MethodGet, "/v1/kubernetes_runtimes/x", "", nil)
 	require.Equal(t, http.StatusInternalServerError, code)
-	require.Equal(t, client.CodeInternal, apiErr(t, body).Code)
+	require.Equal(t, api.CodeInternal, apiErr(t, body).Code)
 	mu.Lock()
 	defer mu.Unlock()
 	require.Contains(t, logs.String(), `"msg":"panic serving request"`)
@@ -392,7 +393,7 @@ func TestOnCommit(t *testing.T) {
 	rt, err := e.dev.KubernetesRuntimes().Create(ctx, localRuntime("oc"))
 	require.NoError(t, err)
 	require.EqualValues(t, 1, commits.Load())
-	_, err = e.ctrl.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, 0, client.KubernetesRuntimeStatus{})
+	_, err = e.ctrl.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, 0, api.KubernetesRuntimeStatus{})
 	require.NoError(t, err)
 	require.EqualValues(t, 2, commits.Load())
 	_, err = e.dev.KubernetesRuntimes().Create(ctx, localRuntime("Bad"))
@@ -417,7 +418,7 @@ func TestEvents(t *testing.T) {
 	rt, err := e.dev.KubernetesRuntimes().Create(ctx, localRuntime("ev"))
 	require.NoError(t, err)
 	for i := range 3 {
-		err := e.ctrl.KubernetesRuntimes().RecordEvent(ctx, rt.ID, client.Event{Type: client.EventNormal, Reason: "Reconciled", Message: fmt.Sprintf("pass %d", i), DurationMS: 12, Source: "controller/kubernetes_runtime"})
+		err := e.ctrl.KubernetesRuntimes().RecordEvent(ctx, rt.ID, api.Event{Type: api.EventNormal, Reason: "Reconciled", Message: fmt.Sprintf("pass %d", i), DurationMS: 12, Source: "controller/kubernetes_runtime"})
 		require.NoError(t, err)
 	}
 	evs, err := e.viewer.KubernetesRuntimes().Events(ctx, rt.ID)
@@ -428,17 +429,17 @@ func TestEvents(t *testing.T) {
 	require.EqualValues(t, 1, evs[2].Generation, "defaults to the object's generation")
 
 	t.Run("a bad event names the field", func(t *testing.T) {
-		err := e.ctrl.KubernetesRuntimes().RecordEvent(ctx, rt.ID, client.Event{Type: "Loud", Reason: "X"})
-		require.True(t, client.IsInvalid(err), "%v", err)
+		err := e.ctrl.KubernetesRuntimes().RecordEvent(ctx, rt.ID, api.Event{Type: "Loud", Reason: "X"})
+		require.True(t, api.IsInvalid(err), "%v", err)
 		require.Equal(t, "type", asAPIErr(t, err).Field)
-		err = e.ctrl.KubernetesRuntimes().RecordEvent(ctx, rt.ID, client.Event{Type: "Normal"})
+		err = e.ctrl.KubernetesRuntimes().RecordEvent(ctx, rt.ID, api.Event{Type: "Normal"})
 		require.Equal(t, "reason", asAPIErr(t, err).Field)
 	})
 	t.Run("a repeated event is one record with its count and its first and last time", func(t *testing.T) {
 		waits, err := e.dev.KubernetesRuntimes().Create(ctx, localRuntime("ev-repeat"))
 		require.NoError(t, err)
 		for range 4 {
-			err := e.ctrl.KubernetesRuntimes().RecordEvent(ctx, waits.ID, client.Event{Type: client.EventNormal, Reason: "Waiting",
+			err := e.ctrl.KubernetesRuntimes().RecordEvent(ctx, waits.ID, api.Event{Type: api.EventNormal, Reason: "Waiting",
 				Message: `waiting for cloud_account "aws" (Pending)`, Source: "controller/kubernetes_runtime"})
 			require.NoError(t, err)
 		}
@@ -453,9 +454,9 @@ func TestEvents(t *testing.T) {
 	})
 	t.Run("events of an unknown object are not found", func(t *testing.T) {
 		_, err := e.viewer.KubernetesRuntimes().Events(ctx, "nope")
-		require.True(t, client.IsNotFound(err), "%v", err)
-		err = e.ctrl.KubernetesRuntimes().RecordEvent(ctx, "nope", client.Event{Reason: "X"})
-		require.True(t, client.IsNotFound(err), "%v", err)
+		require.True(t, api.IsNotFound(err), "%v", err)
+		err = e.ctrl.KubernetesRuntimes().RecordEvent(ctx, "nope", api.Event{Reason: "X"})
+		require.True(t, api.IsNotFound(err), "%v", err)
 	})
 }
 
@@ -471,13 +472,13 @@ func TestImageHook(t *testing.T) {
 	code, body := hook(`{"container":"web","image":"nginx:1.27.3"}`, nil)
 	require.Equal(t, http.StatusOK, code, string(body))
 	var out struct {
-		Definition       client.WorkloadDefinition `json:"definition"`
-		UpdatedInstances []client.ObjectRef        `json:"updated_instances"`
+		Definition       api.WorkloadDefinition `json:"definition"`
+		UpdatedInstances []api.ObjectRef        `json:"updated_instances"`
 	}
 	require.NoError(t, json.Unmarshal(body, &out))
 	require.Equal(t, "nginx:1.27.3", out.Definition.Spec.Containers[0].Image)
 	require.Equal(t, def.Generation+1, out.Definition.Generation)
-	require.Equal(t, []client.ObjectRef{{Kind: client.KindWorkloadInstance, ID: inst.ID, Name: inst.Name}}, out.UpdatedInstances)
+	require.Equal(t, []api.ObjectRef{{Kind: api.KindWorkloadInstance, ID: inst.ID, Name: inst.Name}}, out.UpdatedInstances)
 
 	for _, tc := range []struct {
 		name, body, field string
@@ -510,15 +511,15 @@ func TestOversizedBody(t *testing.T) {
 	big := `{"name":"big","spec":{"provider":"local","region":"` + strings.Repeat("a", 2000) + `"}}`
 	code, body := e.raw(t, server.RoleDeveloper, http.MethodPost, "/v1/kubernetes_runtimes", big, nil)
 	require.Equal(t, http.StatusRequestEntityTooLarge, code)
-	require.Equal(t, client.CodeTooLarge, apiErr(t, body).Code)
+	require.Equal(t, api.CodeTooLarge, apiErr(t, body).Code)
 	_, err := e.dev.KubernetesRuntimes().GetByName(context.Background(), "big")
-	require.True(t, client.IsNotFound(err))
+	require.True(t, api.IsNotFound(err))
 }
 
-// asAPIErr returns the *client.Error in err's chain.
-func asAPIErr(t *testing.T, err error) *client.Error {
+// asAPIErr returns the *api.Error in err's chain.
+func asAPIErr(t *testing.T, err error) *api.Error {
 	t.Helper()
-	var e *client.Error
+	var e *api.Error
 	require.ErrorAs(t, err, &e)
 	return e
 }

@@ -13,16 +13,16 @@ import (
 	"sync"
 	"time"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
 )
 
 // Roles a token can carry (see the client package for what each may do).
 const (
-	RoleAdmin      = client.RoleAdmin
-	RoleDeveloper  = client.RoleDeveloper
-	RoleViewer     = client.RoleViewer
-	RoleController = client.RoleController
+	RoleAdmin      = api.RoleAdmin
+	RoleDeveloper  = api.RoleDeveloper
+	RoleViewer     = api.RoleViewer
+	RoleController = api.RoleController
 )
 
 // permission is something a request does; each role holds a set of them.
@@ -109,7 +109,7 @@ func (c *tokenCache) lookup(ctx context.Context, st store.Store, token string) (
 	}
 	t, err := st.GetToken(ctx, hash)
 	if errors.Is(err, store.ErrNotFound) {
-		return principal{}, client.Errorf(client.CodeUnauthorized, "invalid bearer token")
+		return principal{}, api.Errorf(api.CodeUnauthorized, "invalid bearer token")
 	}
 	if err != nil {
 		return principal{}, fmt.Errorf("look up token: %w", err)
@@ -127,7 +127,7 @@ func (c *tokenCache) lookup(ctx context.Context, st store.Store, token string) (
 // unexpired returns p, or 401 when its token has expired.
 func (p principal) unexpired(now time.Time) (principal, error) {
 	if p.expires != nil && !now.Before(*p.expires) {
-		return principal{}, client.Errorf(client.CodeUnauthorized, "bearer token %q expired at %s", p.name, p.expires.Format(time.RFC3339))
+		return principal{}, api.Errorf(api.CodeUnauthorized, "bearer token %q expired at %s", p.name, p.expires.Format(time.RFC3339))
 	}
 	return p, nil
 }
@@ -146,7 +146,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 		token = strings.TrimSpace(token)
 		if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
-			s.fail(w, r, client.Errorf(client.CodeUnauthorized, "missing bearer token (Authorization: Bearer <token>)"))
+			s.fail(w, r, api.Errorf(api.CodeUnauthorized, "missing bearer token (Authorization: Bearer <token>)"))
 			return
 		}
 		p, err := s.tokens.lookup(r.Context(), s.cfg.Store, token)
@@ -155,7 +155,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		if _, known := rolePerms[p.role]; !known {
-			s.fail(w, r, client.Errorf(client.CodeForbidden, "token %q has unknown role %q", p.name, p.role))
+			s.fail(w, r, api.Errorf(api.CodeForbidden, "token %q has unknown role %q", p.name, p.role))
 			return
 		}
 		if info, ok := r.Context().Value(requestInfoKey{}).(*requestInfo); ok {
@@ -177,7 +177,7 @@ func (s *Server) require(ps ...permission) func(http.Handler) http.Handler {
 					return
 				}
 			}
-			s.fail(w, r, client.Errorf(client.CodeForbidden, "role %q may not %s", pr.role, permVerb[ps[0]]))
+			s.fail(w, r, api.Errorf(api.CodeForbidden, "role %q may not %s", pr.role, permVerb[ps[0]]))
 		})
 	}
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
 )
@@ -27,7 +27,7 @@ func TestRoleRouteMatrix(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, e.store.CreateToken(ctx, &store.Token{Hash: server.HashToken(expired), Name: "expired", Role: server.RoleAdmin, ExpiresAt: &past}))
 	e.tokens["expired"] = expired
-	revoked, err := e.admin.Tokens().Create(ctx, client.TokenRequest{Name: "revoked", Role: server.RoleAdmin})
+	revoked, err := e.admin.Tokens().Create(ctx, api.TokenRequest{Name: "revoked", Role: server.RoleAdmin})
 	require.NoError(t, err)
 	code, data := e.raw(t, server.RoleAdmin, http.MethodGet, "/v1/kubernetes_runtimes", "", nil)
 	require.Equal(t, http.StatusOK, code, string(data))
@@ -64,7 +64,7 @@ func TestRoleRouteMatrix(t *testing.T) {
 		{http.MethodDelete, "/v1/tokens/" + missing, "", tokens},
 		{http.MethodGet, "/v1/graph", "", read},
 	}
-	for _, ki := range client.Kinds() {
+	for _, ki := range api.Kinds() {
 		base := "/v1/" + ki.Plural
 		obj := base + "/" + missing
 		routes = append(routes,
@@ -117,7 +117,7 @@ func TestOnlyAdminMayOptIntoClusterScopedObjects(t *testing.T) {
 	ae := apiErr(t, data)
 	require.Equal(t, "spec.cluster_scoped", ae.Field)
 	_, err := e.admin.WorkloadDefinitions().GetByName(context.Background(), "dev-scoped")
-	require.True(t, client.IsNotFound(err), "nothing was written")
+	require.True(t, api.IsNotFound(err), "nothing was written")
 
 	code, data = e.raw(t, server.RoleAdmin, http.MethodPost, "/v1/workload_definitions", fmt.Sprintf(body, "admin-scoped"), nil)
 	require.Equal(t, http.StatusCreated, code, string(data))
@@ -125,5 +125,5 @@ func TestOnlyAdminMayOptIntoClusterScopedObjects(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, def.Spec.ClusterScoped)
 	_, err = e.dev.WorkloadDefinitions().Patch(context.Background(), def.ID, map[string]any{"labels": map[string]string{"x": "y"}})
-	require.True(t, client.IsForbidden(err), "a developer may not write a definition that keeps the opt-in: %v", err)
+	require.True(t, api.IsForbidden(err), "a developer may not write a definition that keeps the opt-in: %v", err)
 }

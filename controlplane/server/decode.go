@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 )
 
 // readBody reads the request body, bounded by MaxBodyBytes (413 beyond it).
@@ -114,7 +114,7 @@ func decodeStrict(data []byte, into any, path string) error {
 		return err
 	}
 	if fe := checkShape(v, reflect.TypeOf(into).Elem(), path); fe != nil {
-		return client.Invalid(*fe)
+		return api.Invalid(*fe)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -150,15 +150,15 @@ func join(path, key string) string {
 
 // checkShape walks a parsed JSON value along a Go type and returns the first unknown field (compared
 // exactly, unlike encoding/json) or wrong type, with its JSON path, e.g. spec.containers[0].image.
-func checkShape(v any, t reflect.Type, path string) *client.FieldError {
+func checkShape(v any, t reflect.Type, path string) *api.FieldError {
 	if v == nil {
 		return nil // null decodes to the zero value
 	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	bad := func(want string) *client.FieldError {
-		return &client.FieldError{Field: orBody(path), Message: fmt.Sprintf("must be %s, not %s", want, jsonTypeName(v))}
+	bad := func(want string) *api.FieldError {
+		return &api.FieldError{Field: orBody(path), Message: fmt.Sprintf("must be %s, not %s", want, jsonTypeName(v))}
 	}
 	switch {
 	case t == rawType || t.Kind() == reflect.Interface:
@@ -169,7 +169,7 @@ func checkShape(v any, t reflect.Type, path string) *client.FieldError {
 			return bad("an RFC 3339 timestamp string")
 		}
 		if _, err := time.Parse(time.RFC3339Nano, s); err != nil {
-			return &client.FieldError{Field: orBody(path), Message: fmt.Sprintf("must be an RFC 3339 timestamp: %q", s)}
+			return &api.FieldError{Field: orBody(path), Message: fmt.Sprintf("must be an RFC 3339 timestamp: %q", s)}
 		}
 		return nil
 	}
@@ -183,7 +183,7 @@ func checkShape(v any, t reflect.Type, path string) *client.FieldError {
 		for _, k := range sortedAnyKeys(obj) {
 			ft, ok := fields[k]
 			if !ok {
-				return &client.FieldError{Field: join(path, k), Message: "unknown field"}
+				return &api.FieldError{Field: join(path, k), Message: "unknown field"}
 			}
 			if fe := checkShape(obj[k], ft, join(path, k)); fe != nil {
 				return fe
@@ -215,7 +215,7 @@ func checkShape(v any, t reflect.Type, path string) *client.FieldError {
 			return bad("a string")
 		}
 		if isRef(path) && strings.ContainsRune(str, 0) {
-			return &client.FieldError{Field: orBody(path), Message: "must not contain a NUL character"}
+			return &api.FieldError{Field: orBody(path), Message: "must not contain a NUL character"}
 		}
 	case reflect.Bool:
 		if _, ok := v.(bool); !ok {
@@ -228,7 +228,7 @@ func checkShape(v any, t reflect.Type, path string) *client.FieldError {
 		}
 		i, err := n.Int64()
 		if err != nil || reflect.Zero(t).OverflowInt(i) {
-			return &client.FieldError{Field: orBody(path), Message: fmt.Sprintf("must be an integer that fits in %d bits, not %s", t.Bits(), n)}
+			return &api.FieldError{Field: orBody(path), Message: fmt.Sprintf("must be an integer that fits in %d bits, not %s", t.Bits(), n)}
 		}
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		n, ok := v.(json.Number)
@@ -237,7 +237,7 @@ func checkShape(v any, t reflect.Type, path string) *client.FieldError {
 		}
 		var u uint64
 		if _, err := fmt.Sscan(n.String(), &u); err != nil || strings.ContainsAny(n.String(), ".eE-") || reflect.Zero(t).OverflowUint(u) {
-			return &client.FieldError{Field: orBody(path), Message: fmt.Sprintf("must be a non-negative integer that fits in %d bits, not %s", t.Bits(), n)}
+			return &api.FieldError{Field: orBody(path), Message: fmt.Sprintf("must be a non-negative integer that fits in %d bits, not %s", t.Bits(), n)}
 		}
 	case reflect.Float32, reflect.Float64:
 		n, ok := v.(json.Number)
@@ -245,10 +245,10 @@ func checkShape(v any, t reflect.Type, path string) *client.FieldError {
 			return bad("a number")
 		}
 		if _, err := n.Float64(); err != nil {
-			return &client.FieldError{Field: orBody(path), Message: fmt.Sprintf("must be a number, not %s", n)}
+			return &api.FieldError{Field: orBody(path), Message: fmt.Sprintf("must be a number, not %s", n)}
 		}
 	default:
-		return &client.FieldError{Field: orBody(path), Message: "cannot be set"}
+		return &api.FieldError{Field: orBody(path), Message: "cannot be set"}
 	}
 	return nil
 }

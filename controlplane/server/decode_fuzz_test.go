@@ -10,14 +10,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
 )
 
 // These fuzz targets call the request decoders themselves, with no router and no store, so that a
 // campaign reaches millions of executions on a shared machine (docs/fuzzing.md). fuzz_test.go sends the
 // same kinds of input through the whole handler. Beyond "never panics", each checks the API's contract
-// for bad input: the error is a *client.Error with code invalid that names a field.
+// for bad input: the error is a *api.Error with code invalid that names a field.
 
 // requireInvalid fails unless err is nil or a validation error naming a field.
 func requireInvalid(t *testing.T, err error, input any) {
@@ -25,43 +25,43 @@ func requireInvalid(t *testing.T, err error, input any) {
 	if err == nil {
 		return
 	}
-	var ce *client.Error
-	require.True(t, errors.As(err, &ce), "input %q: error %v is not a *client.Error", input, err)
-	require.Equal(t, client.CodeInvalid, ce.Code, "input %q: %v", input, err)
+	var ce *api.Error
+	require.True(t, errors.As(err, &ce), "input %q: error %v is not a *api.Error", input, err)
+	require.Equal(t, api.CodeInvalid, ce.Code, "input %q: %v", input, err)
 	require.NotEmpty(t, ce.Field, "input %q: %v names no field", input, err)
 }
 
-// requireClientError fails unless err is nil or a *client.Error, and a validation error names a field.
+// requireClientError fails unless err is nil or a *api.Error, and a validation error names a field.
 func requireClientError(t *testing.T, err error, input any) {
 	t.Helper()
 	if err == nil {
 		return
 	}
-	var ce *client.Error
-	require.True(t, errors.As(err, &ce), "input %q: error %v is not a *client.Error", input, err)
-	if ce.Code == client.CodeInvalid {
+	var ce *api.Error
+	require.True(t, errors.As(err, &ce), "input %q: error %v is not a *api.Error", input, err)
+	if ce.Code == api.CodeInvalid {
 		require.NotEmpty(t, ce.Field, "input %q: %v names no field", input, err)
 	}
 }
 
 // fuzzSpecs are a valid spec of every kind, by kind.
 var fuzzSpecs = map[string]string{
-	client.KindBucket:             `{"instance_id":"i1","size":"1Gi","retain":true}`,
-	client.KindCloudAccount:       `{"provider":"aws","region":"us-east-1","access_key_id":"AKIAIOSFODNN7EXAMPLE","secret_access_key":"k"}`,
-	client.KindDatabase:           `{"instance_id":"i1","engine":"postgres","version":"16","size":"1Gi"}`,
-	client.KindDomainName:         `{"zone":"example.com"}`,
-	client.KindGateway:            `{"instance_id":"i1","hosts":["web.example.com"],"paths":["/"],"port":80,"tls":true,"redirect_http":false}`,
-	client.KindKubernetesRuntime:  `{"provider":"local","region":"us-east","nodes":3,"zones":["a","b"],"min_nodes":1,"max_nodes":5}`,
-	client.KindRuntimeProfile:     `{"provider":"local","regions":["eu-west"],"min_nodes":1,"max_nodes":3,"runtime_labels":{"a":"b"},"priority":1,"reclaim_after":"10m"}`,
-	client.KindSecret:             `{"instance_ids":["i1"],"values":{"KEY":"v"},"mount_path":"/etc/s"}`,
-	client.KindSupportService:     `{"runtime_id":"r1","type":"ingress","version":"4.11.3","values":"a: b"}`,
-	client.KindWorkloadDefinition: `{"containers":[{"name":"web","image":"nginx:1.27","ports":[{"container_port":80}],"env":[{"name":"A","value":"b"}],"resources":{"requests":{"cpu":"100m"}},"liveness_probe":{"tcp":true,"port":80}}],"replicas":2,"autoscaling":{"min_replicas":1,"max_replicas":3}}`,
-	client.KindWorkloadInstance:   `{"definition_id":"d1","runtime_id":"r1","namespace":"web","images":{"web":"nginx:1.28"},"replicas":3}`,
+	api.KindBucket:             `{"instance_id":"i1","size":"1Gi","retain":true}`,
+	api.KindCloudAccount:       `{"provider":"aws","region":"us-east-1","access_key_id":"AKIAIOSFODNN7EXAMPLE","secret_access_key":"k"}`,
+	api.KindDatabase:           `{"instance_id":"i1","engine":"postgres","version":"16","size":"1Gi"}`,
+	api.KindDomainName:         `{"zone":"example.com"}`,
+	api.KindGateway:            `{"instance_id":"i1","hosts":["web.example.com"],"paths":["/"],"port":80,"tls":true,"redirect_http":false}`,
+	api.KindKubernetesRuntime:  `{"provider":"local","region":"us-east","nodes":3,"zones":["a","b"],"min_nodes":1,"max_nodes":5}`,
+	api.KindRuntimeProfile:     `{"provider":"local","regions":["eu-west"],"min_nodes":1,"max_nodes":3,"runtime_labels":{"a":"b"},"priority":1,"reclaim_after":"10m"}`,
+	api.KindSecret:             `{"instance_ids":["i1"],"values":{"KEY":"v"},"mount_path":"/etc/s"}`,
+	api.KindSupportService:     `{"runtime_id":"r1","type":"ingress","version":"4.11.3","values":"a: b"}`,
+	api.KindWorkloadDefinition: `{"containers":[{"name":"web","image":"nginx:1.27","ports":[{"container_port":80}],"env":[{"name":"A","value":"b"}],"resources":{"requests":{"cpu":"100m"}},"liveness_probe":{"tcp":true,"port":80}}],"replicas":2,"autoscaling":{"min_replicas":1,"max_replicas":3}}`,
+	api.KindWorkloadInstance:   `{"definition_id":"d1","runtime_id":"r1","namespace":"web","images":{"web":"nginx:1.28"},"replicas":3}`,
 }
 
 // fuzzKindsFor returns every registered kind, and fails when one has no spec in fuzzSpecs.
-func fuzzKindsFor(f *testing.F) []*client.KindInfo {
-	kinds := client.Kinds()
+func fuzzKindsFor(f *testing.F) []*api.KindInfo {
+	kinds := api.Kinds()
 	for _, ki := range kinds {
 		_, ok := fuzzSpecs[ki.Kind]
 		require.True(f, ok, "kind %s has no fuzz spec; add one to fuzzSpecs", ki.Kind)
@@ -83,7 +83,7 @@ var decoderSeeds = []string{
 
 // checkWrite runs what a create or update does with a body short of the store: decode, default, validate
 // the name, labels and spec, and list the references.
-func checkWrite(t *testing.T, ki *client.KindInfo, data []byte) {
+func checkWrite(t *testing.T, ki *api.KindInfo, data []byte) {
 	_, err := decodeWrite(ki, data, new(updateBody))
 	requireInvalid(t, err, data)
 	var body writeBody
@@ -93,12 +93,12 @@ func checkWrite(t *testing.T, ki *client.KindInfo, data []byte) {
 		return
 	}
 	ki.Default(spec)
-	for _, fe := range append(client.ValidateMeta(body.Name, body.Labels), ki.Validate(spec)...) {
+	for _, fe := range append(api.ValidateMeta(body.Name, body.Labels), ki.Validate(spec)...) {
 		require.NotEmpty(t, fe.Field, "input %q: %+v names no field", data, fe)
 	}
 	_ = ki.Refs(spec)
 	_ = ki.UsedBy(spec)
-	_ = client.RequestedReplicas(spec)
+	_ = api.RequestedReplicas(spec)
 }
 
 // FuzzWriteDecoder decodes arbitrary create and update bodies of every kind (decodeWrite), then defaults
@@ -201,14 +201,14 @@ func FuzzBodyDecoders(f *testing.F) {
 		var err error
 		switch which % 3 {
 		case 0:
-			err = decodeStrict(data, &client.Event{}, "")
+			err = decodeStrict(data, &api.Event{}, "")
 		case 1:
 			var req imageRequest
 			if err = decodeStrict(data, &req, ""); err == nil {
-				_ = client.ValidateImage(req.Image)
+				_ = api.ValidateImage(req.Image)
 			}
 		case 2:
-			err = decodeStrict(data, &client.TokenRequest{}, "")
+			err = decodeStrict(data, &api.TokenRequest{}, "")
 		}
 		requireInvalid(t, err, data)
 	})
@@ -228,7 +228,7 @@ func FuzzQueryDecoders(f *testing.F) {
 			labels, err := parseSelector(s)
 			requireInvalid(t, err, s)
 			if err == nil {
-				require.Empty(t, client.ValidateMeta("x", labels), "input %q: the selector's labels must be valid", s)
+				require.Empty(t, api.ValidateMeta("x", labels), "input %q: the selector's labels must be valid", s)
 			}
 			return
 		}
@@ -244,8 +244,8 @@ func FuzzQueryDecoders(f *testing.F) {
 // empty store: never a panic, and every error is an API error, naming the field when the input is invalid.
 func FuzzPlanDecoder(f *testing.F) {
 	for _, s := range append([]string{
-		`{"changes":[{"op":"create","kind":"kubernetes_runtime","name":"a","spec":` + fuzzSpecs[client.KindKubernetesRuntime] + `}]}`,
-		`{"changes":[{"op":"create","kind":"workload_definition","id":"def","name":"d","spec":` + fuzzSpecs[client.KindWorkloadDefinition] + `},` +
+		`{"changes":[{"op":"create","kind":"kubernetes_runtime","name":"a","spec":` + fuzzSpecs[api.KindKubernetesRuntime] + `}]}`,
+		`{"changes":[{"op":"create","kind":"workload_definition","id":"def","name":"d","spec":` + fuzzSpecs[api.KindWorkloadDefinition] + `},` +
 			`{"op":"create","kind":"workload_instance","name":"i","spec":{"definition_id":"def","placement":{"regions":["eu"]}}}]}`,
 		`{"changes":[{"op":"update","kind":"gateway","id":"nope","spec":{}}]}`, `{"changes":[{"op":"delete","kind":"secret","id":"x","cascade":true}]}`,
 		`{"changes":[{"op":"rename","kind":"bucket"}]}`, `{"changes":[{"op":"create","kind":"nokind","name":"a"}]}`,
@@ -255,14 +255,14 @@ func FuzzPlanDecoder(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var req client.PlanRequest
+		var req api.PlanRequest
 		err := decodeStrict(data, &req, "")
 		requireInvalid(t, err, data)
 		if err != nil || len(req.Changes) > maxPlanChanges {
 			return
 		}
 		view := &planView{objs: map[string]*store.Object{}, deleted: map[string]bool{}, planned: map[string]bool{}, changed: map[string]bool{}}
-		p := &planner{view: view, placed: map[string][]client.PlacementStatus{}, uses: map[string][]string{}}
+		p := &planner{view: view, placed: map[string][]api.PlacementStatus{}, uses: map[string][]string{}}
 		_, err = p.decode(req.Changes)
 		requireClientError(t, err, data)
 	})

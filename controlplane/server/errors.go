@@ -12,7 +12,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
 )
 
@@ -22,41 +22,41 @@ var storeErrors = []struct {
 	err  error
 	code string
 }{
-	{store.ErrNotFound, client.CodeNotFound},
-	{store.ErrNameTaken, client.CodeConflict},
-	{store.ErrStale, client.CodeConflict},
-	{store.ErrNotDeleting, client.CodeConflict},
+	{store.ErrNotFound, api.CodeNotFound},
+	{store.ErrNameTaken, api.CodeConflict},
+	{store.ErrStale, api.CodeConflict},
+	{store.ErrNotDeleting, api.CodeConflict},
 }
 
 // apiError turns any error into the wire error. The second result is false for errors the client did not
 // cause (internal errors), which the caller logs.
-func apiError(err error) (*client.Error, bool) {
-	var ce *client.Error
+func apiError(err error) (*api.Error, bool) {
+	var ce *api.Error
 	if errors.As(err, &ce) {
-		return ce, ce.Code != client.CodeInternal
+		return ce, ce.Code != api.CodeInternal
 	}
 	var de *store.DependentsError
 	if errors.As(err, &de) {
-		return &client.Error{Code: client.CodeConflict, Message: "object has dependents; delete them first or delete with cascade=true", Dependents: storeRefs(de.Dependents)}, true
+		return &api.Error{Code: api.CodeConflict, Message: "object has dependents; delete them first or delete with cascade=true", Dependents: storeRefs(de.Dependents)}, true
 	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		return client.Errorf(client.CodeTooLarge, "request body exceeds %d bytes", mbe.Limit), true
+		return api.Errorf(api.CodeTooLarge, "request body exceeds %d bytes", mbe.Limit), true
 	}
 	for _, m := range storeErrors {
 		if errors.Is(err, m.err) {
-			return &client.Error{Code: m.code, Message: err.Error()}, true
+			return &api.Error{Code: m.code, Message: err.Error()}, true
 		}
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return client.Errorf(client.CodeUnavailable, "request cancelled or timed out"), true
+		return api.Errorf(api.CodeUnavailable, "request cancelled or timed out"), true
 	}
 	if storeUnavailable(err) {
 		// Not the client's fault, and not a bug: the database is down, restarting or out of connections.
 		// 503 says "retry"; the caller logs it (clientCaused false), since an operator must look.
-		return client.Errorf(client.CodeUnavailable, "the database is unavailable; retry shortly"), false
+		return api.Errorf(api.CodeUnavailable, "the database is unavailable; retry shortly"), false
 	}
-	return client.Errorf(client.CodeInternal, "internal error"), false
+	return api.Errorf(api.CodeInternal, "internal error"), false
 }
 
 // retryAfterSeconds is the Retry-After of a 503: how soon a client may try again.
@@ -87,10 +87,10 @@ func storeUnavailable(err error) bool {
 	return false
 }
 
-func storeRefs(refs []store.Ref) []client.ObjectRef {
-	out := make([]client.ObjectRef, len(refs))
+func storeRefs(refs []store.Ref) []api.ObjectRef {
+	out := make([]api.ObjectRef, len(refs))
 	for i, r := range refs {
-		out[i] = client.ObjectRef{Kind: r.Kind, ID: r.ID, Name: r.Name}
+		out[i] = api.ObjectRef{Kind: r.Kind, ID: r.ID, Name: r.Name}
 	}
 	return out
 }
@@ -102,13 +102,13 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		s.log.ErrorContext(r.Context(), "request failed", slog.String("request_id", requestID(r.Context())), slog.Any("error", err))
 	}
 	switch ae.Code {
-	case client.CodeUnauthorized:
+	case api.CodeUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="qleet"`)
-	case client.CodeUnavailable:
+	case api.CodeUnavailable:
 		w.Header().Set("Retry-After", retryAfterSeconds)
 	}
-	writeJSON(w, client.HTTPStatus(ae.Code), struct {
-		Error *client.Error `json:"error"`
+	writeJSON(w, api.HTTPStatus(ae.Code), struct {
+		Error *api.Error `json:"error"`
 	}{ae})
 }
 
@@ -124,6 +124,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // invalid is a shorthand for a one-field validation error.
-func invalid(field, message string) *client.Error {
-	return client.Invalid(client.FieldError{Field: field, Message: message})
+func invalid(field, message string) *api.Error {
+	return api.Invalid(api.FieldError{Field: field, Message: message})
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
 )
 
@@ -47,10 +47,10 @@ func (e *env) serveQuery(method, path, q string) int {
 // address an existing object.
 type fuzzWorld struct {
 	*env
-	kinds  []*client.KindInfo // every registered kind, sorted by name
-	paths  []string           // paths[i] is /v1/<plural>/<id> of the object of kinds[i]
-	bodies []string           // bodies[i] is a valid create body for kinds[i], with the name "fz-new"
-	defID  string             // the workload definition
+	kinds  []*api.KindInfo // every registered kind, sorted by name
+	paths  []string        // paths[i] is /v1/<plural>/<id> of the object of kinds[i]
+	bodies []string        // bodies[i] is a valid create body for kinds[i], with the name "fz-new"
+	defID  string          // the workload definition
 }
 
 // kind picks a kind index from a fuzzed byte.
@@ -61,20 +61,20 @@ func newFuzzWorld(f testing.TB) *fuzzWorld {
 	e := setup(f)
 	rt, def, inst := e.world(f, "fz")
 	valid := map[string]string{
-		client.KindBucket:             `{"name":"%s","spec":{"instance_id":"` + inst.ID + `","size":"1Gi"}}`,
-		client.KindCloudAccount:       `{"name":"%s","spec":{"provider":"aws","region":"us-east-1","access_key_id":"AKIAIOSFODNN7EXAMPLE","secret_access_key":"wJalrXUtnFEMI"}}`,
-		client.KindDatabase:           `{"name":"%s","spec":{"instance_id":"` + inst.ID + `","engine":"postgres"}}`,
-		client.KindDomainName:         `{"name":"%s","spec":{"zone":"%s.example.com"}}`,
-		client.KindGateway:            `{"name":"%s","spec":{"instance_id":"` + inst.ID + `","hosts":["%s.example.com"],"paths":["/"],"port":80,"tls":true}}`,
-		client.KindKubernetesRuntime:  `{"name":"%s","labels":{"env":"fz"},"spec":{"provider":"local","region":"us-east","nodes":3,"zones":["a"]}}`,
-		client.KindRuntimeProfile:     `{"name":"%s","spec":{"provider":"local","regions":["%s"],"min_nodes":1,"max_nodes":3,"reclaim_after":"10m"}}`,
-		client.KindSecret:             `{"name":"%s","spec":{"instance_ids":["` + inst.ID + `"],"values":{"KEY":"v"},"mount_path":"/etc/s"}}`,
-		client.KindSupportService:     `{"name":"%s","spec":{"runtime_id":"` + rt.ID + `","type":"ingress"}}`,
-		client.KindWorkloadDefinition: `{"name":"%s","spec":{"containers":[{"name":"web","image":"nginx:1.27","ports":[{"container_port":80}]}],"replicas":2}}`,
-		client.KindWorkloadInstance:   `{"name":"%s","spec":{"definition_id":"` + def.ID + `","runtime_id":"` + rt.ID + `","images":{"web":"nginx:1.28"}}}`,
+		api.KindBucket:             `{"name":"%s","spec":{"instance_id":"` + inst.ID + `","size":"1Gi"}}`,
+		api.KindCloudAccount:       `{"name":"%s","spec":{"provider":"aws","region":"us-east-1","access_key_id":"AKIAIOSFODNN7EXAMPLE","secret_access_key":"wJalrXUtnFEMI"}}`,
+		api.KindDatabase:           `{"name":"%s","spec":{"instance_id":"` + inst.ID + `","engine":"postgres"}}`,
+		api.KindDomainName:         `{"name":"%s","spec":{"zone":"%s.example.com"}}`,
+		api.KindGateway:            `{"name":"%s","spec":{"instance_id":"` + inst.ID + `","hosts":["%s.example.com"],"paths":["/"],"port":80,"tls":true}}`,
+		api.KindKubernetesRuntime:  `{"name":"%s","labels":{"env":"fz"},"spec":{"provider":"local","region":"us-east","nodes":3,"zones":["a"]}}`,
+		api.KindRuntimeProfile:     `{"name":"%s","spec":{"provider":"local","regions":["%s"],"min_nodes":1,"max_nodes":3,"reclaim_after":"10m"}}`,
+		api.KindSecret:             `{"name":"%s","spec":{"instance_ids":["` + inst.ID + `"],"values":{"KEY":"v"},"mount_path":"/etc/s"}}`,
+		api.KindSupportService:     `{"name":"%s","spec":{"runtime_id":"` + rt.ID + `","type":"ingress"}}`,
+		api.KindWorkloadDefinition: `{"name":"%s","spec":{"containers":[{"name":"web","image":"nginx:1.27","ports":[{"container_port":80}]}],"replicas":2}}`,
+		api.KindWorkloadInstance:   `{"name":"%s","spec":{"definition_id":"` + def.ID + `","runtime_id":"` + rt.ID + `","images":{"web":"nginx:1.28"}}}`,
 	}
-	existing := map[string]string{client.KindKubernetesRuntime: rt.ID, client.KindWorkloadDefinition: def.ID, client.KindWorkloadInstance: inst.ID}
-	w := &fuzzWorld{env: e, kinds: client.Kinds(), defID: def.ID}
+	existing := map[string]string{api.KindKubernetesRuntime: rt.ID, api.KindWorkloadDefinition: def.ID, api.KindWorkloadInstance: inst.ID}
+	w := &fuzzWorld{env: e, kinds: api.Kinds(), defID: def.ID}
 	for _, ki := range w.kinds {
 		tmpl, ok := valid[ki.Kind]
 		require.True(f, ok, "kind %s has no valid fuzz body; add one to newFuzzWorld", ki.Kind)
@@ -84,7 +84,7 @@ func newFuzzWorld(f testing.TB) *fuzzWorld {
 		if id == "" {
 			code, data := e.raw(f, server.RoleAdmin, http.MethodPost, "/v1/"+ki.Plural, body("fz-"+strings.ReplaceAll(ki.Kind, "_", "-")), nil)
 			require.Equal(f, http.StatusCreated, code, "%s: %s", ki.Kind, data)
-			var obj client.RawObject
+			var obj api.RawObject
 			require.NoError(f, json.Unmarshal(data, &obj))
 			id = obj.ID
 		}
@@ -349,7 +349,7 @@ func TestFuzzTargetsAcceptGoodInput(t *testing.T) {
 	require.Equal(t, http.StatusCreated, code)
 	_, err := e.admin.KubernetesRuntimes().GetByName(context.Background(), "ok")
 	require.NoError(t, err)
-	require.False(t, client.IsNotFound(err))
+	require.False(t, api.IsNotFound(err))
 	require.Equal(t, http.StatusBadRequest, e.serveQuery(http.MethodGet, "/v1/kubernetes_runtimes", "limit=0"))
 	require.Equal(t, http.StatusOK, e.serveQuery(http.MethodGet, "/v1/kubernetes_runtimes", "limit=1&label_selector=a%3Db"))
 

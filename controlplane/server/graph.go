@@ -9,7 +9,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
 )
 
@@ -35,12 +35,12 @@ func (s *Server) graph(w http.ResponseWriter, r *http.Request) {
 // resolveRoot turns "<kind>/<id or name>" into an id.
 func (s *Server) resolveRoot(ctx context.Context, root string) (string, error) {
 	kind, ref, ok := strings.Cut(root, "/")
-	ki, known := client.LookupKind(kind)
+	ki, known := api.LookupKind(kind)
 	if !known {
-		ki, known = client.LookupPlural(kind)
+		ki, known = api.LookupPlural(kind)
 	}
 	if !ok || !known || ref == "" {
-		return "", &client.Error{Code: client.CodeInvalid, Field: "root", Message: fmt.Sprintf("must be <kind>/<id or name>, e.g. workload_instance/web, not %q", root)}
+		return "", &api.Error{Code: api.CodeInvalid, Field: "root", Message: fmt.Sprintf("must be <kind>/<id or name>, e.g. workload_instance/web, not %q", root)}
 	}
 	obj, err := s.cfg.Store.Get(ctx, ki.Kind, ref)
 	if errors.Is(err, store.ErrNotFound) {
@@ -54,10 +54,10 @@ func (s *Server) resolveRoot(ctx context.Context, root string) (string, error) {
 
 // buildGraph reads every object and derives the edges from their specs (references), statuses
 // (placements) and owners.
-func (s *Server) buildGraph(ctx context.Context) (*client.Graph, error) {
-	g := &client.Graph{Nodes: []client.GraphNode{}, Edges: []client.GraphEdge{}}
+func (s *Server) buildGraph(ctx context.Context) (*api.Graph, error) {
+	g := &api.Graph{Nodes: []api.GraphNode{}, Edges: []api.GraphEdge{}}
 	exists := map[string]bool{}
-	for _, ki := range client.Kinds() {
+	for _, ki := range api.Kinds() {
 		err := s.eachObject(ctx, ki, func(o *store.Object) {
 			exists[o.ID] = true
 			g.Nodes = append(g.Nodes, graphNode(o))
@@ -72,14 +72,14 @@ func (s *Server) buildGraph(ctx context.Context) (*client.Graph, error) {
 	// so that the graph has no cycle.
 	uses := map[[2]string]bool{}
 	for _, e := range g.Edges {
-		if e.Type != client.EdgeOwner {
+		if e.Type != api.EdgeOwner {
 			uses[[2]string{e.From, e.To}] = true
 		}
 	}
 	edges := g.Edges[:0]
 	seen := map[[2]string]bool{}
 	for _, e := range g.Edges {
-		if e.Type == client.EdgeOwner && uses[[2]string{e.To, e.From}] {
+		if e.Type == api.EdgeOwner && uses[[2]string{e.To, e.From}] {
 			continue
 		}
 		if exists[e.To] && exists[e.From] && !seen[[2]string{e.From, e.To}] {
@@ -97,13 +97,13 @@ func (s *Server) buildGraph(ctx context.Context) (*client.Graph, error) {
 	return g, nil
 }
 
-func graphNode(o *store.Object) client.GraphNode {
-	var st client.Status
+func graphNode(o *store.Object) api.GraphNode {
+	var st api.Status
 	_ = json.Unmarshal(o.Status, &st)
-	n := client.GraphNode{Kind: o.Kind, ID: o.ID, Name: o.Name, Labels: o.Labels, Phase: st.Phase, Message: st.Message,
-		Reconciled: client.Reconciled(o.Generation, &st), Deleting: o.DeletionRequestedAt != nil, CreatedAt: o.CreatedAt}
+	n := api.GraphNode{Kind: o.Kind, ID: o.ID, Name: o.Name, Labels: o.Labels, Phase: st.Phase, Message: st.Message,
+		Reconciled: api.Reconciled(o.Generation, &st), Deleting: o.DeletionRequestedAt != nil, CreatedAt: o.CreatedAt}
 	for _, c := range st.Conditions {
-		if c.Type == "Ready" && c.Status != client.ConditionTrue && c.WaitingOn != "" {
+		if c.Type == "Ready" && c.Status != api.ConditionTrue && c.WaitingOn != "" {
 			since := c.LastTransitionTime
 			n.WaitingOn, n.WaitingSince = c.WaitingOn, &since
 		}
@@ -111,28 +111,28 @@ func graphNode(o *store.Object) client.GraphNode {
 	return n
 }
 
-func graphEdges(ki *client.KindInfo, o *store.Object) []client.GraphEdge {
-	var out []client.GraphEdge
+func graphEdges(ki *api.KindInfo, o *store.Object) []api.GraphEdge {
+	var out []api.GraphEdge
 	spec := ki.NewSpec()
 	if json.Unmarshal(o.Spec, spec) == nil {
 		for _, r := range ki.Refs(spec) {
-			out = append(out, client.GraphEdge{From: o.ID, To: r.ID, Type: client.EdgeReference, Why: r.Field})
+			out = append(out, api.GraphEdge{From: o.ID, To: r.ID, Type: api.EdgeReference, Why: r.Field})
 		}
 		// An object attached to its user by its own field: the edge goes from the user to it.
 		for _, r := range ki.UsedBy(spec) {
-			out = append(out, client.GraphEdge{From: r.ID, To: o.ID, Type: client.EdgeReference, Why: o.Kind + " " + r.Field})
+			out = append(out, api.GraphEdge{From: r.ID, To: o.ID, Type: api.EdgeReference, Why: o.Kind + " " + r.Field})
 		}
 	}
 	if ki.StatusRefs != nil {
 		status := ki.NewStatus()
 		if json.Unmarshal(o.Status, status) == nil {
 			for _, r := range ki.StatusRefs(status) {
-				out = append(out, client.GraphEdge{From: o.ID, To: r.ID, Type: client.EdgePlacement, Why: r.Field})
+				out = append(out, api.GraphEdge{From: o.ID, To: r.ID, Type: api.EdgePlacement, Why: r.Field})
 			}
 		}
 	}
 	for _, ow := range o.Owners {
-		out = append(out, client.GraphEdge{From: o.ID, To: ow.ID, Type: client.EdgeOwner, Why: "owners"})
+		out = append(out, api.GraphEdge{From: o.ID, To: ow.ID, Type: api.EdgeOwner, Why: "owners"})
 	}
 	return out
 }
@@ -140,7 +140,7 @@ func graphEdges(ki *client.KindInfo, o *store.Object) []client.GraphEdge {
 // connected keeps root, everything it depends on and everything that depends on it, transitively. Each
 // walk follows an index of the edges by endpoint, so that it costs the edges it meets, not every edge per
 // object reached (which was quadratic: seconds at 10,000 instances of one definition).
-func connected(g *client.Graph, root string) *client.Graph {
+func connected(g *api.Graph, root string) *api.Graph {
 	providers := make(map[string][]string, len(g.Nodes))
 	consumers := make(map[string][]string, len(g.Nodes))
 	for _, e := range g.Edges {
@@ -166,7 +166,7 @@ func connected(g *client.Graph, root string) *client.Graph {
 	for id := range walk(consumers) {
 		keep[id] = true
 	}
-	out := &client.Graph{Root: root, Nodes: []client.GraphNode{}, Edges: []client.GraphEdge{}}
+	out := &api.Graph{Root: root, Nodes: []api.GraphNode{}, Edges: []api.GraphEdge{}}
 	for _, n := range g.Nodes {
 		if keep[n.ID] {
 			out.Nodes = append(out.Nodes, n)

@@ -6,9 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/stretchr/testify/require"
-
-	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
 // BenchmarkGraph times GET /v1/graph (whole, and rooted at the definition every instance uses) with
@@ -16,7 +15,7 @@ import (
 func BenchmarkGraph(b *testing.B) {
 	e := setup(b)
 	ctx := context.Background()
-	var rts []*client.KubernetesRuntime
+	var rts []*api.KubernetesRuntime
 	for i := range 5 {
 		rt, err := e.dev.KubernetesRuntimes().Create(ctx, localRuntime(fmt.Sprintf("rt-%d", i)))
 		require.NoError(b, err)
@@ -33,8 +32,8 @@ func BenchmarkGraph(b *testing.B) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			_, err := e.dev.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: fmt.Sprintf("i%05d", i)},
-				Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rts[i%len(rts)].ID}})
+			_, err := e.dev.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: fmt.Sprintf("i%05d", i)},
+				Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rts[i%len(rts)].ID}})
 			if err != nil {
 				b.Error(err)
 			}

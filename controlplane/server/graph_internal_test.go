@@ -6,16 +6,15 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/stretchr/testify/require"
-
-	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
 // connectedByScan is connected as it was before the edge index: each object reached scans every edge.
 // Kept to check the new one against and to benchmark them side by side.
-func connectedByScan(g *client.Graph, root string) *client.Graph {
+func connectedByScan(g *api.Graph, root string) *api.Graph {
 	keep := map[string]bool{root: true}
-	walk := func(next func(client.GraphEdge) (from, to string)) {
+	walk := func(next func(api.GraphEdge) (from, to string)) {
 		queue := []string{root}
 		for len(queue) > 0 {
 			id := queue[0]
@@ -28,17 +27,17 @@ func connectedByScan(g *client.Graph, root string) *client.Graph {
 			}
 		}
 	}
-	walk(func(e client.GraphEdge) (string, string) { return e.From, e.To })
+	walk(func(e api.GraphEdge) (string, string) { return e.From, e.To })
 	seen := map[string]bool{}
 	for id := range keep {
 		seen[id] = true
 	}
 	keep = map[string]bool{root: true}
-	walk(func(e client.GraphEdge) (string, string) { return e.To, e.From })
+	walk(func(e api.GraphEdge) (string, string) { return e.To, e.From })
 	for id := range seen {
 		keep[id] = true
 	}
-	out := &client.Graph{Root: root, Nodes: []client.GraphNode{}, Edges: []client.GraphEdge{}}
+	out := &api.Graph{Root: root, Nodes: []api.GraphNode{}, Edges: []api.GraphEdge{}}
 	for _, n := range g.Nodes {
 		if keep[n.ID] {
 			out.Nodes = append(out.Nodes, n)
@@ -54,19 +53,19 @@ func connectedByScan(g *client.Graph, root string) *client.Graph {
 
 // fleetGraph is the graph of n instances of one definition over rts runtimes, each instance also using
 // the one before it (a chain, so that walks go deep), plus a gateway on every tenth.
-func fleetGraph(n, rts int) *client.Graph {
-	g := &client.Graph{}
-	add := func(kind, id string) { g.Nodes = append(g.Nodes, client.GraphNode{Kind: kind, ID: id, Name: id}) }
+func fleetGraph(n, rts int) *api.Graph {
+	g := &api.Graph{}
+	add := func(kind, id string) { g.Nodes = append(g.Nodes, api.GraphNode{Kind: kind, ID: id, Name: id}) }
 	edge := func(from, to, why string) {
-		g.Edges = append(g.Edges, client.GraphEdge{From: from, To: to, Type: client.EdgeReference, Why: why})
+		g.Edges = append(g.Edges, api.GraphEdge{From: from, To: to, Type: api.EdgeReference, Why: why})
 	}
-	add(client.KindWorkloadDefinition, "def")
+	add(api.KindWorkloadDefinition, "def")
 	for r := range rts {
-		add(client.KindKubernetesRuntime, fmt.Sprintf("rt%d", r))
+		add(api.KindKubernetesRuntime, fmt.Sprintf("rt%d", r))
 	}
 	for i := range n {
 		id := fmt.Sprintf("inst%d", i)
-		add(client.KindWorkloadInstance, id)
+		add(api.KindWorkloadInstance, id)
 		edge(id, "def", "spec.definition_id")
 		edge(id, fmt.Sprintf("rt%d", i%rts), "spec.runtime_id")
 		if i%7 == 3 {
@@ -74,14 +73,14 @@ func fleetGraph(n, rts int) *client.Graph {
 		}
 		if i%10 == 0 {
 			gw := "gw" + id
-			add(client.KindGateway, gw)
+			add(api.KindGateway, gw)
 			edge(gw, id, "spec.instance_id")
 		}
 	}
 	return g
 }
 
-func ids(g *client.Graph) ([]string, []string) {
+func ids(g *api.Graph) ([]string, []string) {
 	var nodes, edges []string
 	for _, n := range g.Nodes {
 		nodes = append(nodes, n.ID)
@@ -124,7 +123,7 @@ func BenchmarkConnected(b *testing.B) {
 	g := fleetGraph(10000, 5)
 	for _, impl := range []struct {
 		name string
-		f    func(*client.Graph, string) *client.Graph
+		f    func(*api.Graph, string) *api.Graph
 	}{{"scan", connectedByScan}, {"index", connected}} {
 		b.Run(impl.name, func(b *testing.B) {
 			for range b.N {

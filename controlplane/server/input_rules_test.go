@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
 )
@@ -21,13 +22,13 @@ func (e *env) refused(t *testing.T, role, method, path, body, field, msg string)
 	code, data := e.raw(t, role, method, path, body, nil)
 	require.Equal(t, http.StatusBadRequest, code, string(data))
 	ae := apiErr(t, data)
-	require.Equal(t, client.CodeInvalid, ae.Code)
+	require.Equal(t, api.CodeInvalid, ae.Code)
 	require.Equal(t, field, ae.Field, ae.Message)
 	require.Contains(t, ae.Message, msg)
 }
 
 // unchanged checks that an object still has the generation and resource version it had.
-func (e *env) unchanged(t *testing.T, kind string, before *client.RawObject) {
+func (e *env) unchanged(t *testing.T, kind string, before *api.RawObject) {
 	t.Helper()
 	after, err := e.admin.Raw(kind).Get(context.Background(), before.ID)
 	require.NoError(t, err)
@@ -40,27 +41,27 @@ func TestUsesCycles(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	rt, def, _ := e.world(t, "cy")
-	newInst := func(name string, uses ...string) *client.WorkloadInstance {
-		spec := client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}
+	newInst := func(name string, uses ...string) *api.WorkloadInstance {
+		spec := api.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}
 		for _, u := range uses {
-			spec.Uses = append(spec.Uses, client.Use{InstanceID: u, EnvPrefix: "USED_" + strings.ToUpper(u[len(u)-4:])})
+			spec.Uses = append(spec.Uses, api.Use{InstanceID: u, EnvPrefix: "USED_" + strings.ToUpper(u[len(u)-4:])})
 		}
-		inst, err := e.dev.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: name}, Spec: spec})
+		inst, err := e.dev.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: name}, Spec: spec})
 		require.NoError(t, err)
 		return inst
 	}
 	a := newInst("a")
 	b := newInst("b", a.ID)
 	c := newInst("c", b.ID)
-	put := func(inst *client.WorkloadInstance, uses ...string) string {
+	put := func(inst *api.WorkloadInstance, uses ...string) string {
 		var us []string
 		for _, u := range uses {
 			us = append(us, fmt.Sprintf(`{"instance_id":%q,"env_prefix":"U%d"}`, u, len(us)))
 		}
 		return fmt.Sprintf(`{"name":%q,"spec":{"definition_id":%q,"runtime_id":%q,"uses":[%s]}}`, inst.Name, def.ID, rt.ID, strings.Join(us, ","))
 	}
-	before := func(id string) *client.RawObject {
-		o, err := e.admin.Raw(client.KindWorkloadInstance).Get(ctx, id)
+	before := func(id string) *api.RawObject {
+		o, err := e.admin.Raw(api.KindWorkloadInstance).Get(ctx, id)
 		require.NoError(t, err)
 		return o
 	}
@@ -68,12 +69,12 @@ func TestUsesCycles(t *testing.T) {
 	t.Run("a self-reference is a 400 naming the field, not a 500", func(t *testing.T) {
 		o := before(a.ID)
 		e.refused(t, server.RoleDeveloper, http.MethodPut, "/v1/workload_instances/"+a.ID, put(a, a.ID), "spec.uses[0].instance_id", "must not name the workload_instance itself")
-		e.unchanged(t, client.KindWorkloadInstance, o)
+		e.unchanged(t, api.KindWorkloadInstance, o)
 	})
 	t.Run("a cycle of two is refused with its path", func(t *testing.T) {
 		o := before(a.ID)
 		e.refused(t, server.RoleDeveloper, http.MethodPut, "/v1/workload_instances/"+a.ID, put(a, b.ID), "spec.uses[0].instance_id", "makes a cycle of uses: a → b → a")
-		e.unchanged(t, client.KindWorkloadInstance, o)
+		e.unchanged(t, api.KindWorkloadInstance, o)
 	})
 	t.Run("a longer cycle is refused with its path, naming the use that closes it", func(t *testing.T) {
 		o := before(a.ID)
@@ -82,13 +83,13 @@ func TestUsesCycles(t *testing.T) {
 			fmt.Sprintf(`{"spec":{"uses":[{"instance_id":%q,"env_prefix":"C"}]}}`, c.ID), http.Header{"Content-Type": {"application/merge-patch+json"}})
 		require.Equal(t, http.StatusBadRequest, code, "PATCH too: %s", data)
 		require.Equal(t, "spec.uses[0].instance_id", apiErr(t, data).Field)
-		e.unchanged(t, client.KindWorkloadInstance, o)
+		e.unchanged(t, api.KindWorkloadInstance, o)
 	})
 	t.Run("a plan that would close a cycle fails the same way", func(t *testing.T) {
-		spec, err := json.Marshal(client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID, Uses: []client.Use{{InstanceID: c.ID, EnvPrefix: "C"}}})
+		spec, err := json.Marshal(api.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID, Uses: []api.Use{{InstanceID: c.ID, EnvPrefix: "C"}}})
 		require.NoError(t, err)
-		_, err = e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{{Op: client.PlanUpdate, Kind: client.KindWorkloadInstance, ID: a.ID, Spec: spec}}})
-		require.True(t, client.IsInvalid(err), "%v", err)
+		_, err = e.dev.Plan(ctx, api.PlanRequest{Changes: []api.PlanChange{{Op: api.PlanUpdate, Kind: api.KindWorkloadInstance, ID: a.ID, Spec: spec}}})
+		require.True(t, api.IsInvalid(err), "%v", err)
 		require.Contains(t, err.Error(), "a → c → b → a")
 	})
 	t.Run("shared uses without a cycle pass", func(t *testing.T) {
@@ -114,17 +115,17 @@ func TestDatabaseVersions(t *testing.T) {
 			e.refused(t, server.RoleDeveloper, http.MethodPost, "/v1/databases",
 				fmt.Sprintf(`{"name":%q,"spec":{"engine":%q,"version":%q}}`, name, tc.engine, tc.version), "spec.version", tc.msg)
 			_, err := e.admin.Databases().GetByName(context.Background(), name)
-			require.True(t, client.IsNotFound(err), "nothing was written")
+			require.True(t, api.IsNotFound(err), "nothing was written")
 		})
 	}
 	t.Run("every version each provider serves, and releases of them, pass", func(t *testing.T) {
 		n := 0
-		for _, engine := range []string{client.EnginePostgres, client.EngineMySQL} {
-			for _, p := range []string{client.DatabaseProviderInCluster, client.DatabaseProviderRDS} {
-				for _, v := range append(client.DatabaseVersions(engine, p), client.DatabaseVersions(engine, p)[0]+".3") {
+		for _, engine := range []string{api.EnginePostgres, api.EngineMySQL} {
+			for _, p := range []string{api.DatabaseProviderInCluster, api.DatabaseProviderRDS} {
+				for _, v := range append(api.DatabaseVersions(engine, p), api.DatabaseVersions(engine, p)[0]+".3") {
 					n++
-					_, err := e.dev.Databases().Create(context.Background(), &client.Database{Meta: client.Meta{Name: fmt.Sprintf("db-ok-%d", n)},
-						Spec: client.DatabaseSpec{Engine: engine, Version: v}})
+					_, err := e.dev.Databases().Create(context.Background(), &api.Database{Meta: api.Meta{Name: fmt.Sprintf("db-ok-%d", n)},
+						Spec: api.DatabaseSpec{Engine: engine, Version: v}})
 					require.NoError(t, err, "%s %s", engine, v)
 				}
 			}
@@ -147,7 +148,7 @@ func TestReplicaLimits(t *testing.T) {
 		} {
 			e.refused(t, server.RoleAdmin, http.MethodPost, "/v1/"+tc.kind, `{"name":"rl-huge","spec":`+tc.spec+`}`, tc.field, "must be at most 1000")
 			_, err := e.admin.Raw(strings.TrimSuffix(tc.kind, "s")).GetByName(ctx, "rl-huge")
-			require.True(t, client.IsNotFound(err), "nothing was written")
+			require.True(t, api.IsNotFound(err), "nothing was written")
 		}
 	})
 	t.Run("a role's limit holds for its tokens, on create and update", func(t *testing.T) {
@@ -156,12 +157,12 @@ func TestReplicaLimits(t *testing.T) {
 		e.refused(t, server.RoleDeveloper, http.MethodPost, "/v1/workload_definitions", `{"name":"rl-dev","spec":{`+containers+`,"autoscaling":{"min_replicas":1,"max_replicas":60}}}`,
 			"spec.autoscaling.max_replicas", "must be at most 50 for a developer token")
 		_, err := e.admin.WorkloadDefinitions().GetByName(ctx, "rl-dev")
-		require.True(t, client.IsNotFound(err), "nothing was written")
-		before, err := e.admin.Raw(client.KindWorkloadInstance).Get(ctx, inst.ID)
+		require.True(t, api.IsNotFound(err), "nothing was written")
+		before, err := e.admin.Raw(api.KindWorkloadInstance).Get(ctx, inst.ID)
 		require.NoError(t, err)
 		e.refused(t, server.RoleDeveloper, http.MethodPut, "/v1/workload_instances/"+inst.ID,
 			fmt.Sprintf(`{"name":%q,"spec":{"definition_id":%q,"runtime_id":%q,"replicas":51}}`, inst.Name, def.ID, rt.ID), "spec.replicas", "at most 50")
-		e.unchanged(t, client.KindWorkloadInstance, before)
+		e.unchanged(t, api.KindWorkloadInstance, before)
 		fifty := int32(50)
 		inst.Spec.Replicas = &fifty
 		_, err = e.dev.WorkloadInstances().Update(ctx, inst)
@@ -189,19 +190,19 @@ func TestLocalChartPaths(t *testing.T) {
 			e.refused(t, server.RoleDeveloper, http.MethodPost, "/v1/workload_definitions",
 				fmt.Sprintf(`{"name":%q,"spec":{"helm":{"chart":%q}}}`, name, chart), "spec.helm.chart", "chart directory")
 			_, err := e.admin.WorkloadDefinitions().GetByName(context.Background(), name)
-			require.True(t, client.IsNotFound(err), "nothing was written")
+			require.True(t, api.IsNotFound(err), "nothing was written")
 		})
 	}
 	for i, chart := range []string{"demo", "team/demo-1.0.0.tgz", "a/../demo", filepath.Join(dir, "demo")} {
 		t.Run(fmt.Sprintf("%q inside the chart directory passes", chart), func(t *testing.T) {
-			_, err := e.dev.WorkloadDefinitions().Create(context.Background(), &client.WorkloadDefinition{Meta: client.Meta{Name: fmt.Sprintf("chart-ok-%d", i)},
-				Spec: client.WorkloadDefinitionSpec{Helm: &client.HelmSource{Chart: chart}}})
+			_, err := e.dev.WorkloadDefinitions().Create(context.Background(), &api.WorkloadDefinition{Meta: api.Meta{Name: fmt.Sprintf("chart-ok-%d", i)},
+				Spec: api.WorkloadDefinitionSpec{Helm: &api.HelmSource{Chart: chart}}})
 			require.NoError(t, err)
 		})
 	}
 	t.Run("a chart from a repository is a name, not a path", func(t *testing.T) {
-		_, err := e.dev.WorkloadDefinitions().Create(context.Background(), &client.WorkloadDefinition{Meta: client.Meta{Name: "chart-repo"},
-			Spec: client.WorkloadDefinitionSpec{Helm: &client.HelmSource{Repository: "https://charts.example.com", Chart: "nginx"}}})
+		_, err := e.dev.WorkloadDefinitions().Create(context.Background(), &api.WorkloadDefinition{Meta: api.Meta{Name: "chart-repo"},
+			Spec: api.WorkloadDefinitionSpec{Helm: &api.HelmSource{Repository: "https://charts.example.com", Chart: "nginx"}}})
 		require.NoError(t, err)
 	})
 }
@@ -211,36 +212,36 @@ func TestDataServicesAttachedByInstanceID(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	_, _, inst := e.world(t, "att")
-	db, err := e.dev.Databases().Create(ctx, &client.Database{Meta: client.Meta{Name: "att-db"}, Spec: client.DatabaseSpec{InstanceID: inst.ID}})
+	db, err := e.dev.Databases().Create(ctx, &api.Database{Meta: api.Meta{Name: "att-db"}, Spec: api.DatabaseSpec{InstanceID: inst.ID}})
 	require.NoError(t, err)
-	bucket, err := e.dev.Buckets().Create(ctx, &client.Bucket{Meta: client.Meta{Name: "att-bucket"}, Spec: client.BucketSpec{InstanceID: inst.ID}})
+	bucket, err := e.dev.Buckets().Create(ctx, &api.Bucket{Meta: api.Meta{Name: "att-bucket"}, Spec: api.BucketSpec{InstanceID: inst.ID}})
 	require.NoError(t, err)
 
-	for _, tc := range []struct{ plural, kind, id string }{{"databases", client.KindDatabase, db.ID}, {"buckets", client.KindBucket, bucket.ID}} {
+	for _, tc := range []struct{ plural, kind, id string }{{"databases", api.KindDatabase, db.ID}, {"buckets", api.KindBucket, bucket.ID}} {
 		t.Run(tc.kind+" is protected from deletion while its instance uses it", func(t *testing.T) {
 			code, data := e.raw(t, server.RoleDeveloper, http.MethodDelete, "/v1/"+tc.plural+"/"+tc.id, "", nil)
 			require.Equal(t, http.StatusConflict, code, string(data))
-			require.Equal(t, []client.ObjectRef{{Kind: client.KindWorkloadInstance, ID: inst.ID, Name: inst.Name}}, apiErr(t, data).Dependents)
+			require.Equal(t, []api.ObjectRef{{Kind: api.KindWorkloadInstance, ID: inst.ID, Name: inst.Name}}, apiErr(t, data).Dependents)
 			got, err := e.admin.Raw(tc.kind).Get(ctx, tc.id)
 			require.NoError(t, err)
 			require.Nil(t, got.DeletionRequestedAt, "nothing was written")
 		})
 	}
 	t.Run("a plan of the delete is refused the same way, and the graph shows the use", func(t *testing.T) {
-		_, err := e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{{Op: client.PlanDelete, Kind: client.KindDatabase, ID: db.ID}}})
-		require.True(t, client.IsConflict(err), "%v", err)
+		_, err := e.dev.Plan(ctx, api.PlanRequest{Changes: []api.PlanChange{{Op: api.PlanDelete, Kind: api.KindDatabase, ID: db.ID}}})
+		require.True(t, api.IsConflict(err), "%v", err)
 		g, err := e.dev.Graph(ctx, "")
 		require.NoError(t, err)
-		require.Contains(t, g.Providers(inst.ID), client.GraphEdge{From: inst.ID, To: db.ID, Type: client.EdgeReference, Why: "database spec.instance_id"})
+		require.Contains(t, g.Providers(inst.ID), api.GraphEdge{From: inst.ID, To: db.ID, Type: api.EdgeReference, Why: "database spec.instance_id"})
 	})
 	t.Run("an instance_id naming no instance is refused", func(t *testing.T) {
 		e.refused(t, server.RoleDeveloper, http.MethodPost, "/v1/databases", `{"name":"att-none","spec":{"instance_id":"nope"}}`,
 			"spec.instance_id", `workload_instance "nope" not found`)
 		_, err := e.admin.Databases().GetByName(ctx, "att-none")
-		require.True(t, client.IsNotFound(err), "nothing was written")
+		require.True(t, api.IsNotFound(err), "nothing was written")
 	})
 	t.Run("a delete that detaches goes ahead, as Terraform's removal of the resource asks", func(t *testing.T) {
-		other, err := e.dev.Buckets().Create(ctx, &client.Bucket{Meta: client.Meta{Name: "att-bucket-2"}, Spec: client.BucketSpec{InstanceID: inst.ID}})
+		other, err := e.dev.Buckets().Create(ctx, &api.Bucket{Meta: api.Meta{Name: "att-bucket-2"}, Spec: api.BucketSpec{InstanceID: inst.ID}})
 		require.NoError(t, err)
 		code, data := e.raw(t, server.RoleDeveloper, http.MethodDelete, "/v1/buckets/"+other.ID+"?detach=maybe", "", nil)
 		require.Equal(t, http.StatusBadRequest, code, string(data))
@@ -274,23 +275,23 @@ func TestPutRoundTrip(t *testing.T) {
 			for _, role := range []string{server.RoleDeveloper, server.RoleAdmin} {
 				code, got := w.raw(t, role, http.MethodGet, path, "", nil)
 				require.Equal(t, http.StatusOK, code, string(got))
-				var before client.RawObject
+				var before api.RawObject
 				require.NoError(t, json.Unmarshal(got, &before))
 				code, data := w.raw(t, role, http.MethodPut, path, string(got), nil)
 				require.Equal(t, http.StatusOK, code, "%s: %s", role, data)
-				var after client.RawObject
+				var after api.RawObject
 				require.NoError(t, json.Unmarshal(data, &after))
 				require.Equal(t, before.Generation, after.Generation, "%s: no spec change, no new generation", role)
 			}
 			_, now := w.raw(t, server.RoleController, http.MethodGet, path, "", nil)
-			var was, is client.RawObject
+			var was, is api.RawObject
 			require.NoError(t, json.Unmarshal(stored, &was))
 			require.NoError(t, json.Unmarshal(now, &is))
 			require.JSONEq(t, string(was.Spec), string(is.Spec), "write-only fields that GET hid keep their stored values")
 		})
 		t.Run(ki.Kind+" refuses a changed read-only field", func(t *testing.T) {
 			_, got := w.raw(t, server.RoleDeveloper, http.MethodGet, path, "", nil)
-			var before client.RawObject
+			var before api.RawObject
 			require.NoError(t, json.Unmarshal(got, &before))
 			for field, value := range map[string]any{
 				"id": "other", "kind": "other", "generation": before.Generation + 1, "created_at": "2001-01-01T00:00:00Z",

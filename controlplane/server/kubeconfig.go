@@ -5,21 +5,20 @@ import (
 	"fmt"
 	"net/url"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"k8s.io/client-go/tools/clientcmd"
-
-	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
 // validateWithKubernetes checks what a kind's own validation cannot without the Kubernetes client: the
 // contents of a kubeconfig runtime's kubeconfig. The client package stays free of Kubernetes modules, so
 // this check lives here, on the write path of the API server (and of its plan previews).
-func validateWithKubernetes(spec any) []client.FieldError {
-	rt, ok := spec.(*client.KubernetesRuntimeSpec)
-	if !ok || rt.Provider != client.ProviderKubeconfig || rt.Kubeconfig == "" {
+func validateWithKubernetes(spec any) []api.FieldError {
+	rt, ok := spec.(*api.KubernetesRuntimeSpec)
+	if !ok || rt.Provider != api.ProviderKubeconfig || rt.Kubeconfig == "" {
 		return nil
 	}
 	if err := checkKubeconfig(rt.Kubeconfig, rt.Context); err != nil {
-		return []client.FieldError{{Field: "spec.kubeconfig", Message: err.Error()}}
+		return []api.FieldError{{Field: "spec.kubeconfig", Message: err.Error()}}
 	}
 	return nil
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
 )
 
@@ -48,9 +48,9 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request) {
 		if mode == "gone" {
 			return false
 		}
-		var st client.Status
+		var st api.Status
 		_ = json.Unmarshal(o.Status, &st)
-		return client.Settled(o.Generation, &st)
+		return api.Settled(o.Generation, &st)
 	}
 	obj, err := s.waitFor(ctx, ki.Kind, id, done)
 	if err != nil && ctx.Err() != nil && r.Context().Err() == nil {
@@ -178,14 +178,14 @@ func (s *Server) requestDeletion(ctx context.Context, kind, id string, cascade, 
 	}
 	if cascade {
 		if depth >= maxCascadeDepth {
-			return nil, client.Errorf(client.CodeConflict, "cascading delete deeper than %d levels", maxCascadeDepth)
+			return nil, api.Errorf(api.CodeConflict, "cascading delete deeper than %d levels", maxCascadeDepth)
 		}
 		deps, err := s.dependents(ctx, obj, !detach)
 		if err != nil {
 			return nil, err
 		}
 		for _, d := range deps {
-			if _, err := s.requestDeletion(ctx, d.Kind, d.ID, true, false, opts, depth+1); err != nil && !errors.Is(err, store.ErrNotFound) && !client.IsNotFound(err) {
+			if _, err := s.requestDeletion(ctx, d.Kind, d.ID, true, false, opts, depth+1); err != nil && !errors.Is(err, store.ErrNotFound) && !api.IsNotFound(err) {
 				return nil, err
 			}
 		}
@@ -203,7 +203,7 @@ func (s *Server) requestDeletion(ctx context.Context, kind, id string, cascade, 
 			if blocked != "" {
 				msg = fmt.Sprintf("%s %q cannot finish its deletion: %s", d.Kind, d.Name, blocked)
 			}
-			return nil, &client.Error{Code: client.CodeConflict, Message: msg, Dependents: storeRefs(left)}
+			return nil, &api.Error{Code: api.CodeConflict, Message: msg, Dependents: storeRefs(left)}
 		}
 	}
 	obj, err = s.cfg.Store.RequestDeletion(ctx, kind, id, opts)
@@ -215,18 +215,18 @@ func (s *Server) requestDeletion(ctx context.Context, kind, id string, cascade, 
 }
 
 // unreachableBlock returns the message of an object whose deletion waits on a cluster that does not
-// answer (its Ready condition's reason is client.ReasonRuntimeUnreachable), or "". A cascade cannot
+// answer (its Ready condition's reason is api.ReasonRuntimeUnreachable), or "". A cascade cannot
 // finish while it holds, so it stops at once with the message, which says how to orphan instead.
 func unreachableBlock(o *store.Object) string {
 	if o.DeletionRequestedAt == nil || len(o.Status) == 0 {
 		return ""
 	}
-	var st client.Status
+	var st api.Status
 	if json.Unmarshal(o.Status, &st) != nil {
 		return ""
 	}
 	for _, c := range st.Conditions {
-		if c.Type == "Ready" && c.Reason == client.ReasonRuntimeUnreachable {
+		if c.Type == "Ready" && c.Reason == api.ReasonRuntimeUnreachable {
 			return c.Message
 		}
 	}
@@ -243,7 +243,7 @@ func (s *Server) dependents(ctx context.Context, obj *store.Object, withUsers bo
 	if err != nil {
 		return nil, fmt.Errorf("dependents of %s %s: %w", obj.Kind, obj.ID, err)
 	}
-	ki, ok := client.LookupKind(obj.Kind)
+	ki, ok := api.LookupKind(obj.Kind)
 	if !ok || ki.UsedBy == nil || !withUsers {
 		return deps, nil
 	}
@@ -339,37 +339,37 @@ func (s *Server) updateStatus(w http.ResponseWriter, r *http.Request) {
 	s.respond(w, r, http.StatusOK, obj)
 }
 
-var phases = map[client.Phase]bool{
-	client.PhasePending: true, client.PhaseReconciling: true, client.PhaseReady: true,
-	client.PhaseFailed: true, client.PhaseDeleting: true,
+var phases = map[api.Phase]bool{
+	api.PhasePending: true, api.PhaseReconciling: true, api.PhaseReady: true,
+	api.PhaseFailed: true, api.PhaseDeleting: true,
 }
 
 // checkStatus validates the common status fields against the object's generation.
 func checkStatus(status any, generation int64) error {
-	acc, ok := status.(client.StatusAccessor)
+	acc, ok := status.(api.StatusAccessor)
 	if !ok {
 		return nil
 	}
 	st := acc.Common()
-	var fes []client.FieldError
+	var fes []api.FieldError
 	if st.Phase != "" && !phases[st.Phase] {
-		fes = append(fes, client.FieldError{Field: "status.phase", Message: fmt.Sprintf("must be one of Pending, Reconciling, Ready, Failed, Deleting, not %q", st.Phase)})
+		fes = append(fes, api.FieldError{Field: "status.phase", Message: fmt.Sprintf("must be one of Pending, Reconciling, Ready, Failed, Deleting, not %q", st.Phase)})
 	}
 	if st.ObservedGeneration < 0 || st.ObservedGeneration > generation {
-		fes = append(fes, client.FieldError{Field: "status.observed_generation", Message: fmt.Sprintf("must be between 0 and the object's generation %d, not %d", generation, st.ObservedGeneration)})
+		fes = append(fes, api.FieldError{Field: "status.observed_generation", Message: fmt.Sprintf("must be between 0 and the object's generation %d, not %d", generation, st.ObservedGeneration)})
 	}
 	for i, c := range st.Conditions {
 		if c.Type == "" {
-			fes = append(fes, client.FieldError{Field: fmt.Sprintf("status.conditions[%d].type", i), Message: "is required"})
+			fes = append(fes, api.FieldError{Field: fmt.Sprintf("status.conditions[%d].type", i), Message: "is required"})
 		}
 		switch c.Status {
-		case client.ConditionTrue, client.ConditionFalse, client.ConditionUnknown:
+		case api.ConditionTrue, api.ConditionFalse, api.ConditionUnknown:
 		default:
-			fes = append(fes, client.FieldError{Field: fmt.Sprintf("status.conditions[%d].status", i), Message: fmt.Sprintf("must be True, False or Unknown, not %q", c.Status)})
+			fes = append(fes, api.FieldError{Field: fmt.Sprintf("status.conditions[%d].status", i), Message: fmt.Sprintf("must be True, False or Unknown, not %q", c.Status)})
 		}
 	}
 	if len(fes) > 0 {
-		return client.Invalid(fes...)
+		return api.Invalid(fes...)
 	}
 	return nil
 }
@@ -408,16 +408,16 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := struct {
-		Items []client.Event `json:"items"`
-	}{Items: make([]client.Event, 0, len(evs))}
+		Items []api.Event `json:"items"`
+	}{Items: make([]api.Event, 0, len(evs))}
 	for _, e := range evs {
 		out.Items = append(out.Items, wireEvent(e))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-func wireEvent(e *store.Event) client.Event {
-	return client.Event{
+func wireEvent(e *store.Event) api.Event {
+	return api.Event{
 		ID: e.ID, ObjectID: e.ObjectID, Kind: e.Kind, Type: e.Type, Reason: e.Reason, Message: e.Message,
 		Generation: e.Generation, DurationMS: e.DurationMS, Source: e.Source, CreatedAt: e.CreatedAt,
 		Count: e.Count, FirstTimestamp: &e.CreatedAt, LastTimestamp: &e.LastSeenAt,
@@ -437,29 +437,29 @@ func (s *Server) recordEvent(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	var ev client.Event
+	var ev api.Event
 	if err := decodeStrict(data, &ev, ""); err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	if ev.Type == "" {
-		ev.Type = client.EventNormal
+		ev.Type = api.EventNormal
 	}
-	var fes []client.FieldError
-	if ev.Type != client.EventNormal && ev.Type != client.EventWarning {
-		fes = append(fes, client.FieldError{Field: "type", Message: fmt.Sprintf("must be Normal or Warning, not %q", ev.Type)})
+	var fes []api.FieldError
+	if ev.Type != api.EventNormal && ev.Type != api.EventWarning {
+		fes = append(fes, api.FieldError{Field: "type", Message: fmt.Sprintf("must be Normal or Warning, not %q", ev.Type)})
 	}
 	if ev.Reason == "" || len(ev.Reason) > maxEventReason || strings.ContainsAny(ev.Reason, " \t\n") {
-		fes = append(fes, client.FieldError{Field: "reason", Message: fmt.Sprintf("must be a CamelCase word of at most %d characters", maxEventReason)})
+		fes = append(fes, api.FieldError{Field: "reason", Message: fmt.Sprintf("must be a CamelCase word of at most %d characters", maxEventReason)})
 	}
 	if len(ev.Message) > maxEventMessage {
-		fes = append(fes, client.FieldError{Field: "message", Message: fmt.Sprintf("must be at most %d bytes", maxEventMessage)})
+		fes = append(fes, api.FieldError{Field: "message", Message: fmt.Sprintf("must be at most %d bytes", maxEventMessage)})
 	}
 	if ev.DurationMS < 0 {
-		fes = append(fes, client.FieldError{Field: "duration_ms", Message: "must not be negative"})
+		fes = append(fes, api.FieldError{Field: "duration_ms", Message: "must not be negative"})
 	}
 	if len(fes) > 0 {
-		s.fail(w, r, client.Invalid(fes...))
+		s.fail(w, r, api.Invalid(fes...))
 		return
 	}
 	cur, err := s.cfg.Store.Get(r.Context(), ki.Kind, id)
@@ -492,16 +492,16 @@ type imageRequest struct {
 // imageResponse answers the CI hook.
 type imageResponse struct {
 	// Definition is the updated definition.
-	Definition *client.RawObject `json:"definition"`
+	Definition *api.RawObject `json:"definition"`
 	// UpdatedInstances are the instances of the definition, which roll out the new image.
-	UpdatedInstances []client.ObjectRef `json:"updated_instances"`
+	UpdatedInstances []api.ObjectRef `json:"updated_instances"`
 }
 
 // setImage is the CI hook: it sets one container's image in a workload definition.
 func (s *Server) setImage(w http.ResponseWriter, r *http.Request) {
 	ki, id := kindFrom(r), chi.URLParam(r, "id")
-	if ki.Kind != client.KindWorkloadDefinition {
-		s.fail(w, r, client.Errorf(client.CodeNotFound, "the image hook exists only for workload_definitions"))
+	if ki.Kind != api.KindWorkloadDefinition {
+		s.fail(w, r, api.Errorf(api.CodeNotFound, "the image hook exists only for workload_definitions"))
 		return
 	}
 	rv, err := ifMatch(r)
@@ -519,15 +519,15 @@ func (s *Server) setImage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	var fes []client.FieldError
+	var fes []api.FieldError
 	if req.Container == "" {
-		fes = append(fes, client.FieldError{Field: "container", Message: "is required"})
+		fes = append(fes, api.FieldError{Field: "container", Message: "is required"})
 	}
-	if err := client.ValidateImage(req.Image); err != nil {
-		fes = append(fes, client.FieldError{Field: "image", Message: err.Error()})
+	if err := api.ValidateImage(req.Image); err != nil {
+		fes = append(fes, api.FieldError{Field: "image", Message: err.Error()})
 	}
 	if len(fes) > 0 {
-		s.fail(w, r, client.Invalid(fes...))
+		s.fail(w, r, api.Invalid(fes...))
 		return
 	}
 	obj, err := s.updateImage(r.Context(), id, rv, req)
@@ -540,10 +540,10 @@ func (s *Server) setImage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out := imageResponse{UpdatedInstances: []client.ObjectRef{}}
+	out := imageResponse{UpdatedInstances: []api.ObjectRef{}}
 	for _, d := range deps {
-		if d.Kind == client.KindWorkloadInstance {
-			out.UpdatedInstances = append(out.UpdatedInstances, client.ObjectRef{Kind: d.Kind, ID: d.ID, Name: d.Name})
+		if d.Kind == api.KindWorkloadInstance {
+			out.UpdatedInstances = append(out.UpdatedInstances, api.ObjectRef{Kind: d.Kind, ID: d.ID, Name: d.Name})
 		}
 	}
 	if out.Definition, err = s.wire(r, obj); err != nil {
@@ -557,11 +557,11 @@ func (s *Server) setImage(w http.ResponseWriter, r *http.Request) {
 // against the latest spec, so no other change is lost.
 func (s *Server) updateImage(ctx context.Context, id string, rv int64, req imageRequest) (*store.Object, error) {
 	for attempt := 0; ; attempt++ {
-		cur, err := s.cfg.Store.Get(ctx, client.KindWorkloadDefinition, id)
+		cur, err := s.cfg.Store.Get(ctx, api.KindWorkloadDefinition, id)
 		if err != nil {
 			return nil, err
 		}
-		var spec client.WorkloadDefinitionSpec
+		var spec api.WorkloadDefinitionSpec
 		if err := json.Unmarshal(cur.Spec, &spec); err != nil {
 			return nil, fmt.Errorf("decode stored spec: %w", err)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
@@ -44,7 +45,7 @@ func finalizer(t *testing.T, e *env, stop <-chan struct{}) {
 				return
 			case <-tick.C:
 			}
-			for _, kind := range []string{client.KindWorkloadInstance, client.KindWorkloadDefinition, client.KindKubernetesRuntime} {
+			for _, kind := range []string{api.KindWorkloadInstance, api.KindWorkloadDefinition, api.KindKubernetesRuntime} {
 				for obj, err := range e.ctrl.Raw(kind).All(ctx, client.ListOptions{}) {
 					if err != nil {
 						break
@@ -67,8 +68,8 @@ func TestDelete(t *testing.T) {
 		e := setup(t)
 		rt, _, inst := e.world(t, "p")
 		err := e.dev.KubernetesRuntimes().Delete(ctx, rt.ID, client.DeleteOptions{})
-		require.True(t, client.IsConflict(err), "%v", err)
-		require.Equal(t, []client.ObjectRef{{Kind: client.KindWorkloadInstance, ID: inst.ID, Name: inst.Name}}, asAPIErr(t, err).Dependents)
+		require.True(t, api.IsConflict(err), "%v", err)
+		require.Equal(t, []api.ObjectRef{{Kind: api.KindWorkloadInstance, ID: inst.ID, Name: inst.Name}}, asAPIErr(t, err).Dependents)
 		got, err := e.dev.KubernetesRuntimes().Get(ctx, rt.ID)
 		require.NoError(t, err)
 		require.Nil(t, got.DeletionRequestedAt, "nothing written")
@@ -111,11 +112,11 @@ func TestDelete(t *testing.T) {
 		require.Equal(t, http.StatusAccepted, code)
 
 		_, err = e.dev.WorkloadInstances().Update(ctx, got)
-		require.True(t, client.IsConflict(err), "a deleting object takes no spec writes: %v", err)
+		require.True(t, api.IsConflict(err), "a deleting object takes no spec writes: %v", err)
 
 		require.NoError(t, e.ctrl.WorkloadInstances().Finalize(ctx, inst.ID))
 		_, err = e.dev.WorkloadInstances().Get(ctx, inst.ID)
-		require.True(t, client.IsNotFound(err))
+		require.True(t, api.IsNotFound(err))
 	})
 	t.Run("finalize without a delete request is a conflict", func(t *testing.T) {
 		t.Parallel()
@@ -123,14 +124,14 @@ func TestDelete(t *testing.T) {
 		rt, err := e.dev.KubernetesRuntimes().Create(ctx, localRuntime("f"))
 		require.NoError(t, err)
 		err = e.ctrl.KubernetesRuntimes().Finalize(ctx, rt.ID)
-		require.True(t, client.IsConflict(err), "%v", err)
+		require.True(t, api.IsConflict(err), "%v", err)
 	})
 	t.Run("cascade deletes dependents first and waits for them", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t)
 		rt, def, inst := e.world(t, "c")
-		inst2, err := e.dev.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "c-inst2"},
-			Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
+		inst2, err := e.dev.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "c-inst2"},
+			Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
 		require.NoError(t, err)
 		stop := make(chan struct{})
 		defer close(stop)
@@ -140,10 +141,10 @@ func TestDelete(t *testing.T) {
 		require.NoError(t, err)
 		for _, id := range []string{inst.ID, inst2.ID} {
 			_, err = e.dev.WorkloadInstances().Get(ctx, id)
-			require.True(t, client.IsNotFound(err), "dependent %s is gone", id)
+			require.True(t, api.IsNotFound(err), "dependent %s is gone", id)
 		}
 		_, err = e.dev.KubernetesRuntimes().Get(ctx, rt.ID)
-		require.True(t, client.IsNotFound(err))
+		require.True(t, api.IsNotFound(err))
 		_, err = e.dev.WorkloadDefinitions().Get(ctx, def.ID)
 		require.NoError(t, err, "objects the dependents referenced stay")
 	})
@@ -169,19 +170,19 @@ func TestStatusWrites(t *testing.T) {
 	ctrl := e.ctrl.KubernetesRuntimes()
 
 	t.Run("a controller writes status without bumping generation", func(t *testing.T) {
-		got, err := ctrl.UpdateStatus(ctx, rt.ID, rt.ResourceVersion, client.KubernetesRuntimeStatus{
-			Status:   client.Status{Phase: client.PhaseReady, ObservedGeneration: rt.Generation, Message: "3/3 nodes ready"},
+		got, err := ctrl.UpdateStatus(ctx, rt.ID, rt.ResourceVersion, api.KubernetesRuntimeStatus{
+			Status:   api.Status{Phase: api.PhaseReady, ObservedGeneration: rt.Generation, Message: "3/3 nodes ready"},
 			Endpoint: "https://127.0.0.1:6443", NodesReady: 3, NodesTotal: 3,
 		})
 		require.NoError(t, err)
 		require.Equal(t, rt.Generation, got.Generation)
 		require.Equal(t, rt.ResourceVersion+1, got.ResourceVersion)
 		require.Equal(t, 3, got.Status.NodesReady)
-		require.True(t, client.Reconciled(got.Generation, &got.Status.Status))
+		require.True(t, api.Reconciled(got.Generation, &got.Status.Status))
 	})
 	t.Run("observed_generation may not exceed generation", func(t *testing.T) {
-		_, err := ctrl.UpdateStatus(ctx, rt.ID, 0, client.KubernetesRuntimeStatus{Status: client.Status{Phase: client.PhaseReady, ObservedGeneration: 7}})
-		require.True(t, client.IsInvalid(err), "%v", err)
+		_, err := ctrl.UpdateStatus(ctx, rt.ID, 0, api.KubernetesRuntimeStatus{Status: api.Status{Phase: api.PhaseReady, ObservedGeneration: 7}})
+		require.True(t, api.IsInvalid(err), "%v", err)
 		require.Equal(t, "status.observed_generation", asAPIErr(t, err).Field)
 	})
 	for _, tc := range []struct{ name, body, field string }{
@@ -203,8 +204,8 @@ func TestStatusWrites(t *testing.T) {
 		})
 	}
 	t.Run("developers may not write status", func(t *testing.T) {
-		_, err := e.dev.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, 0, client.KubernetesRuntimeStatus{})
-		require.True(t, client.IsForbidden(err), "%v", err)
+		_, err := e.dev.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, 0, api.KubernetesRuntimeStatus{})
+		require.True(t, api.IsForbidden(err), "%v", err)
 	})
 }
 
@@ -219,15 +220,15 @@ func TestWaitReconciled(t *testing.T) {
 		rt, err := e.dev.KubernetesRuntimes().Create(ctx, localRuntime("w"))
 		require.NoError(t, err)
 		onceWaiting(e.srv, rt.ID, func() {
-			_, _ = e.ctrl.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, 0, client.KubernetesRuntimeStatus{Status: client.Status{Phase: client.PhaseReconciling, ObservedGeneration: 1}})
-			_, _ = e.ctrl.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, 0, client.KubernetesRuntimeStatus{Status: client.Status{Phase: client.PhaseReady, ObservedGeneration: 1}})
+			_, _ = e.ctrl.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, 0, api.KubernetesRuntimeStatus{Status: api.Status{Phase: api.PhaseReconciling, ObservedGeneration: 1}})
+			_, _ = e.ctrl.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, 0, api.KubernetesRuntimeStatus{Status: api.Status{Phase: api.PhaseReady, ObservedGeneration: 1}})
 		})
 		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		defer cancel()
 		start := time.Now()
 		got, err := e.dev.KubernetesRuntimes().WaitReconciled(wctx, rt.ID)
 		require.NoError(t, err)
-		require.Equal(t, client.PhaseReady, got.Status.Phase)
+		require.Equal(t, api.PhaseReady, got.Status.Phase)
 		require.Less(t, time.Since(start), 20*time.Second, "returned because of the write, not the 30s server timeout")
 	})
 	t.Run("returns at once on Failed at the current generation", func(t *testing.T) {
@@ -235,7 +236,7 @@ func TestWaitReconciled(t *testing.T) {
 		e := setup(t, setupOpts{cfg: func(c *server.Config) { c.WaitPollInterval = time.Hour }})
 		rt, err := e.dev.KubernetesRuntimes().Create(ctx, localRuntime("f"))
 		require.NoError(t, err)
-		_, err = e.ctrl.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, 0, client.KubernetesRuntimeStatus{Status: client.Status{Phase: client.PhaseFailed, ObservedGeneration: 1, Message: "no capacity"}})
+		_, err = e.ctrl.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, 0, api.KubernetesRuntimeStatus{Status: api.Status{Phase: api.PhaseFailed, ObservedGeneration: 1, Message: "no capacity"}})
 		require.NoError(t, err)
 		start := time.Now()
 		_, err = e.dev.KubernetesRuntimes().WaitReconciled(ctx, rt.ID)
@@ -251,7 +252,7 @@ func TestWaitReconciled(t *testing.T) {
 		rt.Spec.Nodes = 4
 		_, err = e.dev.KubernetesRuntimes().Update(ctx, rt)
 		require.NoError(t, err)
-		_, err = e.ctrl.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, 0, client.KubernetesRuntimeStatus{Status: client.Status{Phase: client.PhaseReady, ObservedGeneration: 1}})
+		_, err = e.ctrl.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, 0, api.KubernetesRuntimeStatus{Status: api.Status{Phase: api.PhaseReady, ObservedGeneration: 1}})
 		require.NoError(t, err)
 		code, body := e.raw(t, server.RoleViewer, http.MethodGet, "/v1/kubernetes_runtimes/"+rt.ID+"?wait=reconciled&timeout=200ms", "", nil)
 		require.Equal(t, http.StatusOK, code, "the timeout answers with the current object")
@@ -266,7 +267,7 @@ func TestWaitReconciled(t *testing.T) {
 		rt, err := a.dev.KubernetesRuntimes().Create(ctx, localRuntime("r"))
 		require.NoError(t, err)
 		onceWaiting(a.srv, rt.ID, func() { // written through b: a's hub does not hear it, a's poll must see it
-			_, _ = b.ctrl.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, 0, client.KubernetesRuntimeStatus{Status: client.Status{Phase: client.PhaseReady, ObservedGeneration: 1}})
+			_, _ = b.ctrl.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, 0, api.KubernetesRuntimeStatus{Status: api.Status{Phase: api.PhaseReady, ObservedGeneration: 1}})
 		})
 		start := time.Now()
 		_, err = a.dev.KubernetesRuntimes().WaitReconciled(ctx, rt.ID)
@@ -304,8 +305,8 @@ func TestRequestReconcileWritesAnOutboxRowAndChangesNothing(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := context.Background()
-	def, err := e.admin.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "poke"},
-		Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "web", Image: "nginx:1.27"}}}})
+	def, err := e.admin.WorkloadDefinitions().Create(ctx, &api.WorkloadDefinition{Meta: api.Meta{Name: "poke"},
+		Spec: api.WorkloadDefinitionSpec{Containers: []api.Container{{Name: "web", Image: "nginx:1.27"}}}})
 	require.NoError(t, err)
 	before, _, err := e.store.OutboxStats(ctx)
 	require.NoError(t, err)
@@ -316,23 +317,23 @@ func TestRequestReconcileWritesAnOutboxRowAndChangesNothing(t *testing.T) {
 	got, err := e.admin.WorkloadDefinitions().Get(ctx, def.ID)
 	require.NoError(t, err)
 	require.Equal(t, def.ResourceVersion, got.ResourceVersion, "nothing was written to the object")
-	require.True(t, client.IsNotFound(e.admin.WorkloadDefinitions().RequestReconcile(ctx, "nope")))
+	require.True(t, api.IsNotFound(e.admin.WorkloadDefinitions().RequestReconcile(ctx, "nope")))
 }
 
 func TestListByReferenceFindsADefinitionsInstances(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := context.Background()
-	spec := client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "web", Image: "nginx:1.27"}}}
-	web, err := e.admin.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "web"}, Spec: spec})
+	spec := api.WorkloadDefinitionSpec{Containers: []api.Container{{Name: "web", Image: "nginx:1.27"}}}
+	web, err := e.admin.WorkloadDefinitions().Create(ctx, &api.WorkloadDefinition{Meta: api.Meta{Name: "web"}, Spec: spec})
 	require.NoError(t, err)
-	api, err := e.admin.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "api"}, Spec: spec})
+	svc, err := e.admin.WorkloadDefinitions().Create(ctx, &api.WorkloadDefinition{Meta: api.Meta{Name: "api"}, Spec: spec})
 	require.NoError(t, err)
 	rt, err := e.admin.KubernetesRuntimes().Create(ctx, localRuntime("rt"))
 	require.NoError(t, err)
-	for name, def := range map[string]string{"web-1": web.ID, "web-2": web.ID, "api-1": api.ID} {
-		_, err := e.admin.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: name},
-			Spec: client.WorkloadInstanceSpec{DefinitionID: def, RuntimeID: rt.ID}})
+	for name, def := range map[string]string{"web-1": web.ID, "web-2": web.ID, "api-1": svc.ID} {
+		_, err := e.admin.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: name},
+			Spec: api.WorkloadInstanceSpec{DefinitionID: def, RuntimeID: rt.ID}})
 		require.NoError(t, err)
 	}
 	var names []string
@@ -361,19 +362,19 @@ func TestGarbageDependentsDoNotBlockADelete(t *testing.T) {
 	t.Parallel()
 	e := setup(t, setupOpts{cfg: func(c *server.Config) { c.CascadeTimeout = 20 * time.Second }})
 	ctx := context.Background()
-	rt, err := e.admin.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "rt"},
-		Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderLocal}})
+	rt, err := e.admin.KubernetesRuntimes().Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: "rt"},
+		Spec: api.KubernetesRuntimeSpec{Provider: api.ProviderLocal}})
 	require.NoError(t, err)
-	owner, err := e.admin.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "owner"},
-		Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "web", Image: "nginx:1.27"}}}})
+	owner, err := e.admin.WorkloadDefinitions().Create(ctx, &api.WorkloadDefinition{Meta: api.Meta{Name: "owner"},
+		Spec: api.WorkloadDefinitionSpec{Containers: []api.Container{{Name: "web", Image: "nginx:1.27"}}}})
 	require.NoError(t, err)
-	made, err := e.ctrl.SupportServices().Create(ctx, &client.SupportService{
-		Meta: client.Meta{Name: "ingress-rt", Owners: []client.ObjectRef{{Kind: client.KindWorkloadDefinition, ID: owner.ID}}},
-		Spec: client.SupportServiceSpec{RuntimeID: rt.ID, Type: client.SupportIngress}})
+	made, err := e.ctrl.SupportServices().Create(ctx, &api.SupportService{
+		Meta: api.Meta{Name: "ingress-rt", Owners: []api.ObjectRef{{Kind: api.KindWorkloadDefinition, ID: owner.ID}}},
+		Spec: api.SupportServiceSpec{RuntimeID: rt.ID, Type: api.SupportIngress}})
 	require.NoError(t, err)
 
 	err = e.admin.KubernetesRuntimes().Delete(ctx, rt.ID, client.DeleteOptions{})
-	require.True(t, client.IsConflict(err), "its owner still exists: %v", err)
+	require.True(t, api.IsConflict(err), "its owner still exists: %v", err)
 
 	// The owner goes (being deleted is enough); nothing runs the support service's finalizer here, so
 	// play the controller: finalize it once its deletion is requested.
@@ -393,19 +394,19 @@ func TestGarbageDependentsDoNotBlockADelete(t *testing.T) {
 	}()
 	require.NoError(t, e.admin.KubernetesRuntimes().Delete(ctx, rt.ID, client.DeleteOptions{}))
 	_, err = e.admin.SupportServices().Get(ctx, made.ID)
-	require.True(t, client.IsNotFound(err), "the garbage went first: %v", err)
+	require.True(t, api.IsNotFound(err), "the garbage went first: %v", err)
 	got, err := e.admin.KubernetesRuntimes().Get(ctx, rt.ID)
 	require.NoError(t, err)
 	require.NotNil(t, got.DeletionRequestedAt)
 
 	t.Run("a declared support service blocks", func(t *testing.T) {
-		rt2, err := e.admin.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "rt2"},
-			Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderLocal}})
+		rt2, err := e.admin.KubernetesRuntimes().Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: "rt2"},
+			Spec: api.KubernetesRuntimeSpec{Provider: api.ProviderLocal}})
 		require.NoError(t, err)
-		_, err = e.admin.SupportServices().Create(ctx, &client.SupportService{Meta: client.Meta{Name: "declared"},
-			Spec: client.SupportServiceSpec{RuntimeID: rt2.ID, Type: client.SupportMetricsServer}})
+		_, err = e.admin.SupportServices().Create(ctx, &api.SupportService{Meta: api.Meta{Name: "declared"},
+			Spec: api.SupportServiceSpec{RuntimeID: rt2.ID, Type: api.SupportMetricsServer}})
 		require.NoError(t, err)
 		err = e.admin.KubernetesRuntimes().Delete(ctx, rt2.ID, client.DeleteOptions{})
-		require.True(t, client.IsConflict(err), "%v", err)
+		require.True(t, api.IsConflict(err), "%v", err)
 	})
 }

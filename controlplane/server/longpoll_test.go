@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
 	"github.com/qleetos/terraform-provider-qleet/internal/await"
@@ -77,7 +78,7 @@ func TestLongPollsEndedByTheCallerAreNotErrors(t *testing.T) {
 	t.Run("a wait the server times out answers 200 with the object", func(t *testing.T) {
 		code, body := e.raw(t, server.RoleViewer, http.MethodGet, "/v1/kubernetes_runtimes/"+rt.ID+"?wait=gone&timeout=100ms", "", nil)
 		require.Equal(t, http.StatusOK, code, string(body))
-		var got client.KubernetesRuntime
+		var got api.KubernetesRuntime
 		require.NoError(t, json.Unmarshal(body, &got))
 		require.Equal(t, rt.ID, got.ID)
 		require.NotNil(t, got.DeletionRequestedAt)
@@ -94,7 +95,7 @@ func TestLongPollsEndedByTheCallerAreNotErrors(t *testing.T) {
 		_, err = q.viewer.KubernetesRuntimes().GetByName(ctx, "quiet")
 		require.NoError(t, err)
 		_, err = q.viewer.KubernetesRuntimes().GetByName(ctx, "missing")
-		require.True(t, client.IsNotFound(err))
+		require.True(t, api.IsNotFound(err))
 		require.Empty(t, logLines(t, &qmu, &quiet))
 	})
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
 )
@@ -92,8 +92,8 @@ func servedMetrics(t *testing.T) map[string]string {
 	ctx := context.Background()
 	rt, err := e.dev.KubernetesRuntimes().Create(ctx, localRuntime("metrics"))
 	require.NoError(t, err)
-	_, err = e.admin.SupportServices().Create(ctx, &client.SupportService{Meta: client.Meta{Name: "metrics-ingress"},
-		Spec: client.SupportServiceSpec{RuntimeID: rt.ID, Type: client.SupportIngress}})
+	_, err = e.admin.SupportServices().Create(ctx, &api.SupportService{Meta: api.Meta{Name: "metrics-ingress"},
+		Spec: api.SupportServiceSpec{RuntimeID: rt.ID, Type: api.SupportIngress}})
 	require.NoError(t, err)
 
 	families, err := reg.Gather()

@@ -8,7 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
 )
 
@@ -37,7 +37,7 @@ var (
 
 // standardPhases are reported for every kind, as 0 when no object is in them, so that a series exists
 // before the first object reaches a phase.
-var standardPhases = []client.Phase{client.PhasePending, client.PhaseReconciling, client.PhaseReady, client.PhaseFailed, client.PhaseDeleting}
+var standardPhases = []api.Phase{api.PhasePending, api.PhaseReconciling, api.PhaseReady, api.PhaseFailed, api.PhaseDeleting}
 
 // objectsCollector reads object counts, runtime reachability and support services from the store at
 // scrape time: three aggregate queries, whatever the number of objects.
@@ -84,7 +84,7 @@ func (c *objectsCollector) collectObjects(ctx context.Context, ch chan<- prometh
 		}
 		return kinds[kind]
 	}
-	for _, ki := range client.Kinds() {
+	for _, ki := range api.Kinds() {
 		stats(ki.Kind)
 	}
 	for _, n := range counts {
@@ -111,7 +111,7 @@ func (c *objectsCollector) collectObjects(ctx context.Context, ch chan<- prometh
 
 // collectRuntimes reports qleet_runtime_reachable for every runtime.
 func (c *objectsCollector) collectRuntimes(ctx context.Context, ch chan<- prometheus.Metric) {
-	counts, err := c.st.CountObjects(ctx, &store.CountParams{Kind: client.KindKubernetesRuntime,
+	counts, err := c.st.CountObjects(ctx, &store.CountParams{Kind: api.KindKubernetesRuntime,
 		GroupBy: []string{"id", "name", "status.region", "spec.region"}, Condition: conditionConnected})
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(runtimeReachableDesc, fmt.Errorf("count runtimes: %w", err))
@@ -119,7 +119,7 @@ func (c *objectsCollector) collectRuntimes(ctx context.Context, ch chan<- promet
 	}
 	for _, n := range counts { // one group per runtime: grouped by id
 		reachable := 0.0
-		if n.Condition == string(client.ConditionTrue) {
+		if n.Condition == string(api.ConditionTrue) {
 			reachable = 1
 		}
 		region := cmp.Or(n.Values[2], n.Values[3])
@@ -129,7 +129,7 @@ func (c *objectsCollector) collectRuntimes(ctx context.Context, ch chan<- promet
 
 // collectSupportServices reports qleet_support_services.
 func (c *objectsCollector) collectSupportServices(ctx context.Context, ch chan<- prometheus.Metric) {
-	counts, err := c.st.CountObjects(ctx, &store.CountParams{Kind: client.KindSupportService,
+	counts, err := c.st.CountObjects(ctx, &store.CountParams{Kind: api.KindSupportService,
 		GroupBy: []string{"spec.runtime_id", "spec.type"}})
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(supportServicesDesc, fmt.Errorf("count support services: %w", err))

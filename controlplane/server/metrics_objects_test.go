@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
 )
@@ -45,32 +46,32 @@ func TestObjectMetricsAreReadFromTheStoreAtScrapeTime(t *testing.T) {
 
 func testObjectMetrics(t *testing.T, e *env) {
 	ctx := context.Background()
-	connected := func(s client.ConditionStatus) []client.Condition {
-		return []client.Condition{{Type: "Connected", Status: s, LastTransitionTime: time.Now().UTC()}}
+	connected := func(s api.ConditionStatus) []api.Condition {
+		return []api.Condition{{Type: "Connected", Status: s, LastTransitionTime: time.Now().UTC()}}
 	}
 	east, err := e.dev.KubernetesRuntimes().Create(ctx, localRuntime("east"))
 	require.NoError(t, err)
-	_, err = e.ctrl.KubernetesRuntimes().UpdateStatus(ctx, east.ID, 0, client.KubernetesRuntimeStatus{Region: "us-east-1",
-		Status: client.Status{Phase: client.PhaseReady, ObservedGeneration: east.Generation, Conditions: connected(client.ConditionTrue)}})
+	_, err = e.ctrl.KubernetesRuntimes().UpdateStatus(ctx, east.ID, 0, api.KubernetesRuntimeStatus{Region: "us-east-1",
+		Status: api.Status{Phase: api.PhaseReady, ObservedGeneration: east.Generation, Conditions: connected(api.ConditionTrue)}})
 	require.NoError(t, err)
 	west := localRuntime("west")
 	west.Spec.Region = "eu-west"
 	west, err = e.dev.KubernetesRuntimes().Create(ctx, west)
 	require.NoError(t, err)
-	_, err = e.ctrl.KubernetesRuntimes().UpdateStatus(ctx, west.ID, 0, client.KubernetesRuntimeStatus{
-		Status: client.Status{Phase: client.PhaseReconciling, ObservedGeneration: west.Generation, Conditions: connected(client.ConditionFalse)}})
+	_, err = e.ctrl.KubernetesRuntimes().UpdateStatus(ctx, west.ID, 0, api.KubernetesRuntimeStatus{
+		Status: api.Status{Phase: api.PhaseReconciling, ObservedGeneration: west.Generation, Conditions: connected(api.ConditionFalse)}})
 	require.NoError(t, err)
 	fresh, err := e.dev.KubernetesRuntimes().Create(ctx, localRuntime("fresh"))
 	require.NoError(t, err)
 
-	svc, err := e.admin.SupportServices().Create(ctx, &client.SupportService{Meta: client.Meta{Name: "ingress-east"},
-		Spec: client.SupportServiceSpec{RuntimeID: east.ID, Type: client.SupportIngress}})
+	svc, err := e.admin.SupportServices().Create(ctx, &api.SupportService{Meta: api.Meta{Name: "ingress-east"},
+		Spec: api.SupportServiceSpec{RuntimeID: east.ID, Type: api.SupportIngress}})
 	require.NoError(t, err)
-	_, err = e.ctrl.SupportServices().UpdateStatus(ctx, svc.ID, 0, client.SupportServiceStatus{
-		Status: client.Status{Phase: client.PhaseReady, ObservedGeneration: svc.Generation}})
+	_, err = e.ctrl.SupportServices().UpdateStatus(ctx, svc.ID, 0, api.SupportServiceStatus{
+		Status: api.Status{Phase: api.PhaseReady, ObservedGeneration: svc.Generation}})
 	require.NoError(t, err)
-	_, err = e.admin.SupportServices().Create(ctx, &client.SupportService{Meta: client.Meta{Name: "ingress-west"},
-		Spec: client.SupportServiceSpec{RuntimeID: west.ID, Type: client.SupportIngress}})
+	_, err = e.admin.SupportServices().Create(ctx, &api.SupportService{Meta: api.Meta{Name: "ingress-west"},
+		Spec: api.SupportServiceSpec{RuntimeID: west.ID, Type: api.SupportIngress}})
 	require.NoError(t, err)
 
 	beforeDef := time.Now()
@@ -124,8 +125,8 @@ func testObjectMetrics(t *testing.T, e *env) {
 		rts, err := e.viewer.KubernetesRuntimes().List(ctx, client.ListOptions{})
 		require.NoError(t, err)
 		for _, rt := range rts.Items {
-			_, err := e.ctrl.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, 0, client.KubernetesRuntimeStatus{
-				Status: client.Status{Phase: client.PhaseReady, ObservedGeneration: rt.Generation, Conditions: connected(client.ConditionTrue)}})
+			_, err := e.ctrl.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, 0, api.KubernetesRuntimeStatus{
+				Status: api.Status{Phase: api.PhaseReady, ObservedGeneration: rt.Generation, Conditions: connected(api.ConditionTrue)}})
 			require.NoError(t, err)
 		}
 		text := e.scrape(t)

@@ -17,7 +17,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/telemetry"
 )
 
@@ -156,8 +156,8 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 				slog.String("stack", string(debug.Stack())),
 				slog.String("request_id", requestID(r.Context())))
 			writeJSON(w, http.StatusInternalServerError, struct {
-				Error *client.Error `json:"error"`
-			}{client.Errorf(client.CodeInternal, "internal error")})
+				Error *api.Error `json:"error"`
+			}{api.Errorf(api.CodeInternal, "internal error")})
 		}()
 		next.ServeHTTP(w, r)
 	})

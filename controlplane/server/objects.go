@@ -18,7 +18,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
 )
 
@@ -30,10 +30,10 @@ const (
 
 // writeBody is the body of POST and PUT, and the document a merge patch applies to.
 type writeBody struct {
-	Name   string             `json:"name"`
-	Labels map[string]string  `json:"labels,omitempty"`
-	Owners []client.ObjectRef `json:"owners,omitempty"`
-	Spec   json.RawMessage    `json:"spec"`
+	Name   string            `json:"name"`
+	Labels map[string]string `json:"labels,omitempty"`
+	Owners []api.ObjectRef   `json:"owners,omitempty"`
+	Spec   json.RawMessage   `json:"spec"`
 }
 
 // updateBody is the body of PUT: a write body, plus the read-only parts of the envelope that GET
@@ -41,19 +41,19 @@ type writeBody struct {
 // object's (it is then ignored), or the write is refused naming it; resource_version is a precondition,
 // like If-Match.
 type updateBody struct {
-	Name                string             `json:"name"`
-	Labels              map[string]string  `json:"labels,omitempty"`
-	Owners              []client.ObjectRef `json:"owners,omitempty"`
-	Spec                json.RawMessage    `json:"spec"`
-	ID                  *string            `json:"id,omitempty"`
-	Kind                *string            `json:"kind,omitempty"`
-	Generation          *int64             `json:"generation,omitempty"`
-	ResourceVersion     *int64             `json:"resource_version,omitempty"`
-	CreatedAt           *time.Time         `json:"created_at,omitempty"`
-	UpdatedAt           *time.Time         `json:"updated_at,omitempty"`
-	DeletionRequestedAt *time.Time         `json:"deletion_requested_at,omitempty"`
-	DeletionOrphan      *bool              `json:"deletion_orphan,omitempty"`
-	Status              json.RawMessage    `json:"status,omitempty"`
+	Name                string            `json:"name"`
+	Labels              map[string]string `json:"labels,omitempty"`
+	Owners              []api.ObjectRef   `json:"owners,omitempty"`
+	Spec                json.RawMessage   `json:"spec"`
+	ID                  *string           `json:"id,omitempty"`
+	Kind                *string           `json:"kind,omitempty"`
+	Generation          *int64            `json:"generation,omitempty"`
+	ResourceVersion     *int64            `json:"resource_version,omitempty"`
+	CreatedAt           *time.Time        `json:"created_at,omitempty"`
+	UpdatedAt           *time.Time        `json:"updated_at,omitempty"`
+	DeletionRequestedAt *time.Time        `json:"deletion_requested_at,omitempty"`
+	DeletionOrphan      *bool             `json:"deletion_orphan,omitempty"`
+	Status              json.RawMessage   `json:"status,omitempty"`
 }
 
 // readOnlyChanged returns the first read-only field of an update body that differs from the object's,
@@ -100,7 +100,7 @@ func sameStatus(a, b json.RawMessage) bool {
 
 // keepWriteOnly gives the write-only fields that an update leaves out their stored values: GET hides
 // them from all but controllers, so that what GET returned can be sent back.
-func keepWriteOnly(ki *client.KindInfo, spec any, stored json.RawMessage) error {
+func keepWriteOnly(ki *api.KindInfo, spec any, stored json.RawMessage) error {
 	if len(ki.WriteOnly) == 0 {
 		return nil
 	}
@@ -127,7 +127,7 @@ type patchBody struct {
 }
 
 // decodeWrite strictly decodes a write body and its spec into the kind's spec type.
-func decodeWrite(ki *client.KindInfo, data []byte, into any) (any, error) {
+func decodeWrite(ki *api.KindInfo, data []byte, into any) (any, error) {
 	v, err := parseJSON(data)
 	if err != nil {
 		return nil, err
@@ -137,11 +137,11 @@ func decodeWrite(ki *client.KindInfo, data []byte, into any) (any, error) {
 		return nil, invalid("body", "must be a JSON object")
 	}
 	if fe := checkShape(obj["spec"], reflect.TypeOf(ki.NewSpec()), "spec"); fe != nil {
-		return nil, client.Invalid(*fe)
+		return nil, api.Invalid(*fe)
 	}
 	delete(obj, "spec")
 	if fe := checkShape(obj, reflect.TypeOf(into).Elem(), ""); fe != nil {
-		return nil, client.Invalid(*fe)
+		return nil, api.Invalid(*fe)
 	}
 	if err := decodeStrict(data, into, ""); err != nil {
 		return nil, err
@@ -159,36 +159,36 @@ func decodeWrite(ki *client.KindInfo, data []byte, into any) (any, error) {
 
 // owners resolves the owners of a new object: each must name a known kind and an existing object that
 // is not being deleted.
-func (s *Server) owners(ctx context.Context, refs []client.ObjectRef) ([]store.Ref, error) {
+func (s *Server) owners(ctx context.Context, refs []api.ObjectRef) ([]store.Ref, error) {
 	var out []store.Ref
-	var fes []client.FieldError
+	var fes []api.FieldError
 	for i, o := range refs {
 		field := fmt.Sprintf("owners[%d]", i)
-		if _, ok := client.LookupKind(o.Kind); !ok {
-			fes = append(fes, client.FieldError{Field: field + ".kind", Message: fmt.Sprintf("unknown kind %q", o.Kind)})
+		if _, ok := api.LookupKind(o.Kind); !ok {
+			fes = append(fes, api.FieldError{Field: field + ".kind", Message: fmt.Sprintf("unknown kind %q", o.Kind)})
 			continue
 		}
 		got, err := s.cfg.Store.Get(ctx, o.Kind, o.ID)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			fes = append(fes, client.FieldError{Field: field + ".id", Message: fmt.Sprintf("%s %q not found", o.Kind, o.ID)})
+			fes = append(fes, api.FieldError{Field: field + ".id", Message: fmt.Sprintf("%s %q not found", o.Kind, o.ID)})
 			continue
 		case err != nil:
 			return nil, fmt.Errorf("resolve %s: %w", field, err)
 		case got.DeletionRequestedAt != nil:
-			fes = append(fes, client.FieldError{Field: field + ".id", Message: fmt.Sprintf("%s %q is being deleted", o.Kind, got.Name)})
+			fes = append(fes, api.FieldError{Field: field + ".id", Message: fmt.Sprintf("%s %q is being deleted", o.Kind, got.Name)})
 			continue
 		}
 		out = append(out, store.Ref{Kind: o.Kind, ID: o.ID, Name: got.Name})
 	}
 	if len(fes) > 0 {
-		return nil, client.Invalid(fes...)
+		return nil, api.Invalid(fes...)
 	}
 	return out, nil
 }
 
 // sameOwners reports whether an update's owners (nil when not sent) leave the object's unchanged.
-func sameOwners(sent []client.ObjectRef, cur []store.Ref) bool {
+func sameOwners(sent []api.ObjectRef, cur []store.Ref) bool {
 	if sent == nil {
 		return true
 	}
@@ -204,7 +204,7 @@ func sameOwners(sent []client.ObjectRef, cur []store.Ref) bool {
 }
 
 // wireRefs converts store refs to the wire form; nil for none.
-func wireRefs(refs []store.Ref) []client.ObjectRef {
+func wireRefs(refs []store.Ref) []api.ObjectRef {
 	if len(refs) == 0 {
 		return nil
 	}
@@ -223,7 +223,7 @@ type objectView interface {
 	// lookup returns an object by kind and id (store.ErrNotFound when there is none).
 	lookup(ctx context.Context, kind, id string) (*store.Object, error)
 	// peers returns the other objects of a kind, for KindInfo.ValidatePeers.
-	peers(ctx context.Context, ki *client.KindInfo, self string) ([]client.NamedSpec, error)
+	peers(ctx context.Context, ki *api.KindInfo, self string) ([]api.NamedSpec, error)
 	// writeRules returns the server's limits on writes.
 	writeRules() *writeRules
 }
@@ -242,11 +242,11 @@ func (s *Server) writeRules() *writeRules {
 }
 
 // check applies the rules to a spec written by the caller in ctx.
-func (wr *writeRules) check(ctx context.Context, spec any) []client.FieldError {
-	var fes []client.FieldError
+func (wr *writeRules) check(ctx context.Context, spec any) []api.FieldError {
+	var fes []api.FieldError
 	role := principalFrom(ctx).role
 	if limit, ok := wr.maxReplicas[role]; ok {
-		asked := client.RequestedReplicas(spec)
+		asked := api.RequestedReplicas(spec)
 		fields := make([]string, 0, len(asked))
 		for f := range asked {
 			fields = append(fields, f)
@@ -254,16 +254,16 @@ func (wr *writeRules) check(ctx context.Context, spec any) []client.FieldError {
 		sort.Strings(fields)
 		for _, f := range fields {
 			if n := asked[f]; n > limit {
-				fes = append(fes, client.FieldError{Field: f, Message: fmt.Sprintf(
+				fes = append(fes, api.FieldError{Field: f, Message: fmt.Sprintf(
 					"must be at most %d for a %s token (the server's limit for the role), not %d", limit, role, n)})
 			}
 		}
 	}
-	if def, ok := spec.(*client.WorkloadDefinitionSpec); ok && def.Helm != nil && def.Helm.Repository == "" && wr.chartDir != "" &&
+	if def, ok := spec.(*api.WorkloadDefinitionSpec); ok && def.Helm != nil && def.Helm.Repository == "" && wr.chartDir != "" &&
 		filepath.IsAbs(def.Helm.Chart) {
 		rel, err := filepath.Rel(filepath.Clean(wr.chartDir), filepath.Clean(def.Helm.Chart))
 		if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-			fes = append(fes, client.FieldError{Field: "spec.helm.chart", Message: fmt.Sprintf(
+			fes = append(fes, api.FieldError{Field: "spec.helm.chart", Message: fmt.Sprintf(
 				"a local chart (no repository) must be inside the control plane's chart directory; %q is not (name it by a path relative to that directory)", def.Helm.Chart)})
 		}
 	}
@@ -289,17 +289,17 @@ func subjectOf(cur *store.Object) subject {
 
 // check defaults and validates a spec with the object's name and labels, and resolves its references.
 // Every problem is reported at once, as one 400.
-func (s *Server) check(ctx context.Context, ki *client.KindInfo, subj subject, labels map[string]string, spec any) (*checked, error) {
+func (s *Server) check(ctx context.Context, ki *api.KindInfo, subj subject, labels map[string]string, spec any) (*checked, error) {
 	return checkIn(ctx, s, ki, subj, labels, spec)
 }
 
 // checkIn is check against a view of the objects.
-func checkIn(ctx context.Context, v objectView, ki *client.KindInfo, subj subject, labels map[string]string, spec any) (*checked, error) {
+func checkIn(ctx context.Context, v objectView, ki *api.KindInfo, subj subject, labels map[string]string, spec any) (*checked, error) {
 	if err := mayWriteClusterScoped(ctx, spec); err != nil {
 		return nil, err
 	}
 	ki.Default(spec)
-	fes := client.ValidateMeta(subj.name, labels)
+	fes := api.ValidateMeta(subj.name, labels)
 	fes = append(fes, ki.Validate(spec)...)
 	fes = append(fes, validateWithKubernetes(spec)...)
 	fes = append(fes, v.writeRules().check(ctx, spec)...)
@@ -307,22 +307,22 @@ func checkIn(ctx context.Context, v objectView, ki *client.KindInfo, subj subjec
 	var refs []store.Ref
 	for _, fr := range ki.Refs(spec) {
 		if subj.id != "" && fr.ID == subj.id {
-			fes = append(fes, client.FieldError{Field: fr.Field, Message: fmt.Sprintf("must not name the %s itself", ki.Kind)})
+			fes = append(fes, api.FieldError{Field: fr.Field, Message: fmt.Sprintf("must not name the %s itself", ki.Kind)})
 			continue
 		}
 		target, err := v.lookup(ctx, fr.Kind, fr.ID)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			fes = append(fes, client.FieldError{Field: fr.Field, Message: fmt.Sprintf("%s %q not found", fr.Kind, fr.ID)})
+			fes = append(fes, api.FieldError{Field: fr.Field, Message: fmt.Sprintf("%s %q not found", fr.Kind, fr.ID)})
 			continue
 		case err != nil:
 			return nil, fmt.Errorf("resolve %s: %w", fr.Field, err)
 		case target.DeletionRequestedAt != nil:
-			fes = append(fes, client.FieldError{Field: fr.Field, Message: fmt.Sprintf("%s %q is being deleted", fr.Kind, target.Name)})
+			fes = append(fes, api.FieldError{Field: fr.Field, Message: fmt.Sprintf("%s %q is being deleted", fr.Kind, target.Name)})
 			continue
 		}
 		refs = append(refs, store.Ref{Kind: fr.Kind, ID: fr.ID, Name: target.Name})
-		if tk, ok := client.LookupKind(fr.Kind); ok {
+		if tk, ok := api.LookupKind(fr.Kind); ok {
 			ts := tk.NewSpec()
 			if json.Unmarshal(target.Spec, ts) == nil {
 				refSpecs[fr.Field] = ts
@@ -337,7 +337,7 @@ func checkIn(ctx context.Context, v objectView, ki *client.KindInfo, subj subjec
 	if ki.ValidateRefs != nil && len(fes) == 0 {
 		fes = append(fes, ki.ValidateRefs(spec, refSpecs)...)
 	}
-	if inst, ok := spec.(*client.WorkloadInstanceSpec); ok && len(fes) == 0 {
+	if inst, ok := spec.(*api.WorkloadInstanceSpec); ok && len(fes) == 0 {
 		fe, err := usesCycle(ctx, v, subj, inst)
 		if err != nil {
 			return nil, err
@@ -354,7 +354,7 @@ func checkIn(ctx context.Context, v objectView, ki *client.KindInfo, subj subjec
 		fes = append(fes, ki.ValidatePeers(spec, peers)...)
 	}
 	if len(fes) > 0 {
-		return nil, client.Invalid(fes...)
+		return nil, api.Invalid(fes...)
 	}
 	data, err := json.Marshal(spec)
 	if err != nil {
@@ -366,7 +366,7 @@ func checkIn(ctx context.Context, v objectView, ki *client.KindInfo, subj subjec
 // checkUsedBy resolves the objects a spec attaches its object to (KindInfo.UsedBy: the instance a
 // database names): each must exist and not be being deleted, unless the stored spec already named it
 // (the database outlives its instance, and stays writable once the instance is gone).
-func checkUsedBy(ctx context.Context, v objectView, ki *client.KindInfo, subj subject, spec any) ([]client.FieldError, error) {
+func checkUsedBy(ctx context.Context, v objectView, ki *api.KindInfo, subj subject, spec any) ([]api.FieldError, error) {
 	if ki.UsedBy == nil {
 		return nil, nil
 	}
@@ -379,7 +379,7 @@ func checkUsedBy(ctx context.Context, v objectView, ki *client.KindInfo, subj su
 			}
 		}
 	}
-	var fes []client.FieldError
+	var fes []api.FieldError
 	for _, fr := range ki.UsedBy(spec) {
 		if before[fr.ID] {
 			continue
@@ -387,11 +387,11 @@ func checkUsedBy(ctx context.Context, v objectView, ki *client.KindInfo, subj su
 		target, err := v.lookup(ctx, fr.Kind, fr.ID)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			fes = append(fes, client.FieldError{Field: fr.Field, Message: fmt.Sprintf("%s %q not found", fr.Kind, fr.ID)})
+			fes = append(fes, api.FieldError{Field: fr.Field, Message: fmt.Sprintf("%s %q not found", fr.Kind, fr.ID)})
 		case err != nil:
 			return nil, fmt.Errorf("resolve %s: %w", fr.Field, err)
 		case target.DeletionRequestedAt != nil:
-			fes = append(fes, client.FieldError{Field: fr.Field, Message: fmt.Sprintf("%s %q is being deleted", fr.Kind, target.Name)})
+			fes = append(fes, api.FieldError{Field: fr.Field, Message: fmt.Sprintf("%s %q is being deleted", fr.Kind, target.Name)})
 		}
 	}
 	return fes, nil
@@ -408,7 +408,7 @@ const maxUsesWalk = 10000
 // The walk reads the store outside the write's transaction: two concurrent updates that close a cycle
 // between them (a uses b, while b is changed to use a) can both pass. Writes of uses are rare and
 // operator-paced; the next write of either instance is refused, naming the cycle.
-func usesCycle(ctx context.Context, v objectView, subj subject, spec *client.WorkloadInstanceSpec) (*client.FieldError, error) {
+func usesCycle(ctx context.Context, v objectView, subj subject, spec *api.WorkloadInstanceSpec) (*api.FieldError, error) {
 	if subj.id == "" {
 		return nil, nil
 	}
@@ -428,7 +428,7 @@ func usesCycle(ctx context.Context, v objectView, subj subject, spec *client.Wor
 			return "", nil
 		}
 		visited[id] = true
-		o, err := v.lookup(ctx, client.KindWorkloadInstance, id)
+		o, err := v.lookup(ctx, api.KindWorkloadInstance, id)
 		if errors.Is(err, store.ErrNotFound) {
 			return "", nil
 		}
@@ -437,7 +437,7 @@ func usesCycle(ctx context.Context, v objectView, subj subject, spec *client.Wor
 		}
 		names[id] = o.Name
 		chain = append(chain, id)
-		var s client.WorkloadInstanceSpec
+		var s api.WorkloadInstanceSpec
 		if err := json.Unmarshal(o.Spec, &s); err != nil {
 			return "", nil //nolint:nilerr // a spec that does not decode uses nothing
 		}
@@ -460,7 +460,7 @@ func usesCycle(ctx context.Context, v objectView, subj subject, spec *client.Wor
 			return nil, err
 		}
 		if found != "" {
-			return &client.FieldError{Field: fmt.Sprintf("spec.uses[%d].instance_id", i),
+			return &api.FieldError{Field: fmt.Sprintf("spec.uses[%d].instance_id", i),
 				Message: fmt.Sprintf("makes a cycle of uses: %s (each would wait for the other to roll out first)", found)}, nil
 		}
 	}
@@ -469,19 +469,19 @@ func usesCycle(ctx context.Context, v objectView, subj subject, spec *client.Wor
 
 // peers returns the other objects of a kind (all but the one named), for KindInfo.ValidatePeers. Kinds
 // that have peer rules (runtime profiles) hold few objects, written by operators.
-func (s *Server) peers(ctx context.Context, ki *client.KindInfo, self string) ([]client.NamedSpec, error) {
-	var out []client.NamedSpec
+func (s *Server) peers(ctx context.Context, ki *api.KindInfo, self string) ([]api.NamedSpec, error) {
+	var out []api.NamedSpec
 	err := s.eachObject(ctx, ki, func(o *store.Object) {
 		spec := ki.NewSpec()
 		if o.Name != self && o.DeletionRequestedAt == nil && json.Unmarshal(o.Spec, spec) == nil {
-			out = append(out, client.NamedSpec{Name: o.Name, Spec: spec})
+			out = append(out, api.NamedSpec{Name: o.Name, Spec: spec})
 		}
 	})
 	return out, err
 }
 
 // eachObject calls f with every object of a kind, a page at a time.
-func (s *Server) eachObject(ctx context.Context, ki *client.KindInfo, f func(*store.Object)) error {
+func (s *Server) eachObject(ctx context.Context, ki *api.KindInfo, f func(*store.Object)) error {
 	after := ""
 	for {
 		page, err := s.cfg.Store.List(ctx, &store.ListParams{Kind: ki.Kind, Limit: 1000, After: after})
@@ -501,20 +501,20 @@ func (s *Server) eachObject(ctx context.Context, ki *client.KindInfo, f func(*st
 // mayWriteClusterScoped refuses a workload definition that opts into cluster-scoped objects unless the
 // caller is an admin: such objects reach beyond the instance's namespace.
 func mayWriteClusterScoped(ctx context.Context, spec any) error {
-	def, ok := spec.(*client.WorkloadDefinitionSpec)
+	def, ok := spec.(*api.WorkloadDefinitionSpec)
 	if !ok || !def.ClusterScoped || principalFrom(ctx).role == RoleAdmin {
 		return nil
 	}
-	return &client.Error{Code: client.CodeForbidden, Field: "spec.cluster_scoped",
+	return &api.Error{Code: api.CodeForbidden, Field: "spec.cluster_scoped",
 		Message: fmt.Sprintf("only an admin token may set cluster_scoped (this token's role is %q)", principalFrom(ctx).role)}
 }
 
 // initialStatus is the status of a new object, before its controller has seen it: the kind's zero status
 // in phase Pending.
-func initialStatus(ki *client.KindInfo) (json.RawMessage, error) {
+func initialStatus(ki *api.KindInfo) (json.RawMessage, error) {
 	st := ki.NewStatus()
-	if acc, ok := st.(client.StatusAccessor); ok {
-		acc.Common().Phase = client.PhasePending
+	if acc, ok := st.(api.StatusAccessor); ok {
+		acc.Common().Phase = api.PhasePending
 	}
 	data, err := json.Marshal(st)
 	if err != nil {
@@ -622,9 +622,9 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := struct {
-		Items    []*client.RawObject `json:"items"`
-		Continue string              `json:"continue,omitempty"`
-	}{Items: make([]*client.RawObject, 0, len(res.Objects))}
+		Items    []*api.RawObject `json:"items"`
+		Continue string           `json:"continue,omitempty"`
+	}{Items: make([]*api.RawObject, 0, len(res.Objects))}
 	for _, o := range res.Objects {
 		wo, err := s.wire(r, o)
 		if err != nil {
@@ -651,7 +651,7 @@ func parseSelector(sel string) (map[string]string, error) {
 		if !ok || k == "" {
 			return nil, invalid("label_selector", fmt.Sprintf("%q is not key=value", part))
 		}
-		if fes := client.ValidateMeta("x", map[string]string{k: v}); len(fes) > 0 {
+		if fes := api.ValidateMeta("x", map[string]string{k: v}); len(fes) > 0 {
 			return nil, invalid("label_selector", fmt.Sprintf("%q: %s", part, fes[0].Message))
 		}
 		out[k] = v
@@ -752,7 +752,7 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if fe := checkShape(pm, reflect.TypeOf(patchBody{}), ""); fe != nil {
-		s.fail(w, r, client.Invalid(*fe))
+		s.fail(w, r, api.Invalid(*fe))
 		return
 	}
 	cur, err := s.cfg.Store.Get(r.Context(), ki.Kind, chi.URLParam(r, "id"))
@@ -795,9 +795,9 @@ func (s *Server) writeSpec(w http.ResponseWriter, r *http.Request, cur *store.Ob
 }
 
 func (s *Server) storeSpec(ctx context.Context, cur *store.Object, rv int64, labels map[string]string, spec any) (*store.Object, error) {
-	ki, _ := client.LookupKind(cur.Kind)
+	ki, _ := api.LookupKind(cur.Kind)
 	if cur.DeletionRequestedAt != nil {
-		return nil, client.Errorf(client.CodeConflict, "%s %q is being deleted", cur.Kind, cur.Name)
+		return nil, api.Errorf(api.CodeConflict, "%s %q is being deleted", cur.Kind, cur.Name)
 	}
 	if rv != 0 && rv != cur.ResourceVersion {
 		return nil, fmt.Errorf("%w: If-Match %d, current %d", store.ErrStale, rv, cur.ResourceVersion)
@@ -827,9 +827,9 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, status int, obj
 }
 
 // wire converts a stored object to the v1 envelope for the caller.
-func (s *Server) wire(r *http.Request, o *store.Object) (*client.RawObject, error) {
+func (s *Server) wire(r *http.Request, o *store.Object) (*api.RawObject, error) {
 	spec := o.Spec
-	if ki, ok := client.LookupKind(o.Kind); ok && len(ki.WriteOnly) > 0 && !roleCan(principalFrom(r.Context()).role, permReadSecrets) {
+	if ki, ok := api.LookupKind(o.Kind); ok && len(ki.WriteOnly) > 0 && !roleCan(principalFrom(r.Context()).role, permReadSecrets) {
 		var err error
 		if spec, err = hideWriteOnly(ki, spec); err != nil {
 			return nil, err
@@ -839,8 +839,8 @@ func (s *Server) wire(r *http.Request, o *store.Object) (*client.RawObject, erro
 	if len(status) == 0 {
 		status = json.RawMessage(`{}`)
 	}
-	return &client.RawObject{
-		Meta: client.Meta{
+	return &api.RawObject{
+		Meta: api.Meta{
 			ID: o.ID, Kind: o.Kind, Name: o.Name, Labels: o.Labels,
 			Generation: o.Generation, ResourceVersion: o.ResourceVersion,
 			CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt, DeletionRequestedAt: o.DeletionRequestedAt, DeletionOrphan: o.DeletionOrphan,
@@ -852,7 +852,7 @@ func (s *Server) wire(r *http.Request, o *store.Object) (*client.RawObject, erro
 }
 
 // hideWriteOnly zeroes the write-only fields of a stored spec; omitempty then drops them.
-func hideWriteOnly(ki *client.KindInfo, raw json.RawMessage) (json.RawMessage, error) {
+func hideWriteOnly(ki *api.KindInfo, raw json.RawMessage) (json.RawMessage, error) {
 	spec := ki.NewSpec()
 	if err := json.Unmarshal(raw, spec); err != nil {
 		return nil, fmt.Errorf("decode stored %s spec: %w", ki.Kind, err)

@@ -7,7 +7,7 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 )
 
 // OpenAPIVersion is the OpenAPI version of the document served at /v1/openapi.json.
@@ -45,17 +45,17 @@ func ref(name string) obj { return obj{"$ref": "#/components/schemas/" + name} }
 
 // enums lists the allowed values of string fields, by "Type.json_name".
 var enums = map[string][]string{
-	"KubernetesRuntimeSpec.provider": {client.ProviderLocal, client.ProviderKubeconfig, client.ProviderEKS},
-	"RuntimeProfileSpec.provider":    {client.ProviderLocal, client.ProviderEKS},
-	"CloudAccountSpec.provider":      {client.CloudAWS},
+	"KubernetesRuntimeSpec.provider": {api.ProviderLocal, api.ProviderKubeconfig, api.ProviderEKS},
+	"RuntimeProfileSpec.provider":    {api.ProviderLocal, api.ProviderEKS},
+	"CloudAccountSpec.provider":      {api.CloudAWS},
 	"ContainerPort.protocol":         {"TCP", "UDP", "SCTP"},
-	"Event.type":                     {client.EventNormal, client.EventWarning},
+	"Event.type":                     {api.EventNormal, api.EventWarning},
 }
 
 var typeEnums = map[reflect.Type][]string{
-	reflect.TypeOf(client.Phase("")): {string(client.PhasePending), string(client.PhaseReconciling), string(client.PhaseReady),
-		string(client.PhaseFailed), string(client.PhaseDeleting)},
-	reflect.TypeOf(client.ConditionStatus("")): {string(client.ConditionTrue), string(client.ConditionFalse), string(client.ConditionUnknown)},
+	reflect.TypeOf(api.Phase("")): {string(api.PhasePending), string(api.PhaseReconciling), string(api.PhaseReady),
+		string(api.PhaseFailed), string(api.PhaseDeleting)},
+	reflect.TypeOf(api.ConditionStatus("")): {string(api.ConditionTrue), string(api.ConditionFalse), string(api.ConditionUnknown)},
 }
 
 // schema returns the JSON Schema of a Go type; named structs become components referenced by $ref.
@@ -103,7 +103,7 @@ func (g *openapiGen) structSchema(t reflect.Type, name string, override map[stri
 	props := obj{}
 	var required []string
 	writeOnly := map[string]bool{}
-	for _, ki := range client.Kinds() {
+	for _, ki := range api.Kinds() {
 		if reflect.TypeOf(ki.SpecType) == t {
 			for _, f := range ki.WriteOnly {
 				writeOnly[f] = true
@@ -189,14 +189,14 @@ func param(name, in, desc string, required bool, schema obj) obj {
 }
 
 func (g *openapiGen) document() obj {
-	g.schema(reflect.TypeOf(client.Error{}))
+	g.schema(reflect.TypeOf(api.Error{}))
 	g.schemas["ErrorResponse"] = obj{
 		"type": "object", "required": []string{"error"}, "additionalProperties": false,
 		"properties": obj{"error": ref("Error")}, "description": "Every error answer has this shape.",
 	}
 	g.schemas["EventList"] = obj{
 		"type": "object", "required": []string{"items"}, "additionalProperties": false,
-		"properties": obj{"items": obj{"type": "array", "items": g.schema(reflect.TypeOf(client.Event{}))}},
+		"properties": obj{"items": obj{"type": "array", "items": g.schema(reflect.TypeOf(api.Event{}))}},
 	}
 	g.schemas["Health"] = obj{"type": "object", "properties": obj{"status": obj{"type": "string"}}}
 	errResp := response("Error: the code maps to the HTTP status (invalid 400, unauthorized 401, forbidden 403, not_found 404, conflict 409, too_large 413, unavailable 503, internal 500).", ref("ErrorResponse"))
@@ -213,17 +213,17 @@ func (g *openapiGen) document() obj {
 			"responses": obj{"200": obj{"description": "The OpenAPI 3.1 document", "content": jsonContent(obj{"type": "object"})}}}},
 	}
 	var tags []any
-	for _, ki := range client.Kinds() {
+	for _, ki := range api.Kinds() {
 		tags = append(tags, obj{"name": ki.Plural, "description": ki.Description})
 		g.kindPaths(ki, paths, errResp, idParam, ifMatch)
 	}
 	paths["/v1/graph"] = obj{"get": obj{"operationId": "graph", "summary": "The dependency graph: objects, and edges from consumers to providers naming the field that makes each", "tags": []string{"graph"},
 		"parameters": []any{param("root", "query", "<kind>/<id or name>: only the objects connected to it (what it depends on and what depends on it, transitively).", false, obj{"type": "string"})},
-		"responses":  obj{"200": response("The graph", g.schema(reflect.TypeOf(client.Graph{}))), "default": errResp}}}
+		"responses":  obj{"200": response("The graph", g.schema(reflect.TypeOf(api.Graph{}))), "default": errResp}}}
 	tags = append(tags, obj{"name": "graph", "description": "The dependency graph between objects."})
 	paths["/v1/plans"] = obj{"post": obj{"operationId": "plan", "summary": "Preview creates, updates and deletes without writing anything: the runtimes provisioned (from which profile, in which region), support services installed or removed, dependencies created, instances rolled and deletes cascading, in order, each with its reason, and the graph they touch. A change the write would refuse fails the plan the same way (400 naming the field under changes[i]., 409 for a delete with dependents)", "tags": []string{"plans"},
-		"requestBody": obj{"required": true, "content": jsonContent(g.schema(reflect.TypeOf(client.PlanRequest{})))},
-		"responses":   obj{"200": response("What would happen", g.schema(reflect.TypeOf(client.PlanResult{}))), "default": errResp}}}
+		"requestBody": obj{"required": true, "content": jsonContent(g.schema(reflect.TypeOf(api.PlanRequest{})))},
+		"responses":   obj{"200": response("What would happen", g.schema(reflect.TypeOf(api.PlanResult{}))), "default": errResp}}}
 	tags = append(tags, obj{"name": "plans", "description": "Plan previews: what a change would make the controllers do."})
 	paths["/v1/watch"] = obj{"get": obj{"operationId": "watch", "summary": "A Server-Sent Events stream of changes: a \"ready\" event once the stream sees every later write, then \"change\" events whose data is JSON {\"changed\": [{kind, id, name, resource_version}], \"deleted\": [ids]}. Send the token in the Authorization header (the web view reads the stream with fetch)", "tags": []string{"graph"},
 		"responses": obj{"200": obj{"description": "The event stream", "content": obj{"text/event-stream": obj{"schema": obj{"type": "string"}}}}, "default": errResp}}}
@@ -249,11 +249,11 @@ func (g *openapiGen) document() obj {
 	}
 }
 
-func (g *openapiGen) kindPaths(ki *client.KindInfo, paths obj, errResp, idParam, ifMatch obj) {
+func (g *openapiGen) kindPaths(ki *api.KindInfo, paths obj, errResp, idParam, ifMatch obj) {
 	n := camel(ki.Kind)
 	specT, statusT := reflect.TypeOf(ki.SpecType), reflect.TypeOf(ki.StatusType)
 	spec, status := g.schema(specT), g.schema(statusT)
-	meta := g.structSchema(reflect.TypeOf(client.Meta{}), "Meta", nil)
+	meta := g.structSchema(reflect.TypeOf(api.Meta{}), "Meta", nil)
 	props := meta["properties"].(obj)
 	props["spec"] = spec
 	props["status"] = status
@@ -340,12 +340,12 @@ func (g *openapiGen) kindPaths(ki *client.KindInfo, paths obj, errResp, idParam,
 	}
 	paths[base+"/{id}/trace"] = obj{"parameters": []any{idParam},
 		"get": obj{"operationId": "get_" + ki.Kind + "_trace", "summary": "The hops of the object's most recent reconcile, from this server's recent-span buffer (404 when none is held)", "tags": tag,
-			"responses": with(obj{"200": response("Trace", g.schema(reflect.TypeOf(client.Trace{})))})},
+			"responses": with(obj{"200": response("Trace", g.schema(reflect.TypeOf(api.Trace{})))})},
 	}
 	paths[base+"/{id}/reconcile"] = obj{"parameters": []any{idParam}, "post": obj{
 		"operationId": "reconcile_" + ki.Kind, "summary": "Ask the object's controller to reconcile it now, without changing it (developer, admin or controller role)", "tags": tag,
 		"responses": with(obj{"202": obj{"description": "Reconcile requested"}})}}
-	if ki.Kind == client.KindWorkloadDefinition {
+	if ki.Kind == api.KindWorkloadDefinition {
 		g.schemas["ImageRequest"] = g.structSchema(reflect.TypeOf(imageRequest{}), "ImageRequest", nil)
 		g.schemas["ImageResponse"] = g.structSchema(reflect.TypeOf(imageResponse{}), "ImageResponse", map[string]obj{"definition": ref(n)})
 		paths[base+"/{id}/image"] = obj{"parameters": []any{idParam}, "post": obj{
@@ -358,7 +358,7 @@ func (g *openapiGen) kindPaths(ki *client.KindInfo, paths obj, errResp, idParam,
 
 // tokenPaths documents /v1/tokens (tokens.go).
 func (g *openapiGen) tokenPaths(paths obj, errResp obj) {
-	info := g.schema(reflect.TypeOf(client.TokenInfo{}))
+	info := g.schema(reflect.TypeOf(api.TokenInfo{}))
 	g.schemas["TokenList"] = obj{"type": "object", "required": []string{"items"}, "additionalProperties": false,
 		"properties": obj{"items": obj{"type": "array", "items": info}}}
 	tag := []string{"tokens"}
@@ -366,8 +366,8 @@ func (g *openapiGen) tokenPaths(paths obj, errResp obj) {
 		"get": obj{"operationId": "list_tokens", "summary": "List the API tokens (never their secrets)", "tags": tag,
 			"responses": obj{"200": response("The tokens", ref("TokenList")), "default": errResp}},
 		"post": obj{"operationId": "create_token", "summary": "Create an API token; its secret is in this answer only (only its hash is stored)", "tags": tag,
-			"requestBody": obj{"required": true, "content": jsonContent(g.schema(reflect.TypeOf(client.TokenRequest{})))},
-			"responses":   obj{"201": response("Created, with the secret", g.schema(reflect.TypeOf(client.NewToken{}))), "default": errResp}},
+			"requestBody": obj{"required": true, "content": jsonContent(g.schema(reflect.TypeOf(api.TokenRequest{})))},
+			"responses":   obj{"201": response("Created, with the secret", g.schema(reflect.TypeOf(api.NewToken{}))), "default": errResp}},
 	}
 	paths["/v1/tokens/{id}"] = obj{
 		"parameters": []any{param("id", "path", "The token id.", true, obj{"type": "string"})},

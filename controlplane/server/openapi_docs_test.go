@@ -24,7 +24,7 @@ var updateDocs = flag.Bool("update", false, "rewrite openapi_docs.go from the Go
 func TestOpenAPIDocsMirrorComments(t *testing.T) {
 	t.Parallel()
 	types, fields := map[string]string{}, map[string]string{}
-	for _, pattern := range []string{"../../client/*.go", "*.go"} {
+	for _, pattern := range []string{"../../api/*.go", "../../client/*.go", "*.go"} {
 		files, err := filepath.Glob(pattern)
 		require.NoError(t, err)
 		for _, file := range files {

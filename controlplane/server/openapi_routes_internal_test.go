@@ -14,7 +14,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/ui"
 )
@@ -48,7 +48,7 @@ func TestOpenAPIListsEveryRoute(t *testing.T) {
 		paths := []string{route}
 		if strings.Contains(route, "{plural}") {
 			paths = nil
-			for _, ki := range client.Kinds() {
+			for _, ki := range api.Kinds() {
 				paths = append(paths, strings.ReplaceAll(route, "{plural}", ki.Plural))
 			}
 		}

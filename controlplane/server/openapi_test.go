@@ -10,7 +10,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/stretchr/testify/require"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
 )
 
@@ -43,7 +43,7 @@ func TestOpenAPI(t *testing.T) {
 	})
 	t.Run("every kind has its paths and operations", func(t *testing.T) {
 		paths := doc["paths"].(map[string]any)
-		for _, ki := range client.Kinds() {
+		for _, ki := range api.Kinds() {
 			base := "/v1/" + ki.Plural
 			for p, methods := range map[string][]string{
 				base:                     {"get", "post"},
@@ -78,9 +78,9 @@ func TestOpenAPI(t *testing.T) {
 	t.Run("real responses match their schemas", func(t *testing.T) {
 		ctx := context.Background()
 		_, def, inst := e.world(t, "oa")
-		_, err := e.ctrl.WorkloadInstances().UpdateStatus(ctx, inst.ID, 0, client.WorkloadInstanceStatus{
-			Status:  client.Status{Phase: client.PhaseReady, ObservedGeneration: 1, Conditions: []client.Condition{{Type: "Ready", Status: client.ConditionTrue}}},
-			Objects: []client.AppliedObject{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", Ready: true}},
+		_, err := e.ctrl.WorkloadInstances().UpdateStatus(ctx, inst.ID, 0, api.WorkloadInstanceStatus{
+			Status:  api.Status{Phase: api.PhaseReady, ObservedGeneration: 1, Conditions: []api.Condition{{Type: "Ready", Status: api.ConditionTrue}}},
+			Objects: []api.AppliedObject{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", Ready: true}},
 		})
 		require.NoError(t, err)
 		for path, schema := range map[string]string{

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/placement"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/requirements"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
@@ -34,7 +34,7 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	var req client.PlanRequest
+	var req api.PlanRequest
 	if err := decodeStrict(data, &req, ""); err != nil {
 		s.fail(w, r, err)
 		return
@@ -61,7 +61,7 @@ type planView struct {
 func (v *planView) writeRules() *writeRules { return v.rules }
 
 func (v *planView) lookup(_ context.Context, kind, id string) (*store.Object, error) {
-	if strings.HasPrefix(id, client.PlanUnknownPrefix) {
+	if strings.HasPrefix(id, api.PlanUnknownPrefix) {
 		// Known only after apply (Terraform's plan of a resource whose reference is not created yet):
 		// it exists, with nothing known about it, and runs nowhere yet.
 		return &store.Object{ID: id, Kind: kind, Name: "(known after apply)"}, nil
@@ -73,12 +73,12 @@ func (v *planView) lookup(_ context.Context, kind, id string) (*store.Object, er
 	return o, nil
 }
 
-func (v *planView) peers(_ context.Context, ki *client.KindInfo, self string) ([]client.NamedSpec, error) {
-	var out []client.NamedSpec
+func (v *planView) peers(_ context.Context, ki *api.KindInfo, self string) ([]api.NamedSpec, error) {
+	var out []api.NamedSpec
 	for _, o := range v.each(ki.Kind) {
 		spec := ki.NewSpec()
 		if o.Name != self && json.Unmarshal(o.Spec, spec) == nil {
-			out = append(out, client.NamedSpec{Name: o.Name, Spec: spec})
+			out = append(out, api.NamedSpec{Name: o.Name, Spec: spec})
 		}
 	}
 	return out, nil
@@ -111,12 +111,12 @@ func (v *planView) add(o *store.Object) {
 	v.changed[o.ID] = true
 }
 
-func (v *planView) ref(id string) *client.ObjectRef {
+func (v *planView) ref(id string) *api.ObjectRef {
 	o := v.objs[id]
 	if o == nil {
 		return nil
 	}
-	return &client.ObjectRef{Kind: o.Kind, ID: o.ID, Name: o.Name}
+	return &api.ObjectRef{Kind: o.Kind, ID: o.ID, Name: o.Name}
 }
 
 // dependents returns the ids of the live objects that depend on id: by a spec reference or a status
@@ -129,13 +129,13 @@ func (v *planView) dependents(id string) []string {
 		if o == nil {
 			continue
 		}
-		ki, ok := client.LookupKind(o.Kind)
+		ki, ok := api.LookupKind(o.Kind)
 		if !ok {
 			continue
 		}
 		for _, e := range graphEdges(ki, o) {
 			// e.From is o, or the user o's own spec attaches it to (KindInfo.UsedBy): either must be live.
-			if e.To == id && e.Type != client.EdgeOwner && v.objs[e.From] != nil && !v.deleted[e.From] && !slices.Contains(out, e.From) {
+			if e.To == id && e.Type != api.EdgeOwner && v.objs[e.From] != nil && !v.deleted[e.From] && !slices.Contains(out, e.From) {
 				out = append(out, e.From)
 			}
 		}
@@ -152,10 +152,10 @@ func (v *planView) gone(id string) bool {
 // planner builds one plan.
 type planner struct {
 	view    *planView
-	actions []client.PlanAction
-	edges   []client.GraphEdge // edges the plan adds that the view's objects do not show (placements, uses)
+	actions []api.PlanAction
+	edges   []api.GraphEdge // edges the plan adds that the view's objects do not show (placements, uses)
 	// placed are the runtimes each instance the plan (re)places runs on.
-	placed map[string][]client.PlacementStatus
+	placed map[string][]api.PlacementStatus
 	// uses are the support services each gateway the plan touches would use.
 	uses map[string][]string
 	// warnings say what the controllers could not do.
@@ -165,21 +165,21 @@ type planner struct {
 // decodedChange is a change that decoded: its kind, spec and target.
 type decodedChange struct {
 	index int
-	ch    *client.PlanChange
-	ki    *client.KindInfo
+	ch    *api.PlanChange
+	ki    *api.KindInfo
 	spec  any // a pointer to the kind's spec type (create and update)
 	id    string
 	cur   *store.Object // the object an update or delete targets
 }
 
 // preview computes the plan for req.
-func (s *Server) preview(ctx context.Context, req *client.PlanRequest) (*client.PlanResult, error) {
+func (s *Server) preview(ctx context.Context, req *api.PlanRequest) (*api.PlanResult, error) {
 	if len(req.Changes) > maxPlanChanges {
 		return nil, invalid("changes", fmt.Sprintf("at most %d changes per plan (got %d)", maxPlanChanges, len(req.Changes)))
 	}
 	view := &planView{objs: map[string]*store.Object{}, deleted: map[string]bool{}, planned: map[string]bool{}, changed: map[string]bool{},
 		rules: s.writeRules()}
-	for _, ki := range client.Kinds() {
+	for _, ki := range api.Kinds() {
 		if err := s.eachObject(ctx, ki, func(o *store.Object) {
 			view.objs[o.ID] = o
 			view.order = append(view.order, o.ID)
@@ -187,21 +187,21 @@ func (s *Server) preview(ctx context.Context, req *client.PlanRequest) (*client.
 			return nil, err
 		}
 	}
-	p := &planner{view: view, placed: map[string][]client.PlacementStatus{}, uses: map[string][]string{}}
+	p := &planner{view: view, placed: map[string][]api.PlacementStatus{}, uses: map[string][]string{}}
 	changes, err := p.decode(req.Changes)
 	if err != nil {
 		return nil, err
 	}
-	var fes []client.FieldError
+	var fes []api.FieldError
 	var deletes []*decodedChange
 	for _, dc := range orderWrites(changes) {
-		if dc.ch.Op == client.PlanDelete {
+		if dc.ch.Op == api.PlanDelete {
 			deletes = append(deletes, dc)
 			continue
 		}
 		if err := p.write(ctx, dc); err != nil {
-			var ce *client.Error
-			if errors.As(err, &ce) && ce.Code == client.CodeInvalid {
+			var ce *api.Error
+			if errors.As(err, &ce) && ce.Code == api.CodeInvalid {
 				fes = append(fes, ce.Fields...)
 				if dc.cur == nil {
 					// Its references resolve, so that what refers to it reports only its own errors.
@@ -213,7 +213,7 @@ func (s *Server) preview(ctx context.Context, req *client.PlanRequest) (*client.
 		}
 	}
 	if len(fes) > 0 {
-		return nil, client.Invalid(fes...)
+		return nil, api.Invalid(fes...)
 	}
 	if err := p.deleteAll(deletes); err != nil {
 		return nil, err
@@ -222,52 +222,52 @@ func (s *Server) preview(ctx context.Context, req *client.PlanRequest) (*client.
 	p.gateways()
 	p.rolls(changes)
 	p.removals()
-	return &client.PlanResult{Actions: p.nonNil(), Graph: p.graph(), Warnings: p.warnings}, nil
+	return &api.PlanResult{Actions: p.nonNil(), Graph: p.graph(), Warnings: p.warnings}, nil
 }
 
-func (p *planner) nonNil() []client.PlanAction {
+func (p *planner) nonNil() []api.PlanAction {
 	if p.actions == nil {
-		return []client.PlanAction{}
+		return []api.PlanAction{}
 	}
 	return p.actions
 }
 
 // inChange puts a change's errors under changes[i]: its fields, or its message.
 func inChange(i int, err error) error {
-	var ce *client.Error
+	var ce *api.Error
 	if !errors.As(err, &ce) {
 		return err
 	}
 	prefix := fmt.Sprintf("changes[%d]", i)
-	if ce.Code == client.CodeInvalid && len(ce.Fields) > 0 {
-		fields := make([]client.FieldError, len(ce.Fields))
+	if ce.Code == api.CodeInvalid && len(ce.Fields) > 0 {
+		fields := make([]api.FieldError, len(ce.Fields))
 		for k, f := range ce.Fields {
-			fields[k] = client.FieldError{Field: prefix + "." + f.Field, Message: f.Message}
+			fields[k] = api.FieldError{Field: prefix + "." + f.Field, Message: f.Message}
 		}
-		return client.Invalid(fields...)
+		return api.Invalid(fields...)
 	}
 	out := *ce
 	if out.Field != "" {
 		out.Field = prefix + "." + out.Field
 	}
-	if out.Code == client.CodeInvalid && out.Field != "" {
-		return client.Invalid(client.FieldError{Field: out.Field, Message: ce.Message})
+	if out.Code == api.CodeInvalid && out.Field != "" {
+		return api.Invalid(api.FieldError{Field: out.Field, Message: ce.Message})
 	}
 	out.Message = prefix + ": " + ce.Message
 	return &out
 }
 
 // decode checks each change's shape: op, kind, target, and the object strictly decoded as its write would be.
-func (p *planner) decode(changes []client.PlanChange) ([]*decodedChange, error) {
+func (p *planner) decode(changes []api.PlanChange) ([]*decodedChange, error) {
 	var out []*decodedChange
-	var fes []client.FieldError
+	var fes []api.FieldError
 	created := map[string]bool{}
 	for i := range changes {
 		ch := &changes[i]
 		dc, err := p.decodeOne(i, ch, created)
 		if err != nil {
-			var ce *client.Error
-			if errors.As(err, &ce) && ce.Code == client.CodeInvalid {
+			var ce *api.Error
+			if errors.As(err, &ce) && ce.Code == api.CodeInvalid {
 				fes = append(fes, ce.Fields...)
 				continue
 			}
@@ -276,25 +276,25 @@ func (p *planner) decode(changes []client.PlanChange) ([]*decodedChange, error) 
 		out = append(out, dc)
 	}
 	if len(fes) > 0 {
-		return nil, client.Invalid(fes...)
+		return nil, api.Invalid(fes...)
 	}
 	return out, nil
 }
 
-func (p *planner) decodeOne(i int, ch *client.PlanChange, created map[string]bool) (*decodedChange, error) {
+func (p *planner) decodeOne(i int, ch *api.PlanChange, created map[string]bool) (*decodedChange, error) {
 	field := func(f, msg string) error {
-		return client.Invalid(client.FieldError{Field: fmt.Sprintf("changes[%d].%s", i, f), Message: msg})
+		return api.Invalid(api.FieldError{Field: fmt.Sprintf("changes[%d].%s", i, f), Message: msg})
 	}
-	ki, ok := client.LookupKind(ch.Kind)
+	ki, ok := api.LookupKind(ch.Kind)
 	if !ok {
-		ki, ok = client.LookupPlural(ch.Kind)
+		ki, ok = api.LookupPlural(ch.Kind)
 	}
 	if !ok {
 		return nil, field("kind", fmt.Sprintf("unknown kind %q", ch.Kind))
 	}
 	dc := &decodedChange{index: i, ch: ch, ki: ki}
 	switch ch.Op {
-	case client.PlanCreate:
+	case api.PlanCreate:
 		dc.id = ch.ID
 		if dc.id == "" {
 			dc.id = plannedPrefix + ki.Kind + "/" + ch.Name
@@ -306,7 +306,7 @@ func (p *planner) decodeOne(i int, ch *client.PlanChange, created map[string]boo
 			return nil, field("id", fmt.Sprintf("%q is the id of another create in this plan", dc.id))
 		}
 		created[dc.id] = true
-	case client.PlanUpdate, client.PlanDelete:
+	case api.PlanUpdate, api.PlanDelete:
 		switch {
 		case ch.ID != "":
 			dc.cur = p.view.objs[ch.ID]
@@ -319,20 +319,20 @@ func (p *planner) decodeOne(i int, ch *client.PlanChange, created map[string]boo
 			return nil, field("id", "is required for an update or delete (or name the object)")
 		}
 		if dc.cur == nil {
-			return nil, inChange(i, client.Errorf(client.CodeNotFound, "%s %q not found", ki.Kind, cmpOr(ch.ID, ch.Name)))
+			return nil, inChange(i, api.Errorf(api.CodeNotFound, "%s %q not found", ki.Kind, cmpOr(ch.ID, ch.Name)))
 		}
 		dc.id = dc.cur.ID
-		if ch.Op == client.PlanDelete {
+		if ch.Op == api.PlanDelete {
 			return dc, nil
 		}
 		if ch.Name != "" && ch.Name != dc.cur.Name {
 			return nil, field("name", fmt.Sprintf("is immutable (the object is named %q)", dc.cur.Name))
 		}
 	default:
-		return nil, field("op", fmt.Sprintf("must be %q, %q or %q, not %q", client.PlanCreate, client.PlanUpdate, client.PlanDelete, ch.Op))
+		return nil, field("op", fmt.Sprintf("must be %q, %q or %q, not %q", api.PlanCreate, api.PlanUpdate, api.PlanDelete, ch.Op))
 	}
 	name := ch.Name
-	if ch.Op == client.PlanUpdate {
+	if ch.Op == api.PlanUpdate {
 		name = dc.cur.Name
 	}
 	body, err := json.Marshal(writeBody{Name: name, Labels: ch.Labels, Spec: ch.Spec})
@@ -360,7 +360,7 @@ func cmpOr(a, b string) string {
 func orderWrites(changes []*decodedChange) []*decodedChange {
 	creates := map[string]*decodedChange{}
 	for _, dc := range changes {
-		if dc.ch.Op == client.PlanCreate {
+		if dc.ch.Op == api.PlanCreate {
 			creates[dc.id] = dc
 		}
 	}
@@ -383,7 +383,7 @@ func orderWrites(changes []*decodedChange) []*decodedChange {
 		done[dc] = true
 		out = append(out, dc)
 	}
-	for _, op := range []string{client.PlanCreate, client.PlanUpdate, client.PlanDelete} {
+	for _, op := range []string{api.PlanCreate, api.PlanUpdate, api.PlanDelete} {
 		for _, dc := range changes {
 			if dc.ch.Op == op {
 				visit(dc)
@@ -400,7 +400,7 @@ func (p *planner) write(ctx context.Context, dc *decodedChange) error {
 	if dc.cur != nil {
 		name = dc.cur.Name
 		if dc.cur.DeletionRequestedAt != nil {
-			return inChange(dc.index, client.Errorf(client.CodeConflict, "%s %q is being deleted", ki.Kind, name))
+			return inChange(dc.index, api.Errorf(api.CodeConflict, "%s %q is being deleted", ki.Kind, name))
 		}
 	}
 	subj := subject{id: dc.id, name: name}
@@ -411,18 +411,18 @@ func (p *planner) write(ctx context.Context, dc *decodedChange) error {
 	if err != nil {
 		return inChange(dc.index, err)
 	}
-	self := &client.ObjectRef{Kind: ki.Kind, ID: dc.id, Name: name}
+	self := &api.ObjectRef{Kind: ki.Kind, ID: dc.id, Name: name}
 	before := map[string]bool{}
 	if dc.cur == nil {
 		if other := v.byName(ki.Kind, name); other != nil {
-			return inChange(dc.index, client.Errorf(client.CodeConflict, "%s name %q already taken", ki.Kind, name))
+			return inChange(dc.index, api.Errorf(api.CodeConflict, "%s name %q already taken", ki.Kind, name))
 		}
 		status, err := initialStatus(ki)
 		if err != nil {
 			return err
 		}
 		v.add(&store.Object{ID: dc.id, Kind: ki.Kind, Name: name, Labels: ch.Labels, Generation: 1, Spec: c.spec, Status: status, CreatedAt: time.Now().UTC()})
-		p.actions = append(p.actions, client.PlanAction{Action: client.ActionCreate, Kind: ki.Kind, ID: dc.id, Name: name, Requested: true,
+		p.actions = append(p.actions, api.PlanAction{Action: api.ActionCreate, Kind: ki.Kind, ID: dc.id, Name: name, Requested: true,
 			Reason: "requested"})
 	} else {
 		for _, r := range ki.Refs(decodeSpec(ki, dc.cur.Spec)) {
@@ -442,39 +442,39 @@ func (p *planner) write(ctx context.Context, dc *decodedChange) error {
 			v.changed[dc.id] = true
 		}
 		v.objs[dc.id] = &next
-		p.actions = append(p.actions, client.PlanAction{Action: client.ActionUpdate, Kind: ki.Kind, ID: dc.id, Name: name, Requested: true, Reason: reason})
+		p.actions = append(p.actions, api.PlanAction{Action: api.ActionUpdate, Kind: ki.Kind, ID: dc.id, Name: name, Requested: true, Reason: reason})
 	}
 	for _, r := range ki.Refs(dc.spec) {
 		if before[r.ID] {
 			continue
 		}
-		p.depend(self, v.ref(r.ID), "", fmt.Sprintf("%s references it", r.Field), client.EdgeReference, r.Field, self)
+		p.depend(self, v.ref(r.ID), "", fmt.Sprintf("%s references it", r.Field), api.EdgeReference, r.Field, self)
 	}
 	return nil
 }
 
 // depend records a dependency created: consumer → provider.
-func (p *planner) depend(consumer, provider *client.ObjectRef, region, reason, edgeType, why string, cause *client.ObjectRef) {
+func (p *planner) depend(consumer, provider *api.ObjectRef, region, reason, edgeType, why string, cause *api.ObjectRef) {
 	if provider == nil {
 		return
 	}
-	a := client.PlanAction{Action: client.ActionDepend, Kind: consumer.Kind, ID: consumer.ID, Name: consumer.Name, Provider: provider,
+	a := api.PlanAction{Action: api.ActionDepend, Kind: consumer.Kind, ID: consumer.ID, Name: consumer.Name, Provider: provider,
 		Region: region, Reason: reason, Cause: cause}
-	if provider.Kind == client.KindKubernetesRuntime {
+	if provider.Kind == api.KindKubernetesRuntime {
 		a.Runtime = provider.Name
 	}
 	p.actions = append(p.actions, a)
-	p.edges = append(p.edges, client.GraphEdge{From: consumer.ID, To: provider.ID, Type: edgeType, Why: why})
+	p.edges = append(p.edges, api.GraphEdge{From: consumer.ID, To: provider.ID, Type: edgeType, Why: why})
 }
 
-func decodeSpec(ki *client.KindInfo, raw json.RawMessage) any {
+func decodeSpec(ki *api.KindInfo, raw json.RawMessage) any {
 	spec := ki.NewSpec()
 	_ = json.Unmarshal(raw, spec)
 	return spec
 }
 
 // sameJSON compares two specs of a kind in their canonical encoding.
-func sameJSON(ki *client.KindInfo, a, b json.RawMessage) bool {
+func sameJSON(ki *api.KindInfo, a, b json.RawMessage) bool {
 	ea, err1 := json.Marshal(decodeSpec(ki, a))
 	eb, err2 := json.Marshal(decodeSpec(ki, b))
 	return err1 == nil && err2 == nil && bytes.Equal(ea, eb)
@@ -507,7 +507,7 @@ func (p *planner) deleteAll(deletes []*decodedChange) error {
 		}
 	}
 	// Cascades and garbage take the dependents with them.
-	implied := map[string]*client.ObjectRef{} // id -> the object whose delete takes it
+	implied := map[string]*api.ObjectRef{} // id -> the object whose delete takes it
 	var queue []string
 	for _, dc := range deletes {
 		queue = append(queue, dc.id)
@@ -521,7 +521,7 @@ func (p *planner) deleteAll(deletes []*decodedChange) error {
 		}
 		if !cascade[id] && !p.allGarbage(deps) {
 			dc := deleteChange(deletes, id, implied)
-			refs := make([]client.ObjectRef, 0, len(deps))
+			refs := make([]api.ObjectRef, 0, len(deps))
 			for _, d := range deps {
 				refs = append(refs, *v.ref(d))
 			}
@@ -529,7 +529,7 @@ func (p *planner) deleteAll(deletes []*decodedChange) error {
 			if dc != nil {
 				msg = fmt.Sprintf("changes[%d]: %s", dc.index, msg)
 			}
-			return &client.Error{Code: client.CodeConflict, Message: msg, Dependents: refs}
+			return &api.Error{Code: api.CodeConflict, Message: msg, Dependents: refs}
 		}
 		for _, d := range deps {
 			v.deleted[d] = true
@@ -557,7 +557,7 @@ func (p *planner) deleteAll(deletes []*decodedChange) error {
 			}
 		}
 		o := v.objs[id]
-		a := client.PlanAction{Action: client.ActionDelete, Kind: o.Kind, ID: id, Name: o.Name, Requested: requested[id], Reason: "requested"}
+		a := api.PlanAction{Action: api.ActionDelete, Kind: o.Kind, ID: id, Name: o.Name, Requested: requested[id], Reason: "requested"}
 		if o.DeletionRequestedAt != nil {
 			a.Reason = "already being deleted"
 		}
@@ -567,10 +567,10 @@ func (p *planner) deleteAll(deletes []*decodedChange) error {
 			if !cascade[id] {
 				a.Reason = fmt.Sprintf("made for owners that are gone, and used by nothing: it goes before %s, which it depends on", by)
 			}
-			if o.Kind == client.KindSupportService {
-				a.Action = client.ActionRemove
-				a.SupportType = decodeSpec(mustKind(o.Kind), o.Spec).(*client.SupportServiceSpec).Type
-				a.Runtime = p.runtimeName(decodeSpec(mustKind(o.Kind), o.Spec).(*client.SupportServiceSpec).RuntimeID)
+			if o.Kind == api.KindSupportService {
+				a.Action = api.ActionRemove
+				a.SupportType = decodeSpec(mustKind(o.Kind), o.Spec).(*api.SupportServiceSpec).Type
+				a.Runtime = p.runtimeName(decodeSpec(mustKind(o.Kind), o.Spec).(*api.SupportServiceSpec).RuntimeID)
 			}
 		}
 		p.actions = append(p.actions, a)
@@ -583,12 +583,12 @@ func (p *planner) deleteAll(deletes []*decodedChange) error {
 	return nil
 }
 
-func mustKind(kind string) *client.KindInfo {
-	ki, _ := client.LookupKind(kind)
+func mustKind(kind string) *api.KindInfo {
+	ki, _ := api.LookupKind(kind)
 	return ki
 }
 
-func deleteChange(deletes []*decodedChange, id string, implied map[string]*client.ObjectRef) *decodedChange {
+func deleteChange(deletes []*decodedChange, id string, implied map[string]*api.ObjectRef) *decodedChange {
 	for range len(implied) + 1 {
 		for _, dc := range deletes {
 			if dc.id == id {
@@ -606,12 +606,12 @@ func deleteChange(deletes []*decodedChange, id string, implied map[string]*clien
 
 // dependsOn reports whether o references id (spec or status; not as an owner).
 func dependsOn(o *store.Object, id string) bool {
-	ki, ok := client.LookupKind(o.Kind)
+	ki, ok := api.LookupKind(o.Kind)
 	if !ok {
 		return false
 	}
 	for _, e := range graphEdges(ki, o) {
-		if e.To == id && e.Type != client.EdgeOwner {
+		if e.To == id && e.Type != api.EdgeOwner {
 			return true
 		}
 	}
@@ -646,8 +646,8 @@ func (p *planner) runtimeName(id string) string {
 }
 
 // runtimeObject decodes a runtime of the view.
-func runtimeObject(o *store.Object) *client.KubernetesRuntime {
-	rt := &client.KubernetesRuntime{Meta: client.Meta{ID: o.ID, Kind: o.Kind, Name: o.Name, Labels: o.Labels, Generation: o.Generation,
+func runtimeObject(o *store.Object) *api.KubernetesRuntime {
+	rt := &api.KubernetesRuntime{Meta: api.Meta{ID: o.ID, Kind: o.Kind, Name: o.Name, Labels: o.Labels, Generation: o.Generation,
 		DeletionRequestedAt: o.DeletionRequestedAt}}
 	_ = json.Unmarshal(o.Spec, &rt.Spec)
 	_ = json.Unmarshal(o.Status, &rt.Status)
@@ -660,32 +660,32 @@ func runtimeObject(o *store.Object) *client.KubernetesRuntime {
 // a later instance finds them.
 func (p *planner) place() {
 	v := p.view
-	for _, inst := range v.each(client.KindWorkloadInstance) {
+	for _, inst := range v.each(api.KindWorkloadInstance) {
 		if !v.changed[inst.ID] {
 			continue
 		}
-		var spec client.WorkloadInstanceSpec
-		var status client.WorkloadInstanceStatus
+		var spec api.WorkloadInstanceSpec
+		var status api.WorkloadInstanceStatus
 		_ = json.Unmarshal(inst.Spec, &spec)
 		_ = json.Unmarshal(inst.Status, &status)
 		self := v.ref(inst.ID)
 		current := map[string]bool{}
 		for _, c := range status.Placements {
-			if c.Phase != client.PhaseDeleting {
+			if c.Phase != api.PhaseDeleting {
 				current[c.RuntimeID] = true
 			}
 		}
 		if spec.Placement == nil {
 			if rt := v.objs[spec.RuntimeID]; rt != nil {
-				p.placed[inst.ID] = []client.PlacementStatus{{RuntimeID: rt.ID, Runtime: rt.Name, Region: runtimeObject(rt).Spec.Region}}
+				p.placed[inst.ID] = []api.PlacementStatus{{RuntimeID: rt.ID, Runtime: rt.Name, Region: runtimeObject(rt).Spec.Region}}
 			}
 			continue
 		}
 		in := placement.Input{Placement: spec.Placement, Current: status.Placements, Now: time.Now()}
-		for _, o := range v.each(client.KindKubernetesRuntime) {
+		for _, o := range v.each(api.KindKubernetesRuntime) {
 			in.Runtimes = append(in.Runtimes, placement.FromObject(runtimeObject(o)))
 		}
-		for _, o := range v.each(client.KindRuntimeProfile) {
+		for _, o := range v.each(api.KindRuntimeProfile) {
 			pr := placement.Profile{ID: o.ID, Name: o.Name}
 			_ = json.Unmarshal(o.Spec, &pr.Spec)
 			in.Profiles = append(in.Profiles, pr)
@@ -696,12 +696,12 @@ func (p *planner) place() {
 				p.warnings = append(p.warnings, fmt.Sprintf("workload_instance %q: %s", inst.Name, t.Problem))
 			case t.Provision != nil:
 				rt := p.provision(inst, t.Provision)
-				p.placed[inst.ID] = append(p.placed[inst.ID], client.PlacementStatus{RuntimeID: rt.ID, Runtime: rt.Name, Region: t.Region, Profile: t.Provision.Profile.Name})
-				p.depend(self, v.ref(rt.ID), t.Region, fmt.Sprintf("placed in %s on the runtime provisioned for it", t.Region), client.EdgePlacement, "status.placements", self)
+				p.placed[inst.ID] = append(p.placed[inst.ID], api.PlacementStatus{RuntimeID: rt.ID, Runtime: rt.Name, Region: t.Region, Profile: t.Provision.Profile.Name})
+				p.depend(self, v.ref(rt.ID), t.Region, fmt.Sprintf("placed in %s on the runtime provisioned for it", t.Region), api.EdgePlacement, "status.placements", self)
 			case t.Runtime != nil:
-				p.placed[inst.ID] = append(p.placed[inst.ID], client.PlacementStatus{RuntimeID: t.Runtime.ID, Runtime: t.Runtime.Name, Region: t.Region})
+				p.placed[inst.ID] = append(p.placed[inst.ID], api.PlacementStatus{RuntimeID: t.Runtime.ID, Runtime: t.Runtime.Name, Region: t.Region})
 				if !current[t.Runtime.ID] {
-					p.depend(self, v.ref(t.Runtime.ID), t.Region, fmt.Sprintf("placed in %s on a runtime that matches", t.Region), client.EdgePlacement, "status.placements", self)
+					p.depend(self, v.ref(t.Runtime.ID), t.Region, fmt.Sprintf("placed in %s on a runtime that matches", t.Region), api.EdgePlacement, "status.placements", self)
 				}
 			}
 		}
@@ -715,25 +715,25 @@ func (p *planner) provision(inst *store.Object, pr *placement.Provision) *store.
 	for k, val := range pr.Profile.Spec.RuntimeLabels {
 		labels[k] = val
 	}
-	labels[client.LabelProfile] = pr.Profile.Name
-	labels[client.LabelRegion] = pr.Region
-	labels[client.LabelProvisionedFor] = inst.Name
-	spec, _ := json.Marshal(client.KubernetesRuntimeSpec{Provider: pr.Profile.Spec.Provider, Region: pr.Region, Nodes: pr.Profile.Spec.Nodes,
+	labels[api.LabelProfile] = pr.Profile.Name
+	labels[api.LabelRegion] = pr.Region
+	labels[api.LabelProvisionedFor] = inst.Name
+	spec, _ := json.Marshal(api.KubernetesRuntimeSpec{Provider: pr.Profile.Spec.Provider, Region: pr.Region, Nodes: pr.Profile.Spec.Nodes,
 		MinNodes: pr.Profile.Spec.MinNodes, MaxNodes: pr.Profile.Spec.MaxNodes, KubernetesVersion: pr.Profile.Spec.KubernetesVersion})
-	status, _ := initialStatus(mustKind(client.KindKubernetesRuntime))
-	rt := &store.Object{ID: plannedPrefix + client.KindKubernetesRuntime + "/" + pr.Name, Kind: client.KindKubernetesRuntime, Name: pr.Name,
+	status, _ := initialStatus(mustKind(api.KindKubernetesRuntime))
+	rt := &store.Object{ID: plannedPrefix + api.KindKubernetesRuntime + "/" + pr.Name, Kind: api.KindKubernetesRuntime, Name: pr.Name,
 		Labels: labels, Generation: 1, Spec: spec, Status: status, CreatedAt: time.Now().UTC(),
-		Owners: []store.Ref{{Kind: client.KindRuntimeProfile, ID: pr.Profile.ID, Name: pr.Profile.Name}}}
+		Owners: []store.Ref{{Kind: api.KindRuntimeProfile, ID: pr.Profile.ID, Name: pr.Profile.Name}}}
 	p.view.add(rt)
-	p.actions = append(p.actions, client.PlanAction{Action: client.ActionProvision, Kind: client.KindKubernetesRuntime, ID: rt.ID, Name: rt.Name,
+	p.actions = append(p.actions, api.PlanAction{Action: api.ActionProvision, Kind: api.KindKubernetesRuntime, ID: rt.ID, Name: rt.Name,
 		Region: pr.Region, Profile: pr.Profile.Name, Cause: p.view.ref(inst.ID),
 		Reason: fmt.Sprintf("workload_instance %q's placement needs a runtime in %s and none matches", inst.Name, pr.Region)})
-	p.edges = append(p.edges, client.GraphEdge{From: rt.ID, To: pr.Profile.ID, Type: client.EdgeOwner, Why: "owners"})
+	p.edges = append(p.edges, api.GraphEdge{From: rt.ID, To: pr.Profile.ID, Type: api.EdgeOwner, Why: "owners"})
 	return rt
 }
 
 // placements are the runtimes an instance runs on after the plan.
-func (p *planner) placements(instID string) []client.PlacementStatus {
+func (p *planner) placements(instID string) []api.PlacementStatus {
 	if ps, ok := p.placed[instID]; ok {
 		return ps
 	}
@@ -741,11 +741,11 @@ func (p *planner) placements(instID string) []client.PlacementStatus {
 	if o == nil {
 		return nil
 	}
-	var status client.WorkloadInstanceStatus
+	var status api.WorkloadInstanceStatus
 	_ = json.Unmarshal(o.Status, &status)
-	var out []client.PlacementStatus
+	var out []api.PlacementStatus
 	for _, ps := range status.Placements {
-		if ps.Phase != client.PhaseDeleting {
+		if ps.Phase != api.PhaseDeleting {
 			out = append(out, ps)
 		}
 	}
@@ -758,9 +758,9 @@ func (p *planner) placements(instID string) []client.PlacementStatus {
 // controller would.
 func (p *planner) gateways() {
 	v := p.view
-	for _, gw := range v.each(client.KindGateway) {
-		var spec client.GatewaySpec
-		var status client.GatewayStatus
+	for _, gw := range v.each(api.KindGateway) {
+		var spec api.GatewaySpec
+		var status api.GatewayStatus
 		_ = json.Unmarshal(gw.Spec, &spec)
 		_ = json.Unmarshal(gw.Status, &status)
 		_, replaced := p.placed[spec.InstanceID]
@@ -768,10 +768,10 @@ func (p *planner) gateways() {
 			continue
 		}
 		inZone := false
-		for _, d := range v.each(client.KindDomainName) {
-			var ds client.DomainNameSpec
+		for _, d := range v.each(api.KindDomainName) {
+			var ds api.DomainNameSpec
 			_ = json.Unmarshal(d.Spec, &ds)
-			if slices.ContainsFunc(spec.Hosts, func(h string) bool { return client.InZone(h, ds.Zone) }) {
+			if slices.ContainsFunc(spec.Hosts, func(h string) bool { return api.InZone(h, ds.Zone) }) {
 				inZone = true
 			}
 		}
@@ -787,7 +787,7 @@ func (p *planner) gateways() {
 					ss = p.install(gw, pl, typ)
 				} else if !using[ss.ID] {
 					p.depend(self, v.ref(ss.ID), "", fmt.Sprintf("the gateway needs %s on kubernetes_runtime %q, which has it", typ, pl.Runtime),
-						client.EdgePlacement, "status.support_services", self)
+						api.EdgePlacement, "status.support_services", self)
 				}
 				p.uses[gw.ID] = append(p.uses[gw.ID], ss.ID)
 			}
@@ -797,8 +797,8 @@ func (p *planner) gateways() {
 
 // supportService is the live support service of a type on a runtime, as the gateway controller finds it.
 func (p *planner) supportService(runtimeID, typ string) *store.Object {
-	for _, o := range p.view.each(client.KindSupportService) {
-		var ss client.SupportServiceSpec
+	for _, o := range p.view.each(api.KindSupportService) {
+		var ss api.SupportServiceSpec
 		_ = json.Unmarshal(o.Spec, &ss)
 		if ss.RuntimeID == runtimeID && ss.Type == typ {
 			return o
@@ -807,20 +807,20 @@ func (p *planner) supportService(runtimeID, typ string) *store.Object {
 	return nil
 }
 
-func (p *planner) install(gw *store.Object, pl client.PlacementStatus, typ string) *store.Object {
+func (p *planner) install(gw *store.Object, pl api.PlacementStatus, typ string) *store.Object {
 	name := requirements.Name(typ, pl.Runtime)
-	spec, _ := json.Marshal(client.SupportServiceSpec{RuntimeID: pl.RuntimeID, Type: typ})
-	status, _ := initialStatus(mustKind(client.KindSupportService))
-	ss := &store.Object{ID: plannedPrefix + client.KindSupportService + "/" + name, Kind: client.KindSupportService, Name: name,
+	spec, _ := json.Marshal(api.SupportServiceSpec{RuntimeID: pl.RuntimeID, Type: typ})
+	status, _ := initialStatus(mustKind(api.KindSupportService))
+	ss := &store.Object{ID: plannedPrefix + api.KindSupportService + "/" + name, Kind: api.KindSupportService, Name: name,
 		Labels: map[string]string{"qleet.io/support-type": typ}, Generation: 1, Spec: spec, Status: status, CreatedAt: time.Now().UTC(),
-		Owners: []store.Ref{{Kind: client.KindGateway, ID: gw.ID, Name: gw.Name}}}
+		Owners: []store.Ref{{Kind: api.KindGateway, ID: gw.ID, Name: gw.Name}}}
 	p.view.add(ss)
-	p.actions = append(p.actions, client.PlanAction{Action: client.ActionInstall, Kind: client.KindSupportService, ID: ss.ID, Name: name,
+	p.actions = append(p.actions, api.PlanAction{Action: api.ActionInstall, Kind: api.KindSupportService, ID: ss.ID, Name: name,
 		Runtime: pl.Runtime, Region: pl.Region, SupportType: typ, Cause: p.view.ref(gw.ID),
 		Reason: fmt.Sprintf("gateway %q needs %s on kubernetes_runtime %q, which has none", gw.Name, typ, pl.Runtime)})
 	p.edges = append(p.edges,
-		client.GraphEdge{From: gw.ID, To: ss.ID, Type: client.EdgePlacement, Why: "status.support_services"},
-		client.GraphEdge{From: ss.ID, To: pl.RuntimeID, Type: client.EdgeReference, Why: "spec.runtime_id"})
+		api.GraphEdge{From: gw.ID, To: ss.ID, Type: api.EdgePlacement, Why: "status.support_services"},
+		api.GraphEdge{From: ss.ID, To: pl.RuntimeID, Type: api.EdgeReference, Why: "spec.runtime_id"})
 	return ss
 }
 
@@ -829,18 +829,18 @@ func (p *planner) install(gw *store.Object, pl client.PlacementStatus, typ strin
 func (p *planner) rolls(changes []*decodedChange) {
 	v := p.view
 	rolled := map[string]bool{}
-	roll := func(instID string, cause *client.ObjectRef, reason string) {
+	roll := func(instID string, cause *api.ObjectRef, reason string) {
 		inst := v.objs[instID]
-		if inst == nil || inst.Kind != client.KindWorkloadInstance || v.planned[instID] || v.gone(instID) || rolled[instID] {
+		if inst == nil || inst.Kind != api.KindWorkloadInstance || v.planned[instID] || v.gone(instID) || rolled[instID] {
 			return
 		}
 		if slices.ContainsFunc(changes, func(dc *decodedChange) bool {
-			return dc.id == instID && dc.ch.Op == client.PlanUpdate && v.changed[instID]
+			return dc.id == instID && dc.ch.Op == api.PlanUpdate && v.changed[instID]
 		}) {
 			return // its own update rolls it
 		}
 		rolled[instID] = true
-		p.actions = append(p.actions, client.PlanAction{Action: client.ActionRoll, Kind: client.KindWorkloadInstance, ID: instID, Name: inst.Name,
+		p.actions = append(p.actions, api.PlanAction{Action: api.ActionRoll, Kind: api.KindWorkloadInstance, ID: instID, Name: inst.Name,
 			Cause: cause, Reason: reason})
 	}
 	for _, dc := range changes {
@@ -849,42 +849,42 @@ func (p *planner) rolls(changes []*decodedChange) {
 			continue
 		}
 		ref := v.ref(dc.id)
-		verb := map[string]string{client.PlanCreate: "is created", client.PlanUpdate: "changes", client.PlanDelete: "is deleted"}[dc.ch.Op]
-		if dc.ch.Op == client.PlanUpdate && !v.changed[dc.id] {
+		verb := map[string]string{api.PlanCreate: "is created", api.PlanUpdate: "changes", api.PlanDelete: "is deleted"}[dc.ch.Op]
+		if dc.ch.Op == api.PlanUpdate && !v.changed[dc.id] {
 			continue // labels only
 		}
 		switch o.Kind {
-		case client.KindWorkloadDefinition:
-			if dc.ch.Op != client.PlanUpdate {
+		case api.KindWorkloadDefinition:
+			if dc.ch.Op != api.PlanUpdate {
 				continue
 			}
-			for _, inst := range v.each(client.KindWorkloadInstance) {
-				var s client.WorkloadInstanceSpec
+			for _, inst := range v.each(api.KindWorkloadInstance) {
+				var s api.WorkloadInstanceSpec
 				_ = json.Unmarshal(inst.Spec, &s)
 				if s.DefinitionID == dc.id {
 					roll(inst.ID, ref, fmt.Sprintf("its workload_definition %q changes (generation %d → %d)", o.Name, o.Generation-1, o.Generation))
 				}
 			}
-		case client.KindSecret:
-			var s client.SecretSpec
+		case api.KindSecret:
+			var s api.SecretSpec
 			_ = json.Unmarshal(o.Spec, &s)
 			ids := s.InstanceIDs
-			if dc.cur != nil && dc.ch.Op == client.PlanUpdate {
-				var old client.SecretSpec
+			if dc.cur != nil && dc.ch.Op == api.PlanUpdate {
+				var old api.SecretSpec
 				_ = json.Unmarshal(dc.cur.Spec, &old)
 				ids = append(ids, old.InstanceIDs...)
 			}
 			for _, id := range ids {
 				roll(id, ref, fmt.Sprintf("secret %q %s: its values are delivered into the pods", o.Name, verb))
 			}
-		case client.KindDatabase, client.KindBucket:
+		case api.KindDatabase, api.KindBucket:
 			var s struct {
 				InstanceID string `json:"instance_id"`
 			}
 			_ = json.Unmarshal(o.Spec, &s)
 			roll(s.InstanceID, ref, fmt.Sprintf("%s %q %s: its connection details are injected into the pods", o.Kind, o.Name, verb))
-			for _, inst := range v.each(client.KindWorkloadInstance) {
-				var is client.WorkloadInstanceSpec
+			for _, inst := range v.each(api.KindWorkloadInstance) {
+				var is api.WorkloadInstanceSpec
 				_ = json.Unmarshal(inst.Spec, &is)
 				if slices.Contains(is.Databases, dc.id) || slices.Contains(is.Buckets, dc.id) {
 					roll(inst.ID, ref, fmt.Sprintf("%s %q %s: its connection details are injected into the pods", o.Kind, o.Name, verb))
@@ -905,25 +905,25 @@ func (p *planner) removals() {
 		if o == nil || len(o.Owners) == 0 || v.planned[id] || v.gone(id) {
 			continue
 		}
-		var owner *client.ObjectRef
+		var owner *api.ObjectRef
 		for _, ow := range o.Owners {
 			if !v.gone(ow.ID) {
 				owner = nil
 				break
 			}
 			if v.deleted[ow.ID] && owner == nil {
-				owner = &client.ObjectRef{Kind: ow.Kind, ID: ow.ID, Name: ow.Name}
+				owner = &api.ObjectRef{Kind: ow.Kind, ID: ow.ID, Name: ow.Name}
 			}
 		}
 		if owner == nil || len(v.dependents(id)) > 0 || p.usedByPlan(id) {
 			continue
 		}
-		a := client.PlanAction{Action: client.ActionDelete, Kind: o.Kind, ID: id, Name: o.Name, Cause: owner,
+		a := api.PlanAction{Action: api.ActionDelete, Kind: o.Kind, ID: id, Name: o.Name, Cause: owner,
 			Reason: fmt.Sprintf("made for %s, which is deleted, and used by nothing else: garbage-collected after its grace period", owner)}
-		if o.Kind == client.KindSupportService {
-			var ss client.SupportServiceSpec
+		if o.Kind == api.KindSupportService {
+			var ss api.SupportServiceSpec
 			_ = json.Unmarshal(o.Spec, &ss)
-			a.Action, a.SupportType, a.Runtime = client.ActionRemove, ss.Type, p.runtimeName(ss.RuntimeID)
+			a.Action, a.SupportType, a.Runtime = api.ActionRemove, ss.Type, p.runtimeName(ss.RuntimeID)
 			a.Reason = fmt.Sprintf("installed for %s, which is deleted, and used by nothing else: garbage-collected after its grace period", owner)
 		}
 		p.actions = append(p.actions, a)
@@ -939,7 +939,7 @@ func (p *planner) usedByPlan(id string) bool {
 		}
 	}
 	for inst, ps := range p.placed {
-		if !p.view.gone(inst) && slices.ContainsFunc(ps, func(pl client.PlacementStatus) bool { return pl.RuntimeID == id }) {
+		if !p.view.gone(inst) && slices.ContainsFunc(ps, func(pl api.PlacementStatus) bool { return pl.RuntimeID == id }) {
 			return true
 		}
 	}
@@ -948,7 +948,7 @@ func (p *planner) usedByPlan(id string) bool {
 
 // graph is the part of the graph the plan touches: the objects of its actions and their direct
 // providers, with the edges between them (those the view's objects show, and those the plan adds).
-func (p *planner) graph() client.Graph {
+func (p *planner) graph() api.Graph {
 	v := p.view
 	keep := map[string]bool{}
 	for _, a := range p.actions {
@@ -957,13 +957,13 @@ func (p *planner) graph() client.Graph {
 			keep[a.Provider.ID] = true
 		}
 	}
-	var edges []client.GraphEdge
+	var edges []api.GraphEdge
 	for _, id := range v.order {
 		o := v.objs[id]
 		if !keep[id] || o == nil {
 			continue
 		}
-		if ki, ok := client.LookupKind(o.Kind); ok {
+		if ki, ok := api.LookupKind(o.Kind); ok {
 			edges = append(edges, graphEdges(ki, o)...)
 		}
 	}
@@ -973,7 +973,7 @@ func (p *planner) graph() client.Graph {
 			keep[e.To] = true
 		}
 	}
-	g := client.Graph{Nodes: []client.GraphNode{}, Edges: []client.GraphEdge{}}
+	g := api.Graph{Nodes: []api.GraphNode{}, Edges: []api.GraphEdge{}}
 	for _, id := range v.order {
 		if o := v.objs[id]; keep[id] && o != nil {
 			n := graphNode(o)

@@ -10,15 +10,16 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
 )
 
 // change builds a plan change for a typed object.
-func change[S any, T any](t testing.TB, op, kind string, o *client.Object[S, T]) client.PlanChange {
+func change[S any, T any](t testing.TB, op, kind string, o *api.Object[S, T]) api.PlanChange {
 	t.Helper()
-	ch, err := client.ChangeOf(op, kind, o)
+	ch, err := api.ChangeOf(op, kind, o)
 	require.NoError(t, err)
 	return ch
 }
@@ -28,7 +29,7 @@ func snapshot(t testing.TB, st store.Store) string {
 	t.Helper()
 	ctx := context.Background()
 	var b strings.Builder
-	for _, ki := range client.Kinds() {
+	for _, ki := range api.Kinds() {
 		page, err := st.List(ctx, &store.ListParams{Kind: ki.Kind, Limit: 1000})
 		require.NoError(t, err)
 		for _, o := range page.Objects {
@@ -42,25 +43,25 @@ func snapshot(t testing.TB, st store.Store) string {
 }
 
 // profile creates a local runtime profile serving regions.
-func (e *env) profile(t testing.TB, name string, regions ...string) *client.RuntimeProfile {
+func (e *env) profile(t testing.TB, name string, regions ...string) *api.RuntimeProfile {
 	t.Helper()
-	p, err := e.admin.RuntimeProfiles().Create(context.Background(), &client.RuntimeProfile{Meta: client.Meta{Name: name},
-		Spec: client.RuntimeProfileSpec{Provider: client.ProviderLocal, Regions: regions}})
+	p, err := e.admin.RuntimeProfiles().Create(context.Background(), &api.RuntimeProfile{Meta: api.Meta{Name: name},
+		Spec: api.RuntimeProfileSpec{Provider: api.ProviderLocal, Regions: regions}})
 	require.NoError(t, err)
 	return p
 }
 
 // ready marks a runtime reconciled, as its controller would.
-func (e *env) ready(t testing.TB, rt *client.KubernetesRuntime) {
+func (e *env) ready(t testing.TB, rt *api.KubernetesRuntime) {
 	t.Helper()
 	st := rt.Status
-	st.Phase, st.ObservedGeneration = client.PhaseReady, rt.Generation
+	st.Phase, st.ObservedGeneration = api.PhaseReady, rt.Generation
 	_, err := e.ctrl.KubernetesRuntimes().UpdateStatus(context.Background(), rt.ID, 0, st)
 	require.NoError(t, err)
 }
 
-func actionsOf(res *client.PlanResult, action string) []client.PlanAction {
-	var out []client.PlanAction
+func actionsOf(res *api.PlanResult, action string) []api.PlanAction {
+	var out []api.PlanAction
 	for _, a := range res.Actions {
 		if a.Action == action {
 			out = append(out, a)
@@ -80,20 +81,20 @@ func TestPlan(t *testing.T) {
 
 		def := webDefinition("web")
 		def.ID = "def"
-		inst := &client.WorkloadInstance{Meta: client.Meta{ID: "inst", Name: "web"},
-			Spec: client.WorkloadInstanceSpec{DefinitionID: "def", Placement: &client.Placement{Regions: []string{"eu-west", "us-east"}}}}
-		gw := &client.Gateway{Meta: client.Meta{Name: "web"}, Spec: client.GatewaySpec{InstanceID: "inst", Hosts: []string{"web.example.com"}}}
+		inst := &api.WorkloadInstance{Meta: api.Meta{ID: "inst", Name: "web"},
+			Spec: api.WorkloadInstanceSpec{DefinitionID: "def", Placement: &api.Placement{Regions: []string{"eu-west", "us-east"}}}}
+		gw := &api.Gateway{Meta: api.Meta{Name: "web"}, Spec: api.GatewaySpec{InstanceID: "inst", Hosts: []string{"web.example.com"}}}
 		// Out of order on purpose: the plan orders creates from providers to consumers.
-		res, err := e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{
-			change(t, client.PlanCreate, client.KindGateway, gw),
-			change(t, client.PlanCreate, client.KindWorkloadInstance, inst),
-			change(t, client.PlanCreate, client.KindWorkloadDefinition, def),
+		res, err := e.dev.Plan(ctx, api.PlanRequest{Changes: []api.PlanChange{
+			change(t, api.PlanCreate, api.KindGateway, gw),
+			change(t, api.PlanCreate, api.KindWorkloadInstance, inst),
+			change(t, api.PlanCreate, api.KindWorkloadDefinition, def),
 		}})
 		require.NoError(t, err)
 
 		var lines []string
 		for _, a := range res.Actions {
-			if a.Action != client.ActionDepend {
+			if a.Action != api.ActionDepend {
 				lines = append(lines, a.String())
 			}
 		}
@@ -109,11 +110,11 @@ func TestPlan(t *testing.T) {
 			`install support_service "cert-manager-default-us-east" (cert-manager) on kubernetes_runtime "default-us-east": gateway "web" needs cert-manager on kubernetes_runtime "default-us-east", which has none`,
 		}, lines)
 		for _, a := range res.Actions {
-			require.Equal(t, a.Action == client.ActionCreate, a.Requested, a.String())
+			require.Equal(t, a.Action == api.ActionCreate, a.Requested, a.String())
 		}
-		depends := actionsOf(res, client.ActionDepend)
-		require.Contains(t, depends, client.PlanAction{Action: client.ActionDepend, Kind: client.KindWorkloadInstance, ID: "inst", Name: "web",
-			Provider: &client.ObjectRef{Kind: client.KindWorkloadDefinition, ID: "def", Name: "web"}, Cause: &client.ObjectRef{Kind: client.KindWorkloadInstance, ID: "inst", Name: "web"},
+		depends := actionsOf(res, api.ActionDepend)
+		require.Contains(t, depends, api.PlanAction{Action: api.ActionDepend, Kind: api.KindWorkloadInstance, ID: "inst", Name: "web",
+			Provider: &api.ObjectRef{Kind: api.KindWorkloadDefinition, ID: "def", Name: "web"}, Cause: &api.ObjectRef{Kind: api.KindWorkloadInstance, ID: "inst", Name: "web"},
 			Reason: "spec.definition_id references it"})
 		require.NotNil(t, res.Graph.Node("planned:kubernetes_runtime/default-eu-west"))
 		require.Len(t, res.Graph.Providers("inst"), 3, "the definition and the two runtimes")
@@ -130,24 +131,24 @@ func TestPlan(t *testing.T) {
 		eu, err := e.dev.KubernetesRuntimes().Create(ctx, rt)
 		require.NoError(t, err)
 		e.ready(t, eu)
-		_, err = e.admin.SupportServices().Create(ctx, &client.SupportService{Meta: client.Meta{Name: "ingress-eu"}, Spec: client.SupportServiceSpec{RuntimeID: eu.ID, Type: client.SupportIngress}})
+		_, err = e.admin.SupportServices().Create(ctx, &api.SupportService{Meta: api.Meta{Name: "ingress-eu"}, Spec: api.SupportServiceSpec{RuntimeID: eu.ID, Type: api.SupportIngress}})
 		require.NoError(t, err)
 		def, err := e.dev.WorkloadDefinitions().Create(ctx, webDefinition("web"))
 		require.NoError(t, err)
 		off := false
-		res, err := e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{
-			change(t, client.PlanCreate, client.KindWorkloadInstance, &client.WorkloadInstance{Meta: client.Meta{ID: "inst", Name: "web"},
-				Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, Placement: &client.Placement{Regions: []string{"eu-west", "us-east"}}}}),
-			change(t, client.PlanCreate, client.KindGateway, &client.Gateway{Meta: client.Meta{Name: "web"}, Spec: client.GatewaySpec{InstanceID: "inst", TLS: &off}}),
+		res, err := e.dev.Plan(ctx, api.PlanRequest{Changes: []api.PlanChange{
+			change(t, api.PlanCreate, api.KindWorkloadInstance, &api.WorkloadInstance{Meta: api.Meta{ID: "inst", Name: "web"},
+				Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, Placement: &api.Placement{Regions: []string{"eu-west", "us-east"}}}}),
+			change(t, api.PlanCreate, api.KindGateway, &api.Gateway{Meta: api.Meta{Name: "web"}, Spec: api.GatewaySpec{InstanceID: "inst", TLS: &off}}),
 		}})
 		require.NoError(t, err)
-		prov := actionsOf(res, client.ActionProvision)
+		prov := actionsOf(res, api.ActionProvision)
 		require.Len(t, prov, 1)
 		require.Equal(t, "us-east", prov[0].Region)
-		inst := actionsOf(res, client.ActionInstall)
+		inst := actionsOf(res, api.ActionInstall)
 		require.Len(t, inst, 1, "eu has ingress already; only us-east gets one")
 		require.Equal(t, "default-us-east", inst[0].Runtime)
-		require.Contains(t, res.Graph.Providers("planned:gateway/web"), client.GraphEdge{From: "planned:gateway/web", To: mustID(t, e, "ingress-eu"), Type: client.EdgePlacement, Why: "status.support_services"})
+		require.Contains(t, res.Graph.Providers("planned:gateway/web"), api.GraphEdge{From: "planned:gateway/web", To: mustID(t, e, "ingress-eu"), Type: api.EdgePlacement, Why: "status.support_services"})
 	})
 
 	t.Run("an instance that gains a region gets a runtime there, and its gateway the support services it lacks there", func(t *testing.T) {
@@ -160,26 +161,26 @@ func TestPlan(t *testing.T) {
 		e.ready(t, eu)
 		def, err := e.dev.WorkloadDefinitions().Create(ctx, webDefinition("web"))
 		require.NoError(t, err)
-		inst, err := e.dev.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "web"},
-			Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, Placement: &client.Placement{Regions: []string{"eu-west"}}}})
+		inst, err := e.dev.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "web"},
+			Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, Placement: &api.Placement{Regions: []string{"eu-west"}}}})
 		require.NoError(t, err)
 		ist := inst.Status
-		ist.Placements = []client.PlacementStatus{{RuntimeID: eu.ID, Runtime: "eu", Region: "eu-west", Phase: client.PhaseReady}}
+		ist.Placements = []api.PlacementStatus{{RuntimeID: eu.ID, Runtime: "eu", Region: "eu-west", Phase: api.PhaseReady}}
 		_, err = e.ctrl.WorkloadInstances().UpdateStatus(ctx, inst.ID, 0, ist)
 		require.NoError(t, err)
 		off := false
-		gw, err := e.dev.Gateways().Create(ctx, &client.Gateway{Meta: client.Meta{Name: "web"}, Spec: client.GatewaySpec{InstanceID: inst.ID, TLS: &off}})
+		gw, err := e.dev.Gateways().Create(ctx, &api.Gateway{Meta: api.Meta{Name: "web"}, Spec: api.GatewaySpec{InstanceID: inst.ID, TLS: &off}})
 		require.NoError(t, err)
-		ss, err := e.ctrl.SupportServices().Create(ctx, &client.SupportService{Meta: client.Meta{Name: "ingress-eu",
-			Owners: []client.ObjectRef{{Kind: client.KindGateway, ID: gw.ID}}}, Spec: client.SupportServiceSpec{RuntimeID: eu.ID, Type: client.SupportIngress}})
+		ss, err := e.ctrl.SupportServices().Create(ctx, &api.SupportService{Meta: api.Meta{Name: "ingress-eu",
+			Owners: []api.ObjectRef{{Kind: api.KindGateway, ID: gw.ID}}}, Spec: api.SupportServiceSpec{RuntimeID: eu.ID, Type: api.SupportIngress}})
 		require.NoError(t, err)
 		gst := gw.Status
-		gst.SupportServices = []client.ObjectRef{{Kind: client.KindSupportService, ID: ss.ID, Name: ss.Name}}
+		gst.SupportServices = []api.ObjectRef{{Kind: api.KindSupportService, ID: ss.ID, Name: ss.Name}}
 		_, err = e.ctrl.Gateways().UpdateStatus(ctx, gw.ID, 0, gst)
 		require.NoError(t, err)
 
 		inst.Spec.Placement.Regions = []string{"eu-west", "us-east"}
-		res, err := e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{change(t, client.PlanUpdate, client.KindWorkloadInstance, inst)}})
+		res, err := e.dev.Plan(ctx, api.PlanRequest{Changes: []api.PlanChange{change(t, api.PlanUpdate, api.KindWorkloadInstance, inst)}})
 		require.NoError(t, err)
 		require.Equal(t, []string{
 			`will provision kubernetes_runtime "default-us-east" in us-east from runtime_profile "default"`,
@@ -191,35 +192,35 @@ func TestPlan(t *testing.T) {
 	t.Run("a create without a placeholder is referenced as planned:<kind>/<name>", func(t *testing.T) {
 		e := setup(t)
 		e.profile(t, "default", "eu-west")
-		res, err := e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{
-			change(t, client.PlanCreate, client.KindWorkloadInstance, &client.WorkloadInstance{Meta: client.Meta{Name: "web"},
-				Spec: client.WorkloadInstanceSpec{DefinitionID: "planned:workload_definition/web", Placement: &client.Placement{Regions: []string{"eu-west"}}}}),
-			change(t, client.PlanCreate, client.KindWorkloadDefinition, webDefinition("web")),
+		res, err := e.dev.Plan(ctx, api.PlanRequest{Changes: []api.PlanChange{
+			change(t, api.PlanCreate, api.KindWorkloadInstance, &api.WorkloadInstance{Meta: api.Meta{Name: "web"},
+				Spec: api.WorkloadInstanceSpec{DefinitionID: "planned:workload_definition/web", Placement: &api.Placement{Regions: []string{"eu-west"}}}}),
+			change(t, api.PlanCreate, api.KindWorkloadDefinition, webDefinition("web")),
 		}})
 		require.NoError(t, err)
 		require.Equal(t, "planned:workload_definition/web", res.Actions[0].ID)
-		require.Len(t, actionsOf(res, client.ActionProvision), 1)
+		require.Len(t, actionsOf(res, api.ActionProvision), 1)
 	})
 
 	t.Run("a region nothing serves is a warning", func(t *testing.T) {
 		e := setup(t)
 		def, err := e.dev.WorkloadDefinitions().Create(ctx, webDefinition("web"))
 		require.NoError(t, err)
-		res, err := e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{
-			change(t, client.PlanCreate, client.KindWorkloadInstance, &client.WorkloadInstance{Meta: client.Meta{Name: "web"},
-				Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, Placement: &client.Placement{Regions: []string{"ap-south"}}}}),
+		res, err := e.dev.Plan(ctx, api.PlanRequest{Changes: []api.PlanChange{
+			change(t, api.PlanCreate, api.KindWorkloadInstance, &api.WorkloadInstance{Meta: api.Meta{Name: "web"},
+				Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, Placement: &api.Placement{Regions: []string{"ap-south"}}}}),
 		}})
 		require.NoError(t, err)
-		require.Empty(t, actionsOf(res, client.ActionProvision))
+		require.Empty(t, actionsOf(res, api.ActionProvision))
 		require.Equal(t, []string{`workload_instance "web": no runtime in region "ap-south" matches, and no runtime_profile serves that region`}, res.Warnings)
 	})
 
 	t.Run("a reference known only after apply is accepted, and the placement still decided", func(t *testing.T) {
 		e := setup(t)
 		e.profile(t, "default", "eu-west")
-		res, err := e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{
-			change(t, client.PlanCreate, client.KindWorkloadInstance, &client.WorkloadInstance{Meta: client.Meta{Name: "web"},
-				Spec: client.WorkloadInstanceSpec{DefinitionID: client.PlanUnknownPrefix, Placement: &client.Placement{Regions: []string{"eu-west"}}}}),
+		res, err := e.dev.Plan(ctx, api.PlanRequest{Changes: []api.PlanChange{
+			change(t, api.PlanCreate, api.KindWorkloadInstance, &api.WorkloadInstance{Meta: api.Meta{Name: "web"},
+				Spec: api.WorkloadInstanceSpec{DefinitionID: api.PlanUnknownPrefix, Placement: &api.Placement{Regions: []string{"eu-west"}}}}),
 		}})
 		require.NoError(t, err)
 		require.Equal(t, []string{`will provision kubernetes_runtime "default-eu-west" in eu-west from runtime_profile "default"`}, res.Summary())
@@ -230,15 +231,15 @@ func TestPlan(t *testing.T) {
 		bad := webDefinition("web")
 		bad.Spec.Containers[0].Image = "Not An Image"
 		_, realErr := e.dev.WorkloadDefinitions().Create(ctx, bad)
-		require.True(t, client.IsInvalid(realErr))
+		require.True(t, api.IsInvalid(realErr))
 		before := snapshot(t, e.store)
 
-		_, err := e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{
-			change(t, client.PlanCreate, client.KindWorkloadDefinition, webDefinition("ok")),
-			change(t, client.PlanCreate, client.KindWorkloadDefinition, bad),
+		_, err := e.dev.Plan(ctx, api.PlanRequest{Changes: []api.PlanChange{
+			change(t, api.PlanCreate, api.KindWorkloadDefinition, webDefinition("ok")),
+			change(t, api.PlanCreate, api.KindWorkloadDefinition, bad),
 		}})
-		require.True(t, client.IsInvalid(err), "%v", err)
-		var ce, re *client.Error
+		require.True(t, api.IsInvalid(err), "%v", err)
+		var ce, re *api.Error
 		require.ErrorAs(t, err, &ce)
 		require.ErrorAs(t, realErr, &re)
 		require.Equal(t, "changes[1]."+re.Field, ce.Field)
@@ -247,10 +248,10 @@ func TestPlan(t *testing.T) {
 
 		// An instance of the bad definition (by its placeholder) reports only its own errors.
 		bad.ID = "bad"
-		_, err = e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{
-			change(t, client.PlanCreate, client.KindWorkloadDefinition, bad),
-			change(t, client.PlanCreate, client.KindWorkloadInstance, &client.WorkloadInstance{Meta: client.Meta{Name: "web"},
-				Spec: client.WorkloadInstanceSpec{DefinitionID: "bad", Namespace: "Bad_NS", Placement: &client.Placement{Regions: []string{"eu-west"}}}}),
+		_, err = e.dev.Plan(ctx, api.PlanRequest{Changes: []api.PlanChange{
+			change(t, api.PlanCreate, api.KindWorkloadDefinition, bad),
+			change(t, api.PlanCreate, api.KindWorkloadInstance, &api.WorkloadInstance{Meta: api.Meta{Name: "web"},
+				Spec: api.WorkloadInstanceSpec{DefinitionID: "bad", Namespace: "Bad_NS", Placement: &api.Placement{Regions: []string{"eu-west"}}}}),
 		}})
 		require.ErrorAs(t, err, &ce)
 		var fields []string
@@ -264,12 +265,12 @@ func TestPlan(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, code)
 		require.Equal(t, "changes[0].spec.containerz", apiErr(t, body).Field)
 
-		_, err = e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{{Op: "upsert", Kind: client.KindWorkloadDefinition, Name: "x"}}})
+		_, err = e.dev.Plan(ctx, api.PlanRequest{Changes: []api.PlanChange{{Op: "upsert", Kind: api.KindWorkloadDefinition, Name: "x"}}})
 		require.ErrorAs(t, err, &ce)
 		require.Equal(t, "changes[0].op", ce.Field)
 
-		_, err = e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{
-			change(t, client.PlanCreate, client.KindWorkloadInstance, &client.WorkloadInstance{Meta: client.Meta{Name: "web"}, Spec: client.WorkloadInstanceSpec{DefinitionID: "nope", RuntimeID: "nope"}}),
+		_, err = e.dev.Plan(ctx, api.PlanRequest{Changes: []api.PlanChange{
+			change(t, api.PlanCreate, api.KindWorkloadInstance, &api.WorkloadInstance{Meta: api.Meta{Name: "web"}, Spec: api.WorkloadInstanceSpec{DefinitionID: "nope", RuntimeID: "nope"}}),
 		}})
 		require.ErrorAs(t, err, &ce)
 		require.Equal(t, "changes[0].spec.definition_id", ce.Field, "a reference to nothing, neither stored nor planned")
@@ -279,8 +280,8 @@ func TestPlan(t *testing.T) {
 		e := setup(t)
 		_, err := e.dev.WorkloadDefinitions().Create(ctx, webDefinition("web"))
 		require.NoError(t, err)
-		_, err = e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{change(t, client.PlanCreate, client.KindWorkloadDefinition, webDefinition("web"))}})
-		require.True(t, client.IsConflict(err), "%v", err)
+		_, err = e.dev.Plan(ctx, api.PlanRequest{Changes: []api.PlanChange{change(t, api.PlanCreate, api.KindWorkloadDefinition, webDefinition("web"))}})
+		require.True(t, api.IsConflict(err), "%v", err)
 	})
 
 	t.Run("a delete of an object others depend on is refused with its dependents, unless they go too or it cascades", func(t *testing.T) {
@@ -290,24 +291,24 @@ func TestPlan(t *testing.T) {
 		before := snapshot(t, e.store)
 		realErr := e.dev.WorkloadDefinitions().Delete(ctx, def.ID, client.DeleteOptions{})
 		require.Equal(t, before, snapshot(t, e.store), "the refused delete wrote nothing")
-		var re *client.Error
+		var re *api.Error
 		require.ErrorAs(t, realErr, &re)
-		_, err := e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{{Op: client.PlanDelete, Kind: client.KindWorkloadDefinition, ID: def.ID}}})
-		require.True(t, client.IsConflict(err), "%v", err)
-		var ce *client.Error
+		_, err := e.dev.Plan(ctx, api.PlanRequest{Changes: []api.PlanChange{{Op: api.PlanDelete, Kind: api.KindWorkloadDefinition, ID: def.ID}}})
+		require.True(t, api.IsConflict(err), "%v", err)
+		var ce *api.Error
 		require.ErrorAs(t, err, &ce)
-		require.Equal(t, []client.ObjectRef{{Kind: client.KindWorkloadInstance, ID: inst.ID, Name: inst.Name}}, ce.Dependents)
+		require.Equal(t, []api.ObjectRef{{Kind: api.KindWorkloadInstance, ID: inst.ID, Name: inst.Name}}, ce.Dependents)
 		require.Equal(t, re.Dependents, ce.Dependents, "the dependents the real delete names")
 		require.Equal(t, re.Code, ce.Code)
 
-		res, err := e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{
-			{Op: client.PlanDelete, Kind: client.KindWorkloadDefinition, Name: def.Name},
-			{Op: client.PlanDelete, Kind: client.KindWorkloadInstance, ID: inst.ID},
+		res, err := e.dev.Plan(ctx, api.PlanRequest{Changes: []api.PlanChange{
+			{Op: api.PlanDelete, Kind: api.KindWorkloadDefinition, Name: def.Name},
+			{Op: api.PlanDelete, Kind: api.KindWorkloadInstance, ID: inst.ID},
 		}})
 		require.NoError(t, err)
 		require.Equal(t, []string{`delete workload_instance "a-inst": requested`, `delete workload_definition "a-def": requested`}, strs(res.Actions))
 
-		res, err = e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{{Op: client.PlanDelete, Kind: client.KindKubernetesRuntime, ID: rt.ID, Cascade: true}}})
+		res, err = e.dev.Plan(ctx, api.PlanRequest{Changes: []api.PlanChange{{Op: api.PlanDelete, Kind: api.KindKubernetesRuntime, ID: rt.ID, Cascade: true}}})
 		require.NoError(t, err)
 		require.Equal(t, []string{
 			`delete workload_instance "a-inst": it depends on kubernetes_runtime "a-rt", which is deleted with cascade`,
@@ -322,27 +323,27 @@ func TestPlan(t *testing.T) {
 		e := setup(t)
 		_, def, inst := e.world(t, "a")
 		def.Spec.Containers[0].Image = "nginx:1.28"
-		res, err := e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{change(t, client.PlanUpdate, client.KindWorkloadDefinition, def)}})
+		res, err := e.dev.Plan(ctx, api.PlanRequest{Changes: []api.PlanChange{change(t, api.PlanUpdate, api.KindWorkloadDefinition, def)}})
 		require.NoError(t, err)
 		require.Equal(t, []string{
 			`update workload_definition "a-def": spec changes (generation 1 → 2)`,
 			`roll workload_instance "a-inst": its workload_definition "a-def" changes (generation 1 → 2)`,
 		}, strs(res.Actions))
-		require.Equal(t, &client.ObjectRef{Kind: client.KindWorkloadDefinition, ID: def.ID, Name: def.Name}, res.Actions[1].Cause)
+		require.Equal(t, &api.ObjectRef{Kind: api.KindWorkloadDefinition, ID: def.ID, Name: def.Name}, res.Actions[1].Cause)
 
-		res, err = e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{
-			change(t, client.PlanCreate, client.KindSecret, &client.Secret{Meta: client.Meta{Name: "creds"}, Spec: client.SecretSpec{InstanceIDs: []string{inst.ID}, Values: map[string]string{"K": "v"}}}),
+		res, err = e.dev.Plan(ctx, api.PlanRequest{Changes: []api.PlanChange{
+			change(t, api.PlanCreate, api.KindSecret, &api.Secret{Meta: api.Meta{Name: "creds"}, Spec: api.SecretSpec{InstanceIDs: []string{inst.ID}, Values: map[string]string{"K": "v"}}}),
 		}})
 		require.NoError(t, err)
 		require.Contains(t, strs(res.Actions), `roll workload_instance "a-inst": secret "creds" is created: its values are delivered into the pods`)
 
-		res, err = e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{
-			change(t, client.PlanCreate, client.KindDatabase, &client.Database{Meta: client.Meta{Name: "db"}, Spec: client.DatabaseSpec{InstanceID: inst.ID}}),
+		res, err = e.dev.Plan(ctx, api.PlanRequest{Changes: []api.PlanChange{
+			change(t, api.PlanCreate, api.KindDatabase, &api.Database{Meta: api.Meta{Name: "db"}, Spec: api.DatabaseSpec{InstanceID: inst.ID}}),
 		}})
 		require.NoError(t, err)
 		require.Contains(t, strs(res.Actions), `roll workload_instance "a-inst": database "db" is created: its connection details are injected into the pods`)
 
-		res, err = e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{change(t, client.PlanUpdate, client.KindWorkloadDefinition, webDefinitionWithID(def))}})
+		res, err = e.dev.Plan(ctx, api.PlanRequest{Changes: []api.PlanChange{change(t, api.PlanUpdate, api.KindWorkloadDefinition, webDefinitionWithID(def))}})
 		require.NoError(t, err)
 		require.Len(t, res.Actions, 2, "an update is compared with the stored spec")
 	})
@@ -350,7 +351,7 @@ func TestPlan(t *testing.T) {
 	t.Run("an unchanged update is no action", func(t *testing.T) {
 		e := setup(t)
 		_, def, _ := e.world(t, "a")
-		res, err := e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{change(t, client.PlanUpdate, client.KindWorkloadDefinition, def)}})
+		res, err := e.dev.Plan(ctx, api.PlanRequest{Changes: []api.PlanChange{change(t, api.PlanUpdate, api.KindWorkloadDefinition, def)}})
 		require.NoError(t, err)
 		require.Empty(t, res.Actions)
 	})
@@ -358,17 +359,17 @@ func TestPlan(t *testing.T) {
 	t.Run("deleting the gateway that installed a support service removes it once nothing uses it", func(t *testing.T) {
 		e := setup(t)
 		rt, _, inst := e.world(t, "a")
-		gw, err := e.dev.Gateways().Create(ctx, &client.Gateway{Meta: client.Meta{Name: "web"}, Spec: client.GatewaySpec{InstanceID: inst.ID}})
+		gw, err := e.dev.Gateways().Create(ctx, &api.Gateway{Meta: api.Meta{Name: "web"}, Spec: api.GatewaySpec{InstanceID: inst.ID}})
 		require.NoError(t, err)
-		ss, err := e.ctrl.SupportServices().Create(ctx, &client.SupportService{Meta: client.Meta{Name: "ingress-a-rt",
-			Owners: []client.ObjectRef{{Kind: client.KindGateway, ID: gw.ID}}}, Spec: client.SupportServiceSpec{RuntimeID: rt.ID, Type: client.SupportIngress}})
+		ss, err := e.ctrl.SupportServices().Create(ctx, &api.SupportService{Meta: api.Meta{Name: "ingress-a-rt",
+			Owners: []api.ObjectRef{{Kind: api.KindGateway, ID: gw.ID}}}, Spec: api.SupportServiceSpec{RuntimeID: rt.ID, Type: api.SupportIngress}})
 		require.NoError(t, err)
 		st := gw.Status
-		st.SupportServices = []client.ObjectRef{{Kind: client.KindSupportService, ID: ss.ID, Name: ss.Name}}
+		st.SupportServices = []api.ObjectRef{{Kind: api.KindSupportService, ID: ss.ID, Name: ss.Name}}
 		_, err = e.ctrl.Gateways().UpdateStatus(ctx, gw.ID, 0, st)
 		require.NoError(t, err)
 
-		res, err := e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{{Op: client.PlanDelete, Kind: client.KindGateway, ID: gw.ID}}})
+		res, err := e.dev.Plan(ctx, api.PlanRequest{Changes: []api.PlanChange{{Op: api.PlanDelete, Kind: api.KindGateway, ID: gw.ID}}})
 		require.NoError(t, err)
 		require.Equal(t, []string{
 			`delete gateway "web": requested`,
@@ -380,10 +381,10 @@ func TestPlan(t *testing.T) {
 		e := setup(t)
 		prof := e.profile(t, "default", "eu-west")
 		rt := localRuntime("default-eu-west")
-		rt.Owners = []client.ObjectRef{{Kind: client.KindRuntimeProfile, ID: prof.ID}}
+		rt.Owners = []api.ObjectRef{{Kind: api.KindRuntimeProfile, ID: prof.ID}}
 		_, err := e.ctrl.KubernetesRuntimes().Create(ctx, rt)
 		require.NoError(t, err)
-		res, err := e.dev.Plan(ctx, client.PlanRequest{Changes: []client.PlanChange{{Op: client.PlanDelete, Kind: client.KindRuntimeProfile, Name: "default"}}})
+		res, err := e.dev.Plan(ctx, api.PlanRequest{Changes: []api.PlanChange{{Op: api.PlanDelete, Kind: api.KindRuntimeProfile, Name: "default"}}})
 		require.NoError(t, err)
 		require.Equal(t, []string{
 			`delete runtime_profile "default": requested`,
@@ -396,15 +397,15 @@ func TestPlan(t *testing.T) {
 		_, _, inst := e.world(t, "a")
 		spare, err := e.dev.KubernetesRuntimes().Create(ctx, localRuntime("spare"))
 		require.NoError(t, err)
-		gw, err := e.dev.Gateways().Create(ctx, &client.Gateway{Meta: client.Meta{Name: "web"}, Spec: client.GatewaySpec{InstanceID: inst.ID}})
+		gw, err := e.dev.Gateways().Create(ctx, &api.Gateway{Meta: api.Meta{Name: "web"}, Spec: api.GatewaySpec{InstanceID: inst.ID}})
 		require.NoError(t, err)
-		_, err = e.ctrl.SupportServices().Create(ctx, &client.SupportService{Meta: client.Meta{Name: "ingress-spare",
-			Owners: []client.ObjectRef{{Kind: client.KindGateway, ID: gw.ID}}}, Spec: client.SupportServiceSpec{RuntimeID: spare.ID, Type: client.SupportIngress}})
+		_, err = e.ctrl.SupportServices().Create(ctx, &api.SupportService{Meta: api.Meta{Name: "ingress-spare",
+			Owners: []api.ObjectRef{{Kind: api.KindGateway, ID: gw.ID}}}, Spec: api.SupportServiceSpec{RuntimeID: spare.ID, Type: api.SupportIngress}})
 		require.NoError(t, err)
-		del := client.PlanRequest{Changes: []client.PlanChange{{Op: client.PlanDelete, Kind: client.KindKubernetesRuntime, ID: spare.ID}}}
+		del := api.PlanRequest{Changes: []api.PlanChange{{Op: api.PlanDelete, Kind: api.KindKubernetesRuntime, ID: spare.ID}}}
 
 		_, err = e.dev.Plan(ctx, del)
-		require.True(t, client.IsConflict(err), "its owner, the gateway, is still there: %v", err)
+		require.True(t, api.IsConflict(err), "its owner, the gateway, is still there: %v", err)
 
 		require.NoError(t, e.dev.Gateways().Delete(ctx, gw.ID, client.DeleteOptions{}))
 		res, err := e.dev.Plan(ctx, del)
@@ -437,12 +438,12 @@ func TestPlan(t *testing.T) {
 
 	t.Run("a viewer may not plan", func(t *testing.T) {
 		e := setup(t)
-		_, err := e.viewer.Plan(ctx, client.PlanRequest{})
-		require.True(t, client.IsForbidden(err), "%v", err)
+		_, err := e.viewer.Plan(ctx, api.PlanRequest{})
+		require.True(t, api.IsForbidden(err), "%v", err)
 	})
 }
 
-func strs(actions []client.PlanAction) []string {
+func strs(actions []api.PlanAction) []string {
 	out := make([]string, len(actions))
 	for i, a := range actions {
 		out[i] = a.String()
@@ -458,8 +459,8 @@ func mustID(t testing.TB, e *env, ssName string) string {
 }
 
 // webDefinitionWithID is def with a changed replica count, sent as JSON the way a client would.
-func webDefinitionWithID(def *client.WorkloadDefinition) *client.WorkloadDefinition {
-	var out client.WorkloadDefinition
+func webDefinitionWithID(def *api.WorkloadDefinition) *api.WorkloadDefinition {
+	var out api.WorkloadDefinition
 	data, _ := json.Marshal(def)
 	_ = json.Unmarshal(data, &out)
 	n := int32(3)
@@ -480,10 +481,10 @@ func BenchmarkPlan(b *testing.B) {
 		}
 		def, err := e.dev.WorkloadDefinitions().Create(ctx, webDefinition("bench"))
 		require.NoError(b, err)
-		req := client.PlanRequest{Changes: []client.PlanChange{
-			change(b, client.PlanCreate, client.KindWorkloadInstance, &client.WorkloadInstance{Meta: client.Meta{ID: "inst", Name: "bench"},
-				Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, Placement: &client.Placement{Regions: []string{"eu-west", "us-east"}}}}),
-			change(b, client.PlanCreate, client.KindGateway, &client.Gateway{Meta: client.Meta{Name: "bench"}, Spec: client.GatewaySpec{InstanceID: "inst", Hosts: []string{"a.example.com"}}}),
+		req := api.PlanRequest{Changes: []api.PlanChange{
+			change(b, api.PlanCreate, api.KindWorkloadInstance, &api.WorkloadInstance{Meta: api.Meta{ID: "inst", Name: "bench"},
+				Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, Placement: &api.Placement{Regions: []string{"eu-west", "us-east"}}}}),
+			change(b, api.PlanCreate, api.KindGateway, &api.Gateway{Meta: api.Meta{Name: "bench"}, Spec: api.GatewaySpec{InstanceID: "inst", Hosts: []string{"a.example.com"}}}),
 		}}
 		b.Run(fmt.Sprintf("objects=%d/plan", n), func(b *testing.B) {
 			for b.Loop() {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
 )
@@ -33,7 +34,7 @@ func TestPostgresSmoke(t *testing.T) {
 		_, err := e.dev.WorkloadDefinitions().Update(ctx, def)
 		require.NoError(t, err)
 		_, err = e.dev.WorkloadDefinitions().Update(ctx, &stale)
-		require.True(t, client.IsConflict(err), "%v", err)
+		require.True(t, api.IsConflict(err), "%v", err)
 	})
 	t.Run("validation names the field and writes nothing", func(t *testing.T) {
 		code, body := e.raw(t, server.RoleDeveloper, http.MethodPost, "/v1/workload_instances",
@@ -41,11 +42,11 @@ func TestPostgresSmoke(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, code)
 		require.Equal(t, "spec.runtime_id", apiErr(t, body).Field)
 		_, err := e.dev.WorkloadInstances().GetByName(ctx, "pg-bad")
-		require.True(t, client.IsNotFound(err))
+		require.True(t, api.IsNotFound(err))
 	})
 	t.Run("wait=reconciled wakes on a status write", func(t *testing.T) {
 		onceWaiting(e.srv, inst.ID, func() {
-			_, _ = e.ctrl.WorkloadInstances().UpdateStatus(ctx, inst.ID, 0, client.WorkloadInstanceStatus{Status: client.Status{Phase: client.PhaseReady, ObservedGeneration: 1}})
+			_, _ = e.ctrl.WorkloadInstances().UpdateStatus(ctx, inst.ID, 0, api.WorkloadInstanceStatus{Status: api.Status{Phase: api.PhaseReady, ObservedGeneration: 1}})
 		})
 		start := time.Now()
 		_, err := e.dev.WorkloadInstances().WaitReconciled(ctx, inst.ID)
@@ -54,12 +55,12 @@ func TestPostgresSmoke(t *testing.T) {
 	})
 	t.Run("delete is protected, cascade removes dependents", func(t *testing.T) {
 		err := e.dev.KubernetesRuntimes().Delete(ctx, rt.ID, client.DeleteOptions{})
-		require.True(t, client.IsConflict(err), "%v", err)
+		require.True(t, api.IsConflict(err), "%v", err)
 		stop := make(chan struct{})
 		defer close(stop)
 		finalizer(t, e, stop)
 		require.NoError(t, e.dev.KubernetesRuntimes().Delete(ctx, rt.ID, client.DeleteOptions{Cascade: true, Wait: true}))
 		_, err = e.dev.WorkloadInstances().Get(ctx, inst.ID)
-		require.True(t, client.IsNotFound(err))
+		require.True(t, api.IsNotFound(err))
 	})
 }

@@ -17,7 +17,7 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
 )
 
@@ -185,7 +185,7 @@ func canonical(v json.RawMessage) ([]byte, error) {
 // transform rewrites the write-only fields of a spec with f, whatever their JSON type; empty values are
 // left alone. f gets the field's top-level name and its raw JSON value.
 func transform(kind string, spec json.RawMessage, f func(name string, v json.RawMessage) (json.RawMessage, error)) (json.RawMessage, error) {
-	ki, ok := client.LookupKind(kind)
+	ki, ok := api.LookupKind(kind)
 	if !ok || len(ki.WriteOnly) == 0 || len(spec) == 0 {
 		return spec, nil
 	}
@@ -225,7 +225,7 @@ type sealedStore struct {
 func (ss *sealedStore) in(kind string, spec json.RawMessage) (json.RawMessage, error) {
 	return transform(kind, spec, func(name string, v json.RawMessage) (json.RawMessage, error) {
 		if _, sealed := sealedString(v); sealed {
-			return nil, client.Invalid(client.FieldError{Field: "spec." + name, Message: "must not start with enc:v1: or enc:v2:, which mark sealed values"})
+			return nil, api.Invalid(api.FieldError{Field: "spec." + name, Message: "must not start with enc:v1: or enc:v2:, which mark sealed values"})
 		}
 		plain, err := canonical(v)
 		if err != nil {
@@ -323,7 +323,7 @@ func (ss *sealedStore) List(ctx context.Context, p *store.ListParams) (*store.Li
 // checkSealable verifies that every write-only field the kinds declare can be sealed: a top-level JSON
 // field of the kind's spec struct, of a type encoding/json encodes. The server refuses to start
 // otherwise, rather than store a secret in plain text.
-func checkSealable(kinds []*client.KindInfo) error {
+func checkSealable(kinds []*api.KindInfo) error {
 	var errs []error
 	for _, ki := range kinds {
 		if len(ki.WriteOnly) == 0 {
@@ -461,7 +461,7 @@ type ResealStats struct {
 // stored value. Objects that fail are reported together at the end; the others are resealed anyway.
 func Reseal(ctx context.Context, st store.Store, keys [][]byte) (ResealStats, error) {
 	var stats ResealStats
-	if err := checkSealable(client.Kinds()); err != nil {
+	if err := checkSealable(api.Kinds()); err != nil {
 		return stats, err
 	}
 	sl, err := newSealer(keys...)
@@ -470,7 +470,7 @@ func Reseal(ctx context.Context, st store.Store, keys [][]byte) (ResealStats, er
 	}
 	ss := &sealedStore{Store: st, s: sl}
 	var errs []error
-	for _, ki := range client.Kinds() {
+	for _, ki := range api.Kinds() {
 		if len(ki.WriteOnly) == 0 {
 			continue
 		}
@@ -505,7 +505,7 @@ func Reseal(ctx context.Context, st store.Store, keys [][]byte) (ResealStats, er
 
 // reseal rewrites one stored object sealed with the primary key, unless it already is; it re-reads the
 // object when a concurrent write got in first.
-func (ss *sealedStore) reseal(ctx context.Context, ki *client.KindInfo, o *store.Object) (bool, error) {
+func (ss *sealedStore) reseal(ctx context.Context, ki *api.KindInfo, o *store.Object) (bool, error) {
 	for attempt := 0; ; attempt++ {
 		cur, err := ss.current(o)
 		if err != nil || cur {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
 )
 
@@ -66,29 +66,29 @@ func TestSealedStoreReadsLegacyRows(t *testing.T) {
 	ctx := context.Background()
 	st := rawStore(t)
 	key := testKey(t)
-	plainMap, err := st.Create(ctx, &store.CreateParams{Kind: client.KindSecret, Name: "plain",
+	plainMap, err := st.Create(ctx, &store.CreateParams{Kind: api.KindSecret, Name: "plain",
 		Spec: json.RawMessage(`{"instance_ids":["i"],"values":{"K":"plain-map"}}`)})
 	require.NoError(t, err)
-	v1, err := st.Create(ctx, &store.CreateParams{Kind: client.KindCloudAccount, Name: "v1",
+	v1, err := st.Create(ctx, &store.CreateParams{Kind: api.KindCloudAccount, Name: "v1",
 		Spec: json.RawMessage(`{"provider":"aws","region":"us-east-1","access_key_id":"AKIAIOSFODNN7EXAMPLE","secret_access_key":"` +
-			sealV1(t, key, client.KindCloudAccount+".spec.secret_access_key", "v1-secret") + `"}`)})
+			sealV1(t, key, api.KindCloudAccount+".spec.secret_access_key", "v1-secret") + `"}`)})
 	require.NoError(t, err)
 
 	sl, err := newSealer(testKey(t), key) // the v1 key is no longer the first
 	require.NoError(t, err)
 	ss := &sealedStore{Store: st, s: sl}
-	got, err := ss.Get(ctx, client.KindSecret, plainMap.ID)
+	got, err := ss.Get(ctx, api.KindSecret, plainMap.ID)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"instance_ids":["i"],"values":{"K":"plain-map"}}`, string(got.Spec))
-	got, err = ss.Get(ctx, client.KindCloudAccount, v1.ID)
+	got, err = ss.Get(ctx, api.KindCloudAccount, v1.ID)
 	require.NoError(t, err)
-	var ca client.CloudAccountSpec
+	var ca api.CloudAccountSpec
 	require.NoError(t, json.Unmarshal(got.Spec, &ca))
 	require.Equal(t, "v1-secret", ca.SecretAccessKey)
 
 	other, err := newSealer(testKey(t))
 	require.NoError(t, err)
-	_, err = (&sealedStore{Store: st, s: other}).Get(ctx, client.KindCloudAccount, v1.ID)
+	_, err = (&sealedStore{Store: st, s: other}).Get(ctx, api.KindCloudAccount, v1.ID)
 	require.ErrorContains(t, err, "no key of the ring opens it")
 }
 
@@ -97,16 +97,16 @@ func TestSealedStoreRefusesValuesThatLookSealed(t *testing.T) {
 	sl, err := newSealer(testKey(t))
 	require.NoError(t, err)
 	ss := &sealedStore{Store: rawStore(t), s: sl}
-	_, err = ss.Create(context.Background(), &store.CreateParams{Kind: client.KindKubernetesRuntime, Name: "r",
+	_, err = ss.Create(context.Background(), &store.CreateParams{Kind: api.KindKubernetesRuntime, Name: "r",
 		Spec: json.RawMessage(`{"provider":"kubeconfig","kubeconfig":"enc:v2:00000000:AAAA"}`)})
-	var ae *client.Error
+	var ae *api.Error
 	require.ErrorAs(t, err, &ae)
 	require.Equal(t, "spec.kubeconfig", ae.Field)
 }
 
 func TestCheckSealable(t *testing.T) {
 	t.Parallel()
-	require.NoError(t, checkSealable(client.Kinds()), "every registered kind")
+	require.NoError(t, checkSealable(api.Kinds()), "every registered kind")
 
 	type spec struct {
 		Token  string            `json:"token,omitempty"`
@@ -118,13 +118,13 @@ func TestCheckSealable(t *testing.T) {
 		Func   func()     `json:"func,omitempty"`
 		Odd    complex128 `json:"odd,omitempty"`
 	}
-	kind := func(writeOnly ...string) []*client.KindInfo {
-		return []*client.KindInfo{{Kind: "thing", SpecType: spec{}, WriteOnly: writeOnly}}
+	kind := func(writeOnly ...string) []*api.KindInfo {
+		return []*api.KindInfo{{Kind: "thing", SpecType: spec{}, WriteOnly: writeOnly}}
 	}
 	require.NoError(t, checkSealable(kind("token", "values", "nested")))
 	for _, tc := range []struct {
 		name string
-		kind []*client.KindInfo
+		kind []*api.KindInfo
 		want string
 	}{
 		{"not a field", kind("tokn"), `kind thing: write-only field "tokn" is not a JSON field of server.spec`},
@@ -134,8 +134,8 @@ func TestCheckSealable(t *testing.T) {
 		{"twice", kind("token", "token"), `write-only field "token" is declared twice`},
 		{"a func", kind("func"), `write-only field "func": type func() does not encode to JSON`},
 		{"complex", kind("odd"), `type complex128 does not encode to JSON`},
-		{"not a struct", []*client.KindInfo{{Kind: "thing", SpecType: "x", WriteOnly: []string{"token"}}}, "need a struct spec type, not string"},
-		{"no spec type", []*client.KindInfo{{Kind: "thing", WriteOnly: []string{"token"}}}, "need a struct spec type"},
+		{"not a struct", []*api.KindInfo{{Kind: "thing", SpecType: "x", WriteOnly: []string{"token"}}}, "need a struct spec type, not string"},
+		{"no spec type", []*api.KindInfo{{Kind: "thing", WriteOnly: []string{"token"}}}, "need a struct spec type"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := checkSealable(tc.kind)
@@ -172,17 +172,17 @@ func TestResealMovesEveryRowToTheNewKey(t *testing.T) {
 	require.NoError(t, err)
 	old := &sealedStore{Store: st, s: oldSealer}
 
-	sec, err := old.Create(ctx, &store.CreateParams{Kind: client.KindSecret, Name: "sealed-map",
+	sec, err := old.Create(ctx, &store.CreateParams{Kind: api.KindSecret, Name: "sealed-map",
 		Spec: json.RawMessage(`{"instance_ids":["i"],"values":{"K":"map-secret"}}`)})
 	require.NoError(t, err)
-	plain, err := st.Create(ctx, &store.CreateParams{Kind: client.KindSecret, Name: "plain-map",
+	plain, err := st.Create(ctx, &store.CreateParams{Kind: api.KindSecret, Name: "plain-map",
 		Spec: json.RawMessage(`{"instance_ids":["i"],"values":{"K":"plain-secret"}}`)})
 	require.NoError(t, err)
-	v1, err := st.Create(ctx, &store.CreateParams{Kind: client.KindCloudAccount, Name: "v1",
+	v1, err := st.Create(ctx, &store.CreateParams{Kind: api.KindCloudAccount, Name: "v1",
 		Spec: json.RawMessage(`{"provider":"aws","region":"us-east-1","access_key_id":"AKIAIOSFODNN7EXAMPLE","secret_access_key":"` +
-			sealV1(t, oldKey, client.KindCloudAccount+".spec.secret_access_key", "v1-secret") + `"}`)})
+			sealV1(t, oldKey, api.KindCloudAccount+".spec.secret_access_key", "v1-secret") + `"}`)})
 	require.NoError(t, err)
-	empty, err := st.Create(ctx, &store.CreateParams{Kind: client.KindCloudAccount, Name: "role-only",
+	empty, err := st.Create(ctx, &store.CreateParams{Kind: api.KindCloudAccount, Name: "role-only",
 		Spec: json.RawMessage(`{"provider":"aws","region":"us-east-1","role_arn":"arn:aws:iam::123456789012:role/x"}`)})
 	require.NoError(t, err)
 
@@ -190,9 +190,9 @@ func TestResealMovesEveryRowToTheNewKey(t *testing.T) {
 	readAll := func(ss *sealedStore) {
 		t.Helper()
 		for id, secret := range want {
-			o, err := ss.Get(ctx, client.KindSecret, id)
+			o, err := ss.Get(ctx, api.KindSecret, id)
 			if err != nil {
-				o, err = ss.Get(ctx, client.KindCloudAccount, id)
+				o, err = ss.Get(ctx, api.KindCloudAccount, id)
 			}
 			require.NoError(t, err, id)
 			require.Contains(t, string(o.Spec), secret)
@@ -209,16 +209,16 @@ func TestResealMovesEveryRowToTheNewKey(t *testing.T) {
 	require.Equal(t, ResealStats{Resealed: 3, Current: 1}, stats)
 	newID := SecretKeyID(newKey)
 	for id := range want {
-		o, err := st.Get(ctx, client.KindSecret, id)
+		o, err := st.Get(ctx, api.KindSecret, id)
 		if err != nil {
-			o, err = st.Get(ctx, client.KindCloudAccount, id)
+			o, err = st.Get(ctx, api.KindCloudAccount, id)
 		}
 		require.NoError(t, err)
 		require.Contains(t, string(o.Spec), sealPrefix+newID+":")
 		require.NotContains(t, string(o.Spec), want[id])
 		require.Equal(t, int64(2), o.Generation, "the ciphertext changed, so the generation rose once")
 	}
-	o, err := st.Get(ctx, client.KindCloudAccount, empty.ID)
+	o, err := st.Get(ctx, api.KindCloudAccount, empty.ID)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), o.Generation, "nothing to reseal, nothing written")
 
@@ -230,6 +230,6 @@ func TestResealMovesEveryRowToTheNewKey(t *testing.T) {
 	require.NoError(t, err)
 	readAll(&sealedStore{Store: st, s: newOnly}) // the old key can go
 
-	_, err = old.Get(ctx, client.KindSecret, sec.ID)
+	_, err = old.Get(ctx, api.KindSecret, sec.ID)
 	require.ErrorContains(t, err, "sealed with key "+newID+", which is not in the key ring")
 }

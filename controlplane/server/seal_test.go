@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
@@ -53,15 +54,15 @@ func TestWriteOnlyFieldsAreEncryptedAtRest(t *testing.T) {
 	ctrl, err := client.New(hs.URL, client.WithToken(ctrlTok))
 	require.NoError(t, err)
 
-	rt, err := cl.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "byo"},
-		Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderKubeconfig, Kubeconfig: sealKubeconfig}})
+	rt, err := cl.KubernetesRuntimes().Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: "byo"},
+		Spec: api.KubernetesRuntimeSpec{Provider: api.ProviderKubeconfig, Kubeconfig: sealKubeconfig}})
 	require.NoError(t, err)
 	require.Empty(t, rt.Spec.Kubeconfig, "not even admin reads it back")
 	rt, err = ctrl.KubernetesRuntimes().Get(ctx, rt.ID)
 	require.NoError(t, err)
 	require.Equal(t, sealKubeconfig, rt.Spec.Kubeconfig, "the controller role reads the plain value")
 
-	raw, err := st.Get(ctx, client.KindKubernetesRuntime, rt.ID)
+	raw, err := st.Get(ctx, api.KindKubernetesRuntime, rt.ID)
 	require.NoError(t, err)
 	require.NotContains(t, string(raw.Spec), "super-secret-token", "the database holds ciphertext")
 	require.Contains(t, string(raw.Spec), "enc:v2:")

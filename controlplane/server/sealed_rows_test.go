@@ -19,7 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun/driver/pgdriver"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
 	"github.com/qleetos/terraform-provider-qleet/internal/pgtest"
@@ -37,9 +37,9 @@ const (
 // (because it must be well formed) carries markerPlaceholder. A kind with write-only fields and no base
 // fails TestWriteOnlyFieldsNeverReachTheDatabase, so that a new one is covered.
 var sealBases = map[string]string{
-	client.KindKubernetesRuntime: `{"provider":"kubeconfig","kubeconfig":` + jsonString(strings.ReplaceAll(sealKubeconfig, "super-secret-token", markerPlaceholder)) + `}`,
-	client.KindCloudAccount:      `{"provider":"aws","region":"us-east-1","access_key_id":"AKIAIOSFODNN7EXAMPLE"}`,
-	client.KindSecret:            `{"instance_ids":["` + instancePlaceholder + `"]}`,
+	api.KindKubernetesRuntime: `{"provider":"kubeconfig","kubeconfig":` + jsonString(strings.ReplaceAll(sealKubeconfig, "super-secret-token", markerPlaceholder)) + `}`,
+	api.KindCloudAccount:      `{"provider":"aws","region":"us-east-1","access_key_id":"AKIAIOSFODNN7EXAMPLE"}`,
+	api.KindSecret:            `{"instance_ids":["` + instancePlaceholder + `"]}`,
 }
 
 func jsonString(s string) string {
@@ -49,7 +49,7 @@ func jsonString(s string) string {
 
 // sealCase is one object to write: its kind, its spec, and the marker of each write-only field.
 type sealCase struct {
-	ki      *client.KindInfo
+	ki      *api.KindInfo
 	spec    json.RawMessage
 	markers map[string]string // by field
 }
@@ -58,7 +58,7 @@ type sealCase struct {
 func sealCases(t *testing.T, instanceID string) []sealCase {
 	t.Helper()
 	var out []sealCase
-	for _, ki := range client.Kinds() {
+	for _, ki := range api.Kinds() {
 		if len(ki.WriteOnly) == 0 {
 			continue
 		}
@@ -150,7 +150,7 @@ func writeSealCases(t *testing.T, e *env, sealed bool) []string {
 		name := strings.ReplaceAll(c.ki.Kind, "_", "-") + "-sealed"
 		code, body := e.raw(t, server.RoleAdmin, http.MethodPost, "/v1/"+c.ki.Plural, `{"name":"`+name+`","spec":`+string(c.spec)+`}`, nil)
 		require.Equal(t, http.StatusCreated, code, "%s: %s", c.ki.Kind, body)
-		var created client.RawObject
+		var created api.RawObject
 		require.NoError(t, json.Unmarshal(body, &created))
 		for _, m := range c.markers {
 			require.NotContains(t, string(body), m, "admin does not read %s back", c.ki.Kind)
@@ -158,7 +158,7 @@ func writeSealCases(t *testing.T, e *env, sealed bool) []string {
 		}
 		code, body = e.raw(t, server.RoleAdmin, http.MethodPut, "/v1/"+c.ki.Plural+"/"+created.ID, `{"name":"`+name+`","spec":`+string(c.spec)+`}`, nil)
 		require.Equal(t, http.StatusOK, code, "%s: %s", c.ki.Kind, body)
-		var updated client.RawObject
+		var updated api.RawObject
 		require.NoError(t, json.Unmarshal(body, &updated))
 		if sealed {
 			require.Equal(t, created.Generation, updated.Generation, "%s: re-sending unchanged secrets is no spec change", c.ki.Kind)
@@ -166,7 +166,7 @@ func writeSealCases(t *testing.T, e *env, sealed bool) []string {
 
 		code, body = e.raw(t, server.RoleController, http.MethodGet, "/v1/"+c.ki.Plural+"/"+created.ID, "", nil)
 		require.Equal(t, http.StatusOK, code, "%s: %s", c.ki.Kind, body)
-		var got client.RawObject
+		var got api.RawObject
 		require.NoError(t, json.Unmarshal(body, &got))
 		var gotSpec, sent map[string]json.RawMessage
 		require.NoError(t, json.Unmarshal(got.Spec, &gotSpec))
@@ -281,7 +281,7 @@ func TestServerRefusesAKindItCannotSeal(t *testing.T) {
 		type badSpec struct {
 			Token string `json:"token,omitempty"`
 		}
-		client.RegisterKind(client.KindDef[badSpec, client.Status]{Kind: "unsealable_thing", WriteOnly: []string{"tokn"}})
+		api.RegisterKind(api.KindDef[badSpec, api.Status]{Kind: "unsealable_thing", WriteOnly: []string{"tokn"}})
 		_, err := server.New(server.Config{Store: openSQLite(t)})
 		require.Error(t, err)
 		fmt.Println("server.New:", err)

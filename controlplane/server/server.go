@@ -1,5 +1,5 @@
 // Package server is the QleetOS v1 HTTP API: a chi router with one generic set of handlers serving every
-// kind registered in package client, strict decoding and validation, bearer-token auth with roles,
+// kind registered in package api, strict decoding and validation, bearer-token auth with roles,
 // server-side waits, the OpenAPI document, Prometheus metrics and access logs. It reads and writes state
 // only through store.Store.
 package server
@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/ui"
 )
@@ -54,7 +54,7 @@ type Config struct {
 	Traces TraceSource
 	// MaxReplicasPerRole caps, per token role, the replicas a spec may ask for: a definition's replicas
 	// and autoscaling max_replicas, an instance's replicas. A role not listed is held only to
-	// client.MaxReplicas. Each limit is between 0 and client.MaxReplicas. Default: none.
+	// api.MaxReplicas. Each limit is between 0 and api.MaxReplicas. Default: none.
 	MaxReplicasPerRole map[string]int32
 	// ChartDir is the directory the controllers read local Helm charts from. When set, a definition
 	// naming a local chart by an absolute path outside it is refused at write time; relative paths that
@@ -118,14 +118,14 @@ func New(cfg Config) (*Server, error) {
 		cfg.CascadeTimeout = DefaultCascadeTimeout
 	}
 	for role, n := range cfg.MaxReplicasPerRole {
-		if !slices.Contains(client.Roles, role) {
-			return nil, fmt.Errorf("server: MaxReplicasPerRole: unknown role %q (one of %v)", role, client.Roles)
+		if !slices.Contains(api.Roles, role) {
+			return nil, fmt.Errorf("server: MaxReplicasPerRole: unknown role %q (one of %v)", role, api.Roles)
 		}
-		if n < 0 || n > client.MaxReplicas {
-			return nil, fmt.Errorf("server: MaxReplicasPerRole[%s]: must be between 0 and %d, not %d", role, client.MaxReplicas, n)
+		if n < 0 || n > api.MaxReplicas {
+			return nil, fmt.Errorf("server: MaxReplicasPerRole[%s]: must be between 0 and %d, not %d", role, api.MaxReplicas, n)
 		}
 	}
-	if err := checkSealable(client.Kinds()); err != nil {
+	if err := checkSealable(api.Kinds()); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	if keys := secretKeys(cfg); len(keys) > 0 {
@@ -166,12 +166,12 @@ func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
 	r.Use(withRequestID, traceRequests, s.observe, s.recoverPanics, s.rejectNUL)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		s.fail(w, r, client.Errorf(client.CodeNotFound, "no route for %s", r.URL.Path))
+		s.fail(w, r, api.Errorf(api.CodeNotFound, "no route for %s", r.URL.Path))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusMethodNotAllowed, struct {
-			Error *client.Error `json:"error"`
-		}{client.Errorf(client.CodeInvalid, "method %s not allowed on %s", r.Method, r.URL.Path)})
+			Error *api.Error `json:"error"`
+		}{api.Errorf(api.CodeInvalid, "method %s not allowed on %s", r.Method, r.URL.Path)})
 	})
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -217,17 +217,17 @@ type kindKey struct{}
 // withKind resolves {plural} to a registered kind (404 otherwise).
 func (s *Server) withKind(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ki, ok := client.LookupPlural(chi.URLParam(r, "plural"))
+		ki, ok := api.LookupPlural(chi.URLParam(r, "plural"))
 		if !ok {
-			s.fail(w, r, client.Errorf(client.CodeNotFound, "unknown collection %q", chi.URLParam(r, "plural")))
+			s.fail(w, r, api.Errorf(api.CodeNotFound, "unknown collection %q", chi.URLParam(r, "plural")))
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), kindKey{}, ki)))
 	})
 }
 
-func kindFrom(r *http.Request) *client.KindInfo {
-	ki, _ := r.Context().Value(kindKey{}).(*client.KindInfo)
+func kindFrom(r *http.Request) *api.KindInfo {
+	ki, _ := r.Context().Value(kindKey{}).(*api.KindInfo)
 	return ki
 }
 
@@ -236,13 +236,13 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	if err := s.cfg.Store.Ping(ctx); err != nil {
 		s.log.WarnContext(ctx, "not ready", slog.String("check", "store"), slog.Any("error", err))
-		s.fail(w, r, client.Errorf(client.CodeUnavailable, "store: %v", err))
+		s.fail(w, r, api.Errorf(api.CodeUnavailable, "store: %v", err))
 		return
 	}
 	if s.cfg.Ready != nil {
 		if err := s.cfg.Ready(ctx); err != nil {
 			s.log.WarnContext(ctx, "not ready", slog.String("check", "ready"), slog.Any("error", err))
-			s.fail(w, r, client.Errorf(client.CodeUnavailable, "%v", err))
+			s.fail(w, r, api.Errorf(api.CodeUnavailable, "%v", err))
 			return
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
@@ -117,27 +118,27 @@ users:
     token: abc
 `
 
-func localRuntime(name string) *client.KubernetesRuntime {
-	return &client.KubernetesRuntime{Meta: client.Meta{Name: name, Labels: map[string]string{"env": "test"}},
-		Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderLocal, Region: "us-east"}}
+func localRuntime(name string) *api.KubernetesRuntime {
+	return &api.KubernetesRuntime{Meta: api.Meta{Name: name, Labels: map[string]string{"env": "test"}},
+		Spec: api.KubernetesRuntimeSpec{Provider: api.ProviderLocal, Region: "us-east"}}
 }
 
-func webDefinition(name string) *client.WorkloadDefinition {
-	return &client.WorkloadDefinition{Meta: client.Meta{Name: name}, Spec: client.WorkloadDefinitionSpec{
-		Containers: []client.Container{{Name: "web", Image: "nginx:1.27", Ports: []client.ContainerPort{{ContainerPort: 80}}}},
+func webDefinition(name string) *api.WorkloadDefinition {
+	return &api.WorkloadDefinition{Meta: api.Meta{Name: name}, Spec: api.WorkloadDefinitionSpec{
+		Containers: []api.Container{{Name: "web", Image: "nginx:1.27", Ports: []api.ContainerPort{{ContainerPort: 80}}}},
 	}}
 }
 
 // world creates a runtime, a definition and an instance of it on the runtime.
-func (e *env) world(t testing.TB, prefix string) (*client.KubernetesRuntime, *client.WorkloadDefinition, *client.WorkloadInstance) {
+func (e *env) world(t testing.TB, prefix string) (*api.KubernetesRuntime, *api.WorkloadDefinition, *api.WorkloadInstance) {
 	t.Helper()
 	ctx := context.Background()
 	rt, err := e.dev.KubernetesRuntimes().Create(ctx, localRuntime(prefix+"-rt"))
 	require.NoError(t, err)
 	def, err := e.dev.WorkloadDefinitions().Create(ctx, webDefinition(prefix+"-def"))
 	require.NoError(t, err)
-	inst, err := e.dev.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: prefix + "-inst"},
-		Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
+	inst, err := e.dev.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: prefix + "-inst"},
+		Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
 	require.NoError(t, err)
 	return rt, def, inst
 }
@@ -169,10 +170,10 @@ func (e *env) raw(t testing.TB, role, method, path string, body string, header h
 }
 
 // apiErr decodes an error body.
-func apiErr(t testing.TB, data []byte) *client.Error {
+func apiErr(t testing.TB, data []byte) *api.Error {
 	t.Helper()
 	var env struct {
-		Error *client.Error `json:"error"`
+		Error *api.Error `json:"error"`
 	}
 	require.NoError(t, json.Unmarshal(data, &env), string(data))
 	require.NotNil(t, env.Error, string(data))

@@ -10,7 +10,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
 )
 
@@ -29,30 +29,30 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	var req client.TokenRequest
+	var req api.TokenRequest
 	if err := decodeStrict(data, &req, ""); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	var fe []client.FieldError
+	var fe []api.FieldError
 	if req.Name == "" {
-		fe = append(fe, client.FieldError{Field: "name", Message: "is required"})
+		fe = append(fe, api.FieldError{Field: "name", Message: "is required"})
 	} else {
 		for _, m := range validation.IsDNS1123Label(req.Name) {
-			fe = append(fe, client.FieldError{Field: "name", Message: m})
+			fe = append(fe, api.FieldError{Field: "name", Message: m})
 		}
 	}
-	if !slices.Contains(client.Roles, req.Role) {
-		fe = append(fe, client.FieldError{Field: "role", Message: fmt.Sprintf("must be one of %v, not %q", client.Roles, req.Role)})
+	if !slices.Contains(api.Roles, req.Role) {
+		fe = append(fe, api.FieldError{Field: "role", Message: fmt.Sprintf("must be one of %v, not %q", api.Roles, req.Role)})
 	}
 	if req.ExpiresAt != nil && !req.ExpiresAt.After(time.Now()) {
 		// A lifetime of zero or less (qleet token create --ttl -5s) is refused, never read as "no expiry".
-		fe = append(fe, client.FieldError{Field: "expires_at", Message: fmt.Sprintf(
+		fe = append(fe, api.FieldError{Field: "expires_at", Message: fmt.Sprintf(
 			"must be in the future, not %s: a token's lifetime must be positive (leave expires_at out for a token that never expires)",
 			req.ExpiresAt.UTC().Format(time.RFC3339))})
 	}
 	if len(fe) > 0 {
-		s.fail(w, r, client.Invalid(fe...))
+		s.fail(w, r, api.Invalid(fe...))
 		return
 	}
 	secret, err := NewToken()
@@ -65,7 +65,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, client.NewToken{TokenInfo: tokenInfo(t), Token: secret})
+	writeJSON(w, http.StatusCreated, api.NewToken{TokenInfo: tokenInfo(t), Token: secret})
 }
 
 func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
@@ -74,7 +74,7 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	items := make([]client.TokenInfo, len(ts))
+	items := make([]api.TokenInfo, len(ts))
 	for i, t := range ts {
 		items[i] = tokenInfo(t)
 	}
@@ -84,7 +84,7 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
 func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
 	err := s.cfg.Store.DeleteToken(r.Context(), chi.URLParam(r, "id"))
 	if errors.Is(err, store.ErrNotFound) {
-		s.fail(w, r, client.Errorf(client.CodeNotFound, "token %q not found", chi.URLParam(r, "id")))
+		s.fail(w, r, api.Errorf(api.CodeNotFound, "token %q not found", chi.URLParam(r, "id")))
 		return
 	}
 	if err != nil {
@@ -95,6 +95,6 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func tokenInfo(t *store.Token) client.TokenInfo {
-	return client.TokenInfo{ID: t.ID, Name: t.Name, Role: t.Role, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt}
+func tokenInfo(t *store.Token) api.TokenInfo {
+	return api.TokenInfo{ID: t.ID, Name: t.Name, Role: t.Role, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt}
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
 )
 
@@ -32,9 +32,9 @@ func TestTokenLifetimeMustBePositive(t *testing.T) {
 	} {
 		t.Run(tc.name+" is refused with 400 naming expires_at", func(t *testing.T) {
 			exp := time.Now().Add(tc.ttl).UTC().Truncate(time.Second)
-			_, err := e.admin.Tokens().Create(ctx, client.TokenRequest{Name: "ci", Role: client.RoleDeveloper, ExpiresAt: &exp})
-			require.True(t, client.IsInvalid(err), "%v", err)
-			var ce *client.Error
+			_, err := e.admin.Tokens().Create(ctx, api.TokenRequest{Name: "ci", Role: api.RoleDeveloper, ExpiresAt: &exp})
+			require.True(t, api.IsInvalid(err), "%v", err)
+			var ce *api.Error
 			require.ErrorAs(t, err, &ce)
 			require.Len(t, ce.Fields, 1)
 			require.Equal(t, "expires_at", ce.Fields[0].Field)
@@ -53,7 +53,7 @@ func TestTokenLifetimeMustBePositive(t *testing.T) {
 	})
 	t.Run("a positive lifetime makes a token that expires then", func(t *testing.T) {
 		exp := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
-		tok, err := e.admin.Tokens().Create(ctx, client.TokenRequest{Name: "ci", Role: client.RoleDeveloper, ExpiresAt: &exp})
+		tok, err := e.admin.Tokens().Create(ctx, api.TokenRequest{Name: "ci", Role: api.RoleDeveloper, ExpiresAt: &exp})
 		require.NoError(t, err)
 		require.NotNil(t, tok.ExpiresAt)
 		require.True(t, exp.Equal(*tok.ExpiresAt), "%v", tok.ExpiresAt)

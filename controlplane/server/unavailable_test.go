@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
@@ -68,7 +69,7 @@ func TestDatabaseDown(t *testing.T) {
 		require.NoError(t, err)
 		code, body := e.raw(t, "", http.MethodGet, "/v1/workload_definitions", "", http.Header{"Authorization": {"Bearer " + tok}})
 		require.Equal(t, http.StatusServiceUnavailable, code, "%s", body)
-		require.Equal(t, client.CodeUnavailable, apiErr(t, body).Code)
+		require.Equal(t, api.CodeUnavailable, apiErr(t, body).Code)
 		require.Contains(t, apiErr(t, body).Message, "database is unavailable")
 	})
 
@@ -82,14 +83,14 @@ func TestDatabaseDown(t *testing.T) {
 		c, err := client.New(counted.URL, client.WithToken(e.tokens[server.RoleDeveloper]), client.WithRetryUnavailable(3*time.Second))
 		require.NoError(t, err)
 		_, err = c.WorkloadDefinitions().Get(ctx, def.ID)
-		require.Equal(t, client.CodeUnavailable, client.ErrorCode(err), "%v", err)
+		require.Equal(t, api.CodeUnavailable, api.ErrorCode(err), "%v", err)
 		require.Greater(t, requests.Load(), int32(1), "a 503 is retried")
 
 		requests.Store(0)
 		once, err := client.New(counted.URL, client.WithToken(e.tokens[server.RoleDeveloper]), client.WithRetryUnavailable(0))
 		require.NoError(t, err)
 		_, err = once.WorkloadDefinitions().Get(ctx, def.ID)
-		require.Equal(t, client.CodeUnavailable, client.ErrorCode(err), "%v", err)
+		require.Equal(t, api.CodeUnavailable, api.ErrorCode(err), "%v", err)
 		require.Equal(t, int32(1), requests.Load(), "retries off")
 	})
 }

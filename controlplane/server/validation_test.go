@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
 )
@@ -19,8 +20,8 @@ func TestValidationNamesTheField(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	rt, def, _ := e.world(t, "v")
-	helmDef, err := e.dev.WorkloadDefinitions().Create(context.Background(), &client.WorkloadDefinition{Meta: client.Meta{Name: "v-helm"},
-		Spec: client.WorkloadDefinitionSpec{Helm: &client.HelmSource{Chart: "nginx"}}})
+	helmDef, err := e.dev.WorkloadDefinitions().Create(context.Background(), &api.WorkloadDefinition{Meta: api.Meta{Name: "v-helm"},
+		Spec: api.WorkloadDefinitionSpec{Helm: &api.HelmSource{Chart: "nginx"}}})
 	require.NoError(t, err)
 	kc := strings.ReplaceAll(testKubeconfig, "\n", `\n`)
 	container := func(extra string) string {
@@ -51,12 +52,12 @@ func TestValidationNamesTheField(t *testing.T) {
 		{"a duplicate key in a list item", "workload_definitions", `{"containers":[{"name":"web","image":"nginx","image":"evil"}]}`, "spec.containers[0].image", "more than once"},
 		{"a duplicate top-level key", "kubernetes_runtimes", `BODY:{"name":"dup-a","name":"dup-b","spec":{"provider":"local"}}`, "name", "more than once"},
 		// Limits.
-		{"too many labels", "kubernetes_runtimes", `BODY:{"name":"many-labels","labels":{` + manyLabels(client.MaxLabels+1) + `},"spec":{"provider":"local"}}`, "labels", "at most 64 labels"},
-		{"too many env entries", "workload_definitions", container(`,"env":[` + manyEnv(client.MaxEnv+1) + `]`), "spec.containers[0].env", "at most 256 environment variables"},
-		{"an env value too long", "workload_definitions", container(`,"env":[{"name":"BIG","value":"` + strings.Repeat("x", client.MaxEnvValueBytes+1) + `"}]`), "spec.containers[0].env[0].value", "at most 32768 bytes"},
-		{"too many instance env entries", "workload_instances", fmt.Sprintf(`{"definition_id":%q,"runtime_id":%q,"env":[%s]}`, def.ID, rt.ID, manyEnv(client.MaxEnv+1)), "spec.env", "at most 256"},
-		{"manifests too large", "workload_definitions", `{"manifests":"# ` + strings.Repeat("x", client.MaxDocumentBytes) + `\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n"}`, "spec.manifests", "at most 524288 bytes"},
-		{"helm values too large", "workload_definitions", `{"helm":{"chart":"nginx","values":"# ` + strings.Repeat("x", client.MaxDocumentBytes) + `"}}`, "spec.helm.values", "at most 524288 bytes"},
+		{"too many labels", "kubernetes_runtimes", `BODY:{"name":"many-labels","labels":{` + manyLabels(api.MaxLabels+1) + `},"spec":{"provider":"local"}}`, "labels", "at most 64 labels"},
+		{"too many env entries", "workload_definitions", container(`,"env":[` + manyEnv(api.MaxEnv+1) + `]`), "spec.containers[0].env", "at most 256 environment variables"},
+		{"an env value too long", "workload_definitions", container(`,"env":[{"name":"BIG","value":"` + strings.Repeat("x", api.MaxEnvValueBytes+1) + `"}]`), "spec.containers[0].env[0].value", "at most 32768 bytes"},
+		{"too many instance env entries", "workload_instances", fmt.Sprintf(`{"definition_id":%q,"runtime_id":%q,"env":[%s]}`, def.ID, rt.ID, manyEnv(api.MaxEnv+1)), "spec.env", "at most 256"},
+		{"manifests too large", "workload_definitions", `{"manifests":"# ` + strings.Repeat("x", api.MaxDocumentBytes) + `\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n"}`, "spec.manifests", "at most 524288 bytes"},
+		{"helm values too large", "workload_definitions", `{"helm":{"chart":"nginx","values":"# ` + strings.Repeat("x", api.MaxDocumentBytes) + `"}}`, "spec.helm.values", "at most 524288 bytes"},
 		{"labels must be strings", "kubernetes_runtimes", `BODY:{"name":"lbl-type","labels":{"a":1},"spec":{"provider":"local"}}`, `labels["a"]`, "must be a string"},
 		// Meta.
 		{"missing name", "kubernetes_runtimes", `BODY:{"spec":{"provider":"local"}}`, "name", "required"},
@@ -129,11 +130,11 @@ func TestValidationNamesTheField(t *testing.T) {
 			code, data := e.raw(t, server.RoleDeveloper, http.MethodPost, "/v1/"+tc.kind, body, nil)
 			require.Equal(t, http.StatusBadRequest, code, string(data))
 			ae := apiErr(t, data)
-			require.Equal(t, client.CodeInvalid, ae.Code)
+			require.Equal(t, api.CodeInvalid, ae.Code)
 			require.Equal(t, tc.field, ae.Field, ae.Message)
 			require.Contains(t, ae.Message, tc.msg)
 			_, err = e.admin.Raw(strings.TrimSuffix(tc.kind, "s")).GetByName(context.Background(), name)
-			require.True(t, client.IsNotFound(err), "nothing was written")
+			require.True(t, api.IsNotFound(err), "nothing was written")
 			after, err := e.admin.Raw(strings.TrimSuffix(tc.kind, "s")).List(context.Background(), client.ListOptions{Limit: 1000})
 			require.NoError(t, err)
 			require.Len(t, after.Items, len(before.Items), "nothing was written")
@@ -151,18 +152,18 @@ func TestValidationNamesTheField(t *testing.T) {
 		require.Equal(t, []string{"name", "spec.provider", "spec.nodes"}, fields)
 	})
 	t.Run("valid specs of every source pass", func(t *testing.T) {
-		for i, spec := range []client.WorkloadDefinitionSpec{
+		for i, spec := range []api.WorkloadDefinitionSpec{
 			{Manifests: "# leading comment\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n---\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: b\n"},
-			{Helm: &client.HelmSource{Repository: "https://charts.bitnami.com/bitnami", Chart: "nginx", Values: "replicaCount: 2\n"}},
-			{Containers: []client.Container{{Name: "app", Image: "ghcr.io/org/app@sha256:" + strings.Repeat("a", 64),
-				Env:            []client.EnvVar{{Name: "PORT", Value: "8080"}},
-				Resources:      &client.Resources{Requests: client.ResourceList{CPU: "250m", Memory: "256Mi"}, Limits: client.ResourceList{CPU: "1", Memory: "1Gi"}},
-				LivenessProbe:  &client.Probe{HTTPGetPath: "/healthz", Port: 8080},
-				ReadinessProbe: &client.Probe{Exec: []string{"true"}},
-				Ports:          []client.ContainerPort{{Name: "http", ContainerPort: 8080}, {ContainerPort: 8080, Protocol: "UDP"}},
-			}}, Autoscaling: &client.Autoscaling{MinReplicas: 1, MaxReplicas: 5}},
+			{Helm: &api.HelmSource{Repository: "https://charts.bitnami.com/bitnami", Chart: "nginx", Values: "replicaCount: 2\n"}},
+			{Containers: []api.Container{{Name: "app", Image: "ghcr.io/org/app@sha256:" + strings.Repeat("a", 64),
+				Env:            []api.EnvVar{{Name: "PORT", Value: "8080"}},
+				Resources:      &api.Resources{Requests: api.ResourceList{CPU: "250m", Memory: "256Mi"}, Limits: api.ResourceList{CPU: "1", Memory: "1Gi"}},
+				LivenessProbe:  &api.Probe{HTTPGetPath: "/healthz", Port: 8080},
+				ReadinessProbe: &api.Probe{Exec: []string{"true"}},
+				Ports:          []api.ContainerPort{{Name: "http", ContainerPort: 8080}, {ContainerPort: 8080, Protocol: "UDP"}},
+			}}, Autoscaling: &api.Autoscaling{MinReplicas: 1, MaxReplicas: 5}},
 		} {
-			got, err := e.dev.WorkloadDefinitions().Create(context.Background(), &client.WorkloadDefinition{Meta: client.Meta{Name: fmt.Sprintf("ok-%d", i)}, Spec: spec})
+			got, err := e.dev.WorkloadDefinitions().Create(context.Background(), &api.WorkloadDefinition{Meta: api.Meta{Name: fmt.Sprintf("ok-%d", i)}, Spec: spec})
 			require.NoError(t, err)
 			require.EqualValues(t, 1, *got.Spec.Replicas, "replicas default to 1")
 			if spec.Autoscaling != nil {

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
 )
 
@@ -214,7 +214,7 @@ func (h *watchHub) publish(prev, cur map[string]watchObject) bool {
 // versions reads the resource version of every object.
 func (s *Server) versions(ctx context.Context) (map[string]watchObject, error) {
 	out := map[string]watchObject{}
-	for _, ki := range client.Kinds() {
+	for _, ki := range api.Kinds() {
 		err := s.eachObject(ctx, ki, func(o *store.Object) {
 			out[o.ID] = watchObject{Kind: o.Kind, ID: o.ID, Name: o.Name, ResourceVersion: o.ResourceVersion}
 		})

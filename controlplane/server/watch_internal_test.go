@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
 )
 
@@ -81,7 +81,7 @@ func TestWatchBacksOffWhileIdleAndWakesOnAWrite(t *testing.T) {
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
-	kinds := client.Kinds()
+	kinds := api.Kinds()
 	cs := &countingStore{Store: st, last: kinds[len(kinds)-1].Kind, read: make(chan struct{}, 1)}
 	const base = 100 * time.Millisecond
 	s, err := New(Config{Store: cs, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), WaitPollInterval: base})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
 )
@@ -122,7 +123,7 @@ func TestWatchStreamsChanges(t *testing.T) {
 	})
 
 	t.Run("a status write arrives too", func(t *testing.T) {
-		status := client.WorkloadDefinitionStatus{Status: client.Status{Phase: client.PhaseReady, ObservedGeneration: 1}}
+		status := api.WorkloadDefinitionStatus{Status: api.Status{Phase: api.PhaseReady, ObservedGeneration: 1}}
 		got, err := e.ctrl.WorkloadDefinitions().UpdateStatus(ctx, def.ID, 0, status)
 		require.NoError(t, err)
 		c := nextChange(t, events, 5*time.Second)

@@ -98,7 +98,7 @@ type UpdateStatusParams struct {
 	// IfMatch, when non-zero, must equal the current resource version.
 	IfMatch int64
 	Status  json.RawMessage
-	// Refs, when not nil, replace the references the status makes (kinds with client.KindInfo.StatusRefs):
+	// Refs, when not nil, replace the references the status makes (kinds with api.KindInfo.StatusRefs):
 	// they protect their targets from deletion and notify this object like a spec's. Targets that no
 	// longer exist are skipped.
 	Refs *[]Ref

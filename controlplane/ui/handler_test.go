@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/ui"
 )
 
@@ -62,7 +62,7 @@ func TestHandlerServesTheEmbeddedPage(t *testing.T) {
 		var got []struct{ Kind, Plural string }
 		require.NoError(t, json.Unmarshal(resp.body, &got))
 		want := map[string]string{}
-		for _, ki := range client.Kinds() {
+		for _, ki := range api.Kinds() {
 			want[ki.Kind] = ki.Plural
 		}
 		have := map[string]string{}

@@ -12,7 +12,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 )
 
 //go:embed assets
@@ -38,7 +38,7 @@ func Handler() http.Handler {
 	}
 	files := http.StripPrefix(Prefix, http.FileServerFS(sub))
 	var kinds []kindEntry
-	for _, ki := range client.Kinds() {
+	for _, ki := range api.Kinds() {
 		kinds = append(kinds, kindEntry{Kind: ki.Kind, Plural: ki.Plural})
 	}
 	kindsJSON, err := json.Marshal(kinds)

@@ -16,7 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
 	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
@@ -106,22 +106,22 @@ func TestWebView(t *testing.T) {
 	a, cl := cptest.Start(t, app.Config{ResyncInterval: 500 * time.Millisecond, DriftInterval: time.Second})
 	ctx := context.Background()
 
-	rt, err := cl.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "eu"},
-		Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderKubeconfig, Kubeconfig: cptest.Kubeconfig(t, sim.Kubeconfig), Region: "eu-west"}})
+	rt, err := cl.KubernetesRuntimes().Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: "eu"},
+		Spec: api.KubernetesRuntimeSpec{Provider: api.ProviderKubeconfig, Kubeconfig: cptest.Kubeconfig(t, sim.Kubeconfig), Region: "eu-west"}})
 	require.NoError(t, err)
 	replicas := int32(2)
-	def, err := cl.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "web"},
-		Spec: client.WorkloadDefinitionSpec{Replicas: &replicas, Containers: []client.Container{{
-			Name: "web", Image: "nginx:1.27", Ports: []client.ContainerPort{{ContainerPort: 80}}}}}})
+	def, err := cl.WorkloadDefinitions().Create(ctx, &api.WorkloadDefinition{Meta: api.Meta{Name: "web"},
+		Spec: api.WorkloadDefinitionSpec{Replicas: &replicas, Containers: []api.Container{{
+			Name: "web", Image: "nginx:1.27", Ports: []api.ContainerPort{{ContainerPort: 80}}}}}})
 	require.NoError(t, err)
-	inst, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "web"},
-		Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
+	inst, err := cl.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "web"},
+		Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
 	require.NoError(t, err)
-	_, err = cl.Secrets().Create(ctx, &client.Secret{Meta: client.Meta{Name: "web-keys"},
-		Spec: client.SecretSpec{InstanceIDs: []string{inst.ID}, Values: map[string]string{"API_KEY": "s3cr3t"}}})
+	_, err = cl.Secrets().Create(ctx, &api.Secret{Meta: api.Meta{Name: "web-keys"},
+		Spec: api.SecretSpec{InstanceIDs: []string{inst.ID}, Values: map[string]string{"API_KEY": "s3cr3t"}}})
 	require.NoError(t, err)
-	gw, err := cl.Gateways().Create(ctx, &client.Gateway{Meta: client.Meta{Name: "web"},
-		Spec: client.GatewaySpec{InstanceID: inst.ID, Hosts: []string{"app.example.test"}}})
+	gw, err := cl.Gateways().Create(ctx, &api.Gateway{Meta: api.Meta{Name: "web"},
+		Spec: api.GatewaySpec{InstanceID: inst.ID, Hosts: []string{"app.example.test"}}})
 	require.NoError(t, err)
 	_, err = cl.Gateways().WaitReconciled(cptest.Wait(t, 3*time.Minute), gw.ID)
 	require.NoError(t, err)
@@ -131,8 +131,8 @@ func TestWebView(t *testing.T) {
 	require.NoError(t, err)
 
 	// A runtime that cannot be reached, and an instance on it that waits for it.
-	dead, err := cl.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "unreachable"},
-		Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderKubeconfig, Region: "us-east",
+	dead, err := cl.KubernetesRuntimes().Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: "unreachable"},
+		Spec: api.KubernetesRuntimeSpec{Provider: api.ProviderKubeconfig, Region: "us-east",
 			Kubeconfig: regexp.MustCompile(`server: \S+`).ReplaceAllString(cptest.Kubeconfig(t, sim.Kubeconfig), "server: https://127.0.0.1:1")}})
 	require.NoError(t, err)
 
@@ -188,8 +188,8 @@ func TestWebView(t *testing.T) {
 	})
 
 	t.Run("a waiting node shows what it waits on and since when, live", func(t *testing.T) {
-		_, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "waiter"},
-			Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: dead.ID}})
+		_, err := cl.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "waiter"},
+			Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: dead.ID}})
 		require.NoError(t, err)
 		waiting := string(node("workload_instance", "waiter"))
 		do(t, b, time.Minute, "the waiting instance appears without a reload",
@@ -261,7 +261,7 @@ func TestWebView(t *testing.T) {
 	}
 
 	t.Run("a plan is drawn on the graph, new objects dashed", func(t *testing.T) {
-		req, err := json.Marshal(client.PlanRequest{Changes: []client.PlanChange{{Op: client.PlanCreate, Kind: "workload_instance", Name: "web-two",
+		req, err := json.Marshal(api.PlanRequest{Changes: []api.PlanChange{{Op: api.PlanCreate, Kind: "workload_instance", Name: "web-two",
 			Spec: json.RawMessage(`{"definition_id":"` + def.ID + `","runtime_id":"` + rt.ID + `"}`)}}})
 		require.NoError(t, err)
 		planned := chromedp.CSS(`g.node.planned[data-name="web-two"]`)
@@ -279,7 +279,7 @@ func TestWebView(t *testing.T) {
 			`getComputedStyle(document.querySelector('`+string(planned)+` .box')).strokeDasharray`))
 		require.NotEqual(t, "none", dash, "a planned node is dashed")
 		_, err = cl.WorkloadInstances().GetByName(ctx, "web-two")
-		require.True(t, client.IsNotFound(err), "the plan changed nothing: %v", err)
+		require.True(t, api.IsNotFound(err), "the plan changed nothing: %v", err)
 
 		do(t, b, 30*time.Second, "a bad plan",
 			chromedp.SetValue(chromedp.ID("plan-input"), `{"changes":[{"op":"create","kind":"workload_instance","name":"bad","spec":{}}]}`),

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"time"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
@@ -32,11 +33,11 @@ func main() {
 // run creates (or finds) the definition "hello", waits for it, and prints its events.
 func run(ctx context.Context, c *client.Client, out io.Writer) error {
 	defs := c.WorkloadDefinitions()
-	def, err := defs.Create(ctx, &client.WorkloadDefinition{
-		Meta: client.Meta{Name: "hello"},
-		Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "web", Image: "nginx:1.27"}}},
+	def, err := defs.Create(ctx, &api.WorkloadDefinition{
+		Meta: api.Meta{Name: "hello"},
+		Spec: api.WorkloadDefinitionSpec{Containers: []api.Container{{Name: "web", Image: "nginx:1.27"}}},
 	})
-	if client.IsConflict(err) { // declared before: use it
+	if api.IsConflict(err) { // declared before: use it
 		def, err = defs.GetByName(ctx, "hello")
 	}
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
 	"github.com/qleetos/terraform-provider-qleet/internal/apitest"
 	"github.com/qleetos/terraform-provider-qleet/internal/await"
@@ -17,8 +17,8 @@ import (
 // TestExampleRuns runs the example against a real API server. A controller-role client plays the
 // controller: it reports the definition reconciled and records an event, which the example then prints.
 func TestExampleRuns(t *testing.T) {
-	api := apitest.Start(t)
-	dev, ctrl := api.Client(t, server.RoleDeveloper), api.Client(t, server.RoleController)
+	srv := apitest.Start(t)
+	dev, ctrl := srv.Client(t, server.RoleDeveloper), srv.Client(t, server.RoleController)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
@@ -26,14 +26,14 @@ func TestExampleRuns(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, dev, &out) }()
 
-	var def *client.WorkloadDefinition
+	var def *api.WorkloadDefinition
 	await.NoError(t, 30*time.Second, func(ctx context.Context) (err error) {
 		def, err = ctrl.WorkloadDefinitions().GetByName(ctx, "hello")
 		return err
 	})
-	require.NoError(t, ctrl.WorkloadDefinitions().RecordEvent(ctx, def.ID, client.Event{Type: client.EventNormal, Reason: "Rendered", Message: "one Deployment"}))
+	require.NoError(t, ctrl.WorkloadDefinitions().RecordEvent(ctx, def.ID, api.Event{Type: api.EventNormal, Reason: "Rendered", Message: "one Deployment"}))
 	st := def.Status
-	st.Phase, st.ObservedGeneration = client.PhaseReady, def.Generation
+	st.Phase, st.ObservedGeneration = api.PhaseReady, def.Generation
 	_, err := ctrl.WorkloadDefinitions().UpdateStatus(ctx, def.ID, def.ResourceVersion, st)
 	require.NoError(t, err)
 

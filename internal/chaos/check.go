@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 )
@@ -95,14 +96,14 @@ type diffCounts struct{ instances, defs int }
 func (t *topology) diff(ctx context.Context, cs kubernetes.Interface, m *model) (lost, orphans []string, live diffCounts, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	apiInst := map[string]*client.WorkloadInstance{}
+	apiInst := map[string]*api.WorkloadInstance{}
 	for o, err := range t.cl.WorkloadInstances().All(ctx, client.ListOptions{}) {
 		if err != nil {
 			return nil, nil, live, err
 		}
 		apiInst[o.ID] = o
 	}
-	apiDefs := map[string]*client.WorkloadDefinition{}
+	apiDefs := map[string]*api.WorkloadDefinition{}
 	for o, err := range t.cl.WorkloadDefinitions().All(ctx, client.ListOptions{}) {
 		if err != nil {
 			return nil, nil, live, err
@@ -166,7 +167,7 @@ func (t *topology) diff(ctx context.Context, cs kubernetes.Interface, m *model) 
 		switch {
 		case got.Spec.Replicas == nil || *got.Spec.Replicas != in.replicas:
 			lost = append(lost, fmt.Sprintf("instance %s has replicas %v in the API, want %d", in.name, got.Spec.Replicas, in.replicas))
-		case st.ObservedGeneration != got.Generation || st.Phase != client.PhaseReady:
+		case st.ObservedGeneration != got.Generation || st.Phase != api.PhaseReady:
 			lost = append(lost, fmt.Sprintf("instance %s not reconciled (%s, observed %d of %d)", in.name, st.Phase, st.ObservedGeneration, got.Generation))
 		case !deployed:
 			lost = append(lost, fmt.Sprintf("instance %s has no deployment", in.name))

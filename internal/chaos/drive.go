@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
@@ -120,7 +121,7 @@ func (w *writer) retry(ctx context.Context, what string, op func(context.Context
 
 // permanent reports errors a retry cannot fix: bad input, auth.
 func permanent(err error) bool {
-	return client.IsInvalid(err) || client.IsUnauthorized(err) || client.IsForbidden(err)
+	return api.IsInvalid(err) || api.IsUnauthorized(err) || api.IsForbidden(err)
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -132,9 +133,9 @@ func (w *writer) name(prefix string) string {
 
 // createOrGet creates obj and returns its id; when its name is taken, an earlier attempt of this write went
 // through (its answer was lost), and the object of that name is the one written.
-func createOrGet[S, T any](ctx context.Context, r *client.Resource[S, T], obj *client.Object[S, T]) (string, error) {
+func createOrGet[S, T any](ctx context.Context, r *client.Resource[S, T], obj *api.Object[S, T]) (string, error) {
 	got, err := r.Create(ctx, obj)
-	if client.IsConflict(err) {
+	if api.IsConflict(err) {
 		got, err = r.GetByName(ctx, obj.Name)
 	}
 	if err != nil {
@@ -147,8 +148,8 @@ func (w *writer) createDefinition(ctx context.Context, scratch bool) error {
 	d := &defModel{name: w.name("def"), image: fmt.Sprintf("nginx:1.%d", w.rng.IntN(20)), scratch: scratch}
 	err := w.retry(ctx, "create definition "+d.name, func(ctx context.Context) error {
 		var err error
-		d.id, err = createOrGet(ctx, w.cl.WorkloadDefinitions(), &client.WorkloadDefinition{Meta: client.Meta{Name: d.name},
-			Spec: client.WorkloadDefinitionSpec{Replicas: ptr(int32(1)), Containers: []client.Container{{Name: "web", Image: d.image}}}})
+		d.id, err = createOrGet(ctx, w.cl.WorkloadDefinitions(), &api.WorkloadDefinition{Meta: api.Meta{Name: d.name},
+			Spec: api.WorkloadDefinitionSpec{Replicas: ptr(int32(1)), Containers: []api.Container{{Name: "web", Image: d.image}}}})
 		return err
 	})
 	if err != nil {
@@ -178,7 +179,7 @@ func (w *writer) deleteScratch(ctx context.Context) error {
 		}
 		err := w.retry(ctx, "delete definition "+d.name, func(ctx context.Context) error {
 			err := w.cl.WorkloadDefinitions().Delete(ctx, d.id, client.DeleteOptions{})
-			if client.IsNotFound(err) {
+			if api.IsNotFound(err) {
 				return nil
 			}
 			return err
@@ -237,8 +238,8 @@ func (w *writer) createInstance(ctx context.Context) error {
 	in := &instModel{name: w.name("web"), defID: def.id, replicas: int32(1 + w.rng.IntN(2))}
 	err := w.retry(ctx, "create instance "+in.name, func(ctx context.Context) error {
 		var err error
-		in.id, err = createOrGet(ctx, w.cl.WorkloadInstances(), &client.WorkloadInstance{Meta: client.Meta{Name: in.name},
-			Spec: client.WorkloadInstanceSpec{DefinitionID: in.defID, RuntimeID: w.runtime, Replicas: ptr(in.replicas)}})
+		in.id, err = createOrGet(ctx, w.cl.WorkloadInstances(), &api.WorkloadInstance{Meta: api.Meta{Name: in.name},
+			Spec: api.WorkloadInstanceSpec{DefinitionID: in.defID, RuntimeID: w.runtime, Replicas: ptr(in.replicas)}})
 		return err
 	})
 	if err != nil {
@@ -282,7 +283,7 @@ func (w *writer) deleteInstance(ctx context.Context) error {
 	in := w.live[i]
 	err := w.retry(ctx, "delete instance "+in.name, func(ctx context.Context) error {
 		err := w.cl.WorkloadInstances().Delete(ctx, in.id, client.DeleteOptions{})
-		if client.IsNotFound(err) {
+		if api.IsNotFound(err) {
 			return nil
 		}
 		return err

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 )
 
 // run registers the cluster, drives the writes with the kills, and checks the outcome.
@@ -25,8 +25,8 @@ func (t *topology) run(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	rt, err := t.cl.KubernetesRuntimes().Create(wctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "chaos"},
-		Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderKubeconfig, Kubeconfig: string(kc)}})
+	rt, err := t.cl.KubernetesRuntimes().Create(wctx, &api.KubernetesRuntime{Meta: api.Meta{Name: "chaos"},
+		Spec: api.KubernetesRuntimeSpec{Provider: api.ProviderKubeconfig, Kubeconfig: string(kc)}})
 	if err == nil {
 		_, err = t.cl.KubernetesRuntimes().WaitReconciled(wctx, rt.ID)
 	}

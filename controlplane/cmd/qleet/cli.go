@@ -13,12 +13,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
-// kindAlias resolves a kind's short name (see client.KindInfo.ShortNames), singular or with an "s".
+// kindAlias resolves a kind's short name (see api.KindInfo.ShortNames), singular or with an "s".
 func kindAlias(s string) (string, bool) {
-	for _, ki := range client.Kinds() {
+	for _, ki := range api.Kinds() {
 		for _, n := range ki.ShortNames {
 			if s == n || s == n+"s" {
 				return ki.Kind, true
@@ -31,7 +32,7 @@ func kindAlias(s string) (string, bool) {
 // kindNames are the singular names of the registered kinds.
 func kindNames() []string {
 	var out []string
-	for _, ki := range client.Kinds() {
+	for _, ki := range api.Kinds() {
 		out = append(out, ki.Kind)
 	}
 	return out
@@ -42,10 +43,10 @@ func resolveKind(s string) (string, error) {
 	if k, ok := kindAlias(s); ok {
 		return k, nil
 	}
-	if ki, ok := client.LookupKind(s); ok {
+	if ki, ok := api.LookupKind(s); ok {
 		return ki.Kind, nil
 	}
-	if ki, ok := client.LookupPlural(s); ok {
+	if ki, ok := api.LookupPlural(s); ok {
 		return ki.Kind, nil
 	}
 	return "", usagef("unknown kind %q (kinds: %s)", s, strings.Join(kindNames(), ", "))
@@ -124,7 +125,7 @@ func (q *cli) resource(args []string) (*client.Resource[json.RawMessage, json.Ra
 }
 
 // object resolves `KIND NAME` to the kind's resource and the named object.
-func (q *cli) object(ctx context.Context, args []string) (*client.Resource[json.RawMessage, json.RawMessage], *client.RawObject, error) {
+func (q *cli) object(ctx context.Context, args []string) (*client.Resource[json.RawMessage, json.RawMessage], *api.RawObject, error) {
 	res, err := q.resource(args)
 	if err != nil {
 		return nil, nil, err
@@ -191,15 +192,15 @@ func (q *cli) getCmd() *cobra.Command {
 }
 
 // listObjects returns the named object, or every object matching the selector.
-func listObjects(ctx context.Context, res *client.Resource[json.RawMessage, json.RawMessage], name, selector string) ([]*client.RawObject, error) {
+func listObjects(ctx context.Context, res *client.Resource[json.RawMessage, json.RawMessage], name, selector string) ([]*api.RawObject, error) {
 	if name != "" {
 		obj, err := res.GetByName(ctx, name)
 		if err != nil {
 			return nil, err
 		}
-		return []*client.RawObject{obj}, nil
+		return []*api.RawObject{obj}, nil
 	}
-	objs := []*client.RawObject{}
+	objs := []*api.RawObject{}
 	for obj, err := range res.All(ctx, client.ListOptions{LabelSelector: selector}) {
 		if err != nil {
 			return nil, err
@@ -218,7 +219,7 @@ func printObjectHeader(w io.Writer, output string) {
 }
 
 // printObjectRow writes one object's row; phase, when set, replaces the object's (e.g. "Deleted").
-func printObjectRow(w io.Writer, o *client.RawObject, output, phase string) {
+func printObjectRow(w io.Writer, o *api.RawObject, output, phase string) {
 	st := client.CommonStatus(o)
 	if phase == "" {
 		phase = orDash(string(st.Phase))
@@ -287,7 +288,7 @@ func cmdDescribe(ctx context.Context, w io.Writer, res *client.Resource[json.Raw
 		fmt.Fprintf(w, "Labels:      %v\n", obj.Labels)
 	}
 	fmt.Fprintf(w, "Generation:  %d (observed %d)\nPhase:       %s\n", obj.Generation, st.ObservedGeneration, orDash(string(st.Phase)))
-	reconciled := client.Reconciled(obj.Generation, st)
+	reconciled := api.Reconciled(obj.Generation, st)
 	fmt.Fprintf(w, "Reconciled:  %v\n", reconciled)
 	if st.Message != "" {
 		fmt.Fprintf(w, "Message:     %s\n", st.Message)
@@ -296,7 +297,7 @@ func cmdDescribe(ctx context.Context, w io.Writer, res *client.Resource[json.Raw
 		fmt.Fprintf(w, "Deleting:    since %s\n", obj.DeletionRequestedAt.Format(time.RFC3339))
 	}
 	for _, c := range st.Conditions {
-		if c.WaitingOn != "" && c.Status != client.ConditionTrue {
+		if c.WaitingOn != "" && c.Status != api.ConditionTrue {
 			fmt.Fprintf(w, "Waiting on:  %s (for %s)\n", c.WaitingOn, age(c.LastTransitionTime))
 		}
 	}
@@ -377,7 +378,7 @@ func (q *cli) eventsCmd() *cobra.Command {
 }
 
 // printEvents writes events as an indented table, with a header when header is set.
-func printEvents(w io.Writer, evs []client.Event, output string, header bool) error {
+func printEvents(w io.Writer, evs []api.Event, output string, header bool) error {
 	if len(evs) == 0 && header {
 		fmt.Fprintln(w, "  <none>")
 		return nil
@@ -399,7 +400,7 @@ func printEventHeader(w io.Writer, output string) {
 }
 
 // printEventRows writes one tab-separated line per event.
-func printEventRows(tw io.Writer, evs []client.Event, output string) {
+func printEventRows(tw io.Writer, evs []api.Event, output string) {
 	for _, e := range evs {
 		if output == outWide {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%dms\t%s\t%s\t%s\n", eventAge(e), e.Type, e.Reason, e.Generation, e.DurationMS,
@@ -411,7 +412,7 @@ func printEventRows(tw io.Writer, evs []client.Event, output string) {
 }
 
 // lastSeen is when the event last happened.
-func lastSeen(e client.Event) time.Time {
+func lastSeen(e api.Event) time.Time {
 	if e.LastTimestamp != nil {
 		return *e.LastTimestamp
 	}
@@ -420,7 +421,7 @@ func lastSeen(e client.Event) time.Time {
 
 // eventAge is how long ago the event last happened and, for a repeated one, how often and over how long,
 // as kubectl describe shows it: "12s (x7 over 3m)".
-func eventAge(e client.Event) string {
+func eventAge(e api.Event) string {
 	if e.Count <= 1 {
 		return age(lastSeen(e))
 	}
@@ -465,16 +466,16 @@ func (q *cli) deleteCmd() *cobra.Command {
 // orphanHint says, for a runtime or an instance whose cluster does not answer (its runtime's Connected
 // condition is False), that the deletion cannot clean up there until it does, and how to abandon what
 // it made there instead (--orphan); "" when nothing blocks it, or when that cannot be told.
-func orphanHint(ctx context.Context, res *client.Resource[json.RawMessage, json.RawMessage], obj *client.RawObject, args []string, cascade bool) string {
+func orphanHint(ctx context.Context, res *client.Resource[json.RawMessage, json.RawMessage], obj *api.RawObject, args []string, cascade bool) string {
 	var ids []string
 	switch res.Kind() {
-	case client.KindKubernetesRuntime:
+	case api.KindKubernetesRuntime:
 		if c := disconnected(client.CommonStatus(obj)); c != nil {
 			return fmt.Sprintf("kubernetes_runtime %q does not answer (%s): what its dependents made there cannot be deleted until it does.\n"+
 				"To abandon it instead: qleet delete %s %s --cascade --orphan", obj.Name, c.Message, args[0], args[1])
 		}
 		return ""
-	case client.KindWorkloadInstance:
+	case api.KindWorkloadInstance:
 		var doc struct {
 			Spec struct {
 				RuntimeID string `json:"runtime_id"`
@@ -519,9 +520,9 @@ func orphanHint(ctx context.Context, res *client.Resource[json.RawMessage, json.
 }
 
 // disconnected returns a runtime's Connected condition when it is False.
-func disconnected(st *client.Status) *client.Condition {
+func disconnected(st *api.Status) *api.Condition {
 	for i := range st.Conditions {
-		if c := &st.Conditions[i]; c.Type == "Connected" && c.Status == client.ConditionFalse {
+		if c := &st.Conditions[i]; c.Type == "Connected" && c.Status == api.ConditionFalse {
 			return c
 		}
 	}
@@ -542,7 +543,7 @@ func (q *cli) imageCmd() *cobra.Command {
 		Args:    exactArgs(3),
 		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 			if len(args) == 0 {
-				return q.completeNames(cmd.Context(), client.KindWorkloadDefinition, toComplete), cobra.ShellCompDirectiveNoFileComp
+				return q.completeNames(cmd.Context(), api.KindWorkloadDefinition, toComplete), cobra.ShellCompDirectiveNoFileComp
 			}
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		},
@@ -555,7 +556,7 @@ func (q *cli) imageCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			res, err := cl.SetImage(cmd.Context(), def.ID, client.ImageChange{Container: args[1], Image: args[2]})
+			res, err := cl.SetImage(cmd.Context(), def.ID, api.ImageChange{Container: args[1], Image: args[2]})
 			if err != nil {
 				return err
 			}

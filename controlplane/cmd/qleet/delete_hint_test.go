@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/internal/await"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
 )
@@ -34,16 +34,16 @@ func TestDeleteSaysHowToOrphanWhenTheClusterDoesNotAnswer(t *testing.T) {
 	t.Parallel()
 	a, cl, def, env := cliServer(t)
 	ctx := context.Background()
-	rt, err := cl.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "gone"},
-		Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderKubeconfig, Kubeconfig: deadKubeconfig}})
+	rt, err := cl.KubernetesRuntimes().Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: "gone"},
+		Spec: api.KubernetesRuntimeSpec{Provider: api.ProviderKubeconfig, Kubeconfig: deadKubeconfig}})
 	require.NoError(t, err)
 	await.True(t, 30*time.Second, func() bool {
 		got, err := cl.KubernetesRuntimes().Get(ctx, rt.ID)
 		require.NoError(t, err)
 		return disconnected(&got.Status.Status) != nil
 	}, "the runtime's Connected condition turns False")
-	_, err = cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "stranded"},
-		Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
+	_, err = cl.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "stranded"},
+		Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
 	require.NoError(t, err)
 	_ = a
 

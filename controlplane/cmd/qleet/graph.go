@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
@@ -63,15 +64,15 @@ that nothing depends on, with its dependencies. The same graph is served at GET 
 }
 
 // printGraph writes the trees of a graph.
-func printGraph(w io.Writer, g *client.Graph, now time.Time, msgWidth int) {
+func printGraph(w io.Writer, g *api.Graph, now time.Time, msgWidth int) {
 	if g.Root != "" {
 		n := g.Node(g.Root)
 		fmt.Fprintln(w, nodeLine(n, now, msgWidth))
-		printTree(w, g, g.Root, "", g.Providers, func(e client.GraphEdge) string { return e.To }, now, msgWidth, map[string]bool{g.Root: true})
+		printTree(w, g, g.Root, "", g.Providers, func(e api.GraphEdge) string { return e.To }, now, msgWidth, map[string]bool{g.Root: true})
 		if cs := g.Consumers(g.Root); len(cs) > 0 {
 			fmt.Fprintf(w, "\nused by:\n")
 			fmt.Fprintln(w, nodeLine(n, now, msgWidth))
-			printTree(w, g, g.Root, "", g.Consumers, func(e client.GraphEdge) string { return e.From }, now, msgWidth, map[string]bool{g.Root: true})
+			printTree(w, g, g.Root, "", g.Consumers, func(e api.GraphEdge) string { return e.From }, now, msgWidth, map[string]bool{g.Root: true})
 		}
 		return
 	}
@@ -80,11 +81,11 @@ func printGraph(w io.Writer, g *client.Graph, now time.Time, msgWidth int) {
 			continue
 		}
 		fmt.Fprintln(w, nodeLine(&n, now, msgWidth))
-		printTree(w, g, n.ID, "", g.Providers, func(e client.GraphEdge) string { return e.To }, now, msgWidth, map[string]bool{n.ID: true})
+		printTree(w, g, n.ID, "", g.Providers, func(e api.GraphEdge) string { return e.To }, now, msgWidth, map[string]bool{n.ID: true})
 	}
 }
 
-func printTree(w io.Writer, g *client.Graph, id, indent string, edges func(string) []client.GraphEdge, other func(client.GraphEdge) string, now time.Time, msgWidth int, seen map[string]bool) {
+func printTree(w io.Writer, g *api.Graph, id, indent string, edges func(string) []api.GraphEdge, other func(api.GraphEdge) string, now time.Time, msgWidth int, seen map[string]bool) {
 	es := edges(id)
 	for i, e := range es {
 		branch, next := "├── ", "│   "
@@ -104,7 +105,7 @@ func printTree(w io.Writer, g *client.Graph, id, indent string, edges func(strin
 }
 
 // nodeLine is `kind/name  Phase  message (waiting on ..., for ...)`.
-func nodeLine(n *client.GraphNode, now time.Time, msgWidth int) string {
+func nodeLine(n *api.GraphNode, now time.Time, msgWidth int) string {
 	phase := string(n.Phase)
 	if phase == "" {
 		phase = "Pending"
@@ -140,7 +141,7 @@ func waitChain(ctx context.Context, cl *client.Client, kind, id string) (string,
 			if state == "" {
 				state = "Pending"
 			}
-			if prof := n.Labels[client.LabelProfile]; prof != "" && n.Kind == client.KindKubernetesRuntime {
+			if prof := n.Labels[api.LabelProfile]; prof != "" && n.Kind == api.KindKubernetesRuntime {
 				state += fmt.Sprintf(": provisioning from runtime_profile %q, %s", prof, time.Since(n.CreatedAt).Truncate(time.Second))
 			} else if n.Message != "" {
 				state += ": " + truncate(n.Message, 100)

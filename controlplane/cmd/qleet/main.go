@@ -89,7 +89,7 @@ func (q *cli) rootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "qleet",
 		Short: "The QleetOS control plane and its CLI",
-		Long: `qleet runs the QleetOS control plane (server, api, controller, agent) and talks to its API.
+		Long: `qleet runs the QleetOS control plane (server, svc, controller, agent) and talks to its API.
 
 The CLI verbs find the API through, in order: their --endpoint, --token and --ca-cert flags; the
 QLEET_ENDPOINT, QLEET_TOKEN and QLEET_CA_CERT environment variables; the current context of the config

@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
 	"github.com/qleetos/terraform-provider-qleet/internal/await"
@@ -95,8 +96,8 @@ func TestServerAndCLI(t *testing.T) {
 	cl, err := client.New(endpoint, client.WithToken(strings.TrimSpace(string(token))))
 	require.NoError(t, err)
 	ctx := context.Background()
-	def, err := cl.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "web"},
-		Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "web", Image: "nginx:1.27"}}}})
+	def, err := cl.WorkloadDefinitions().Create(ctx, &api.WorkloadDefinition{Meta: api.Meta{Name: "web"},
+		Spec: api.WorkloadDefinitionSpec{Containers: []api.Container{{Name: "web", Image: "nginx:1.27"}}}})
 	require.NoError(t, err)
 	_, err = cl.WorkloadDefinitions().WaitReconciled(ctx, def.ID)
 	require.NoError(t, err)
@@ -116,7 +117,7 @@ func TestServerAndCLI(t *testing.T) {
 	t.Run("get one as JSON", func(t *testing.T) {
 		out, err := cli("get", "workload_definition", "web", "-o", "json")
 		require.NoError(t, err, out)
-		var obj client.WorkloadDefinition
+		var obj api.WorkloadDefinition
 		require.NoError(t, json.Unmarshal([]byte(out), &obj))
 		require.Equal(t, def.ID, obj.ID)
 	})
@@ -140,7 +141,7 @@ func TestServerAndCLI(t *testing.T) {
 		require.Regexp(t, `(?m)^\s{2,}GET /v1/\{plural\}(/\{id\})?\s+.*HTTP 200$`, out, "its API reads, indented under it")
 		out, err = cli("describe", "definition", "web", "--trace", "-o", "json")
 		require.NoError(t, err, out)
-		var tr client.Trace
+		var tr api.Trace
 		require.NoError(t, json.Unmarshal([]byte(out), &tr), out)
 		require.Equal(t, def.ID, tr.ObjectID)
 		require.NotEmpty(t, tr.Spans)
@@ -162,14 +163,14 @@ users: [{name: u, user: {token: t}}]
 contexts: [{name: x, context: {cluster: c, user: u}}]
 current-context: x
 `
-		rt, err := cl.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "faraway"},
-			Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderKubeconfig, Kubeconfig: dead}})
+		rt, err := cl.KubernetesRuntimes().Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: "faraway"},
+			Spec: api.KubernetesRuntimeSpec{Provider: api.ProviderKubeconfig, Kubeconfig: dead}})
 		require.NoError(t, err)
-		api, err := cl.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "api"},
-			Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "api", Image: "nginx:1.27"}}}})
+		svc, err := cl.WorkloadDefinitions().Create(ctx, &api.WorkloadDefinition{Meta: api.Meta{Name: "api"},
+			Spec: api.WorkloadDefinitionSpec{Containers: []api.Container{{Name: "api", Image: "nginx:1.27"}}}})
 		require.NoError(t, err)
-		inst, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "api"},
-			Spec: client.WorkloadInstanceSpec{DefinitionID: api.ID, RuntimeID: rt.ID}})
+		inst, err := cl.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "api"},
+			Spec: api.WorkloadInstanceSpec{DefinitionID: svc.ID, RuntimeID: rt.ID}})
 		require.NoError(t, err)
 		await.True(t, 30*time.Second, func() bool {
 			got, err := cl.WorkloadInstances().Get(ctx, inst.ID)
@@ -187,7 +188,7 @@ current-context: x
 		require.Contains(t, out, "└── workload_instance/api  Reconciling")
 		out, err = cli("graph", "-o", "json")
 		require.NoError(t, err, out)
-		var g client.Graph
+		var g api.Graph
 		require.NoError(t, json.Unmarshal([]byte(out), &g))
 		require.Len(t, g.Edges, 2)
 
@@ -201,7 +202,7 @@ current-context: x
 		out, err := cli("delete", "definition", "web", "--wait")
 		require.NoError(t, err, out)
 		_, err = cl.WorkloadDefinitions().Get(ctx, def.ID)
-		require.True(t, client.IsNotFound(err))
+		require.True(t, api.IsNotFound(err))
 	})
 }
 
@@ -273,15 +274,15 @@ func TestTokensAndSecrets(t *testing.T) {
 	}
 	tokens := map[string]string{}
 	t.Run("token create shows the token once and it works with its role", func(t *testing.T) {
-		for _, role := range client.Roles {
+		for _, role := range api.Roles {
 			out, err := cli("", "token", "create", "--name", role+"-tok", "--role", role, "--ttl", "1h")
 			require.NoError(t, err, out)
 			tokens[role] = strings.TrimSpace(out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:])
 			require.True(t, strings.HasPrefix(tokens[role], "qlt_"), out)
 		}
-		out, err := cli(tokens[client.RoleViewer], "get", "definitions")
+		out, err := cli(tokens[api.RoleViewer], "get", "definitions")
 		require.NoError(t, err, out)
-		out, err = cli(tokens[client.RoleViewer], "token", "list")
+		out, err = cli(tokens[api.RoleViewer], "token", "list")
 		require.Error(t, err, "only admin manages tokens")
 		require.Contains(t, out, "may not manage tokens")
 	})
@@ -297,7 +298,7 @@ func TestTokensAndSecrets(t *testing.T) {
 	t.Run("a revoked token is refused at once", func(t *testing.T) {
 		out, err := cli("", "token", "list", "-o", "json")
 		require.NoError(t, err, out)
-		var list []client.TokenInfo
+		var list []api.TokenInfo
 		require.NoError(t, json.Unmarshal([]byte(out), &list))
 		id := ""
 		for _, tk := range list {
@@ -308,7 +309,7 @@ func TestTokensAndSecrets(t *testing.T) {
 		require.NotEmpty(t, id)
 		out, err = cli("", "token", "revoke", id)
 		require.NoError(t, err, out)
-		out, err = cli(tokens[client.RoleDeveloper], "get", "definitions")
+		out, err = cli(tokens[api.RoleDeveloper], "get", "definitions")
 		require.Error(t, err)
 		require.Contains(t, out, "invalid bearer token")
 	})
@@ -317,16 +318,16 @@ func TestTokensAndSecrets(t *testing.T) {
 		const marker = "qleet-secret-marker-7f3a9c"
 		kubeconfig := "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\"}}]\n" +
 			"users: [{name: u, user: {token: " + marker + "}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
-		admin := client.RoleAdmin
+		admin := api.RoleAdmin
 		out, err := cli("", "get", "runtimes") // warm up: the admin token from the data dir
 		require.NoError(t, err, out)
 		var seen []string
-		for _, role := range []string{admin, client.RoleViewer} {
+		for _, role := range []string{admin, api.RoleViewer} {
 			cl, err := client.New(endpoint, client.WithToken(tokens[role]))
 			require.NoError(t, err)
 			if role == admin {
-				created, err := cl.KubernetesRuntimes().Create(context.Background(), &client.KubernetesRuntime{Meta: client.Meta{Name: "secret-rt"},
-					Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderKubeconfig, Kubeconfig: kubeconfig}})
+				created, err := cl.KubernetesRuntimes().Create(context.Background(), &api.KubernetesRuntime{Meta: api.Meta{Name: "secret-rt"},
+					Spec: api.KubernetesRuntimeSpec{Provider: api.ProviderKubeconfig, Kubeconfig: kubeconfig}})
 				require.NoError(t, err)
 				raw, _ := json.Marshal(created)
 				seen = append(seen, string(raw))
@@ -337,17 +338,17 @@ func TestTokensAndSecrets(t *testing.T) {
 			}
 		}
 		// Let the controller try the unreachable cluster, so that events and logs are written.
-		ctrl, err := client.New(endpoint, client.WithToken(tokens[client.RoleController]))
+		ctrl, err := client.New(endpoint, client.WithToken(tokens[api.RoleController]))
 		require.NoError(t, err)
 		rt, err := ctrl.KubernetesRuntimes().GetByName(context.Background(), "secret-rt")
 		require.NoError(t, err)
 		await.True(t, 30*time.Second, func() bool {
 			evs, err := ctrl.KubernetesRuntimes().Events(context.Background(), rt.ID)
 			require.NoError(t, err)
-			return len(evs) > 0 && evs[len(evs)-1].Type == client.EventWarning
+			return len(evs) > 0 && evs[len(evs)-1].Type == api.EventWarning
 		}, "the controller reports the unreachable cluster")
 		for _, args := range [][]string{{"get", "runtimes", "-o", "json"}, {"get", "runtime", "secret-rt", "-o", "json"}, {"describe", "runtime", "secret-rt"}, {"events", "runtime", "secret-rt", "-o", "json"}} {
-			for _, role := range []string{"", tokens[client.RoleViewer]} {
+			for _, role := range []string{"", tokens[api.RoleViewer]} {
 				out, err := cli(role, args...)
 				require.NoError(t, err, out)
 				seen = append(seen, out)
@@ -532,12 +533,12 @@ func TestConfigPathAndDefaults(t *testing.T) {
 
 // cliServer starts a control plane with one Ready workload definition, "web", and returns it with an
 // environment that reaches it through QLEET_ENDPOINT and QLEET_TOKEN.
-func cliServer(t *testing.T) (*app.App, *client.Client, *client.WorkloadDefinition, map[string]string) {
+func cliServer(t *testing.T) (*app.App, *client.Client, *api.WorkloadDefinition, map[string]string) {
 	t.Helper()
 	a, cl := cptest.Start(t, cptest.Config())
 	ctx := context.Background()
-	def, err := cl.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "web", Labels: map[string]string{"tier": "front"}},
-		Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "web", Image: "nginx:1.27"}}}})
+	def, err := cl.WorkloadDefinitions().Create(ctx, &api.WorkloadDefinition{Meta: api.Meta{Name: "web", Labels: map[string]string{"tier": "front"}},
+		Spec: api.WorkloadDefinitionSpec{Containers: []api.Container{{Name: "web", Image: "nginx:1.27"}}}})
 	require.NoError(t, err)
 	def, err = cl.WorkloadDefinitions().WaitReconciled(cptest.Wait(t, 30*time.Second), def.ID)
 	require.NoError(t, err)
@@ -555,12 +556,12 @@ func TestOutputFormatsParseBack(t *testing.T) {
 		return r.stdout
 	}
 	t.Run("get -o yaml and -o json", func(t *testing.T) {
-		var list []client.WorkloadDefinition
+		var list []api.WorkloadDefinition
 		require.NoError(t, yaml.Unmarshal([]byte(ok(t, "get", "definitions", "-o", "yaml")), &list))
 		require.Len(t, list, 1)
 		require.Equal(t, def.ID, list[0].ID)
 		require.Equal(t, "nginx:1.27", list[0].Spec.Containers[0].Image)
-		var one client.WorkloadDefinition
+		var one api.WorkloadDefinition
 		require.NoError(t, yaml.Unmarshal([]byte(ok(t, "get", "definition", "web", "-o", "yaml")), &one))
 		require.Equal(t, def.ID, one.ID)
 		require.NoError(t, json.Unmarshal([]byte(ok(t, "get", "definition", "web", "-o", "json")), &one))
@@ -573,25 +574,25 @@ func TestOutputFormatsParseBack(t *testing.T) {
 	})
 	t.Run("describe -o yaml", func(t *testing.T) {
 		var d struct {
-			Object client.WorkloadDefinition `json:"object"`
-			Events []client.Event            `json:"events"`
+			Object api.WorkloadDefinition `json:"object"`
+			Events []api.Event            `json:"events"`
 		}
 		require.NoError(t, yaml.Unmarshal([]byte(ok(t, "describe", "definition", "web", "-o", "yaml")), &d))
 		require.Equal(t, def.ID, d.Object.ID)
 		require.NotEmpty(t, d.Events)
 	})
 	t.Run("events -o json, -o yaml and -o wide", func(t *testing.T) {
-		var evs []client.Event
+		var evs []api.Event
 		require.NoError(t, json.Unmarshal([]byte(ok(t, "events", "definition", "web", "-o", "json")), &evs))
 		require.NotEmpty(t, evs)
 		require.Equal(t, def.ID, evs[0].ObjectID)
-		var evs2 []client.Event
+		var evs2 []api.Event
 		require.NoError(t, yaml.Unmarshal([]byte(ok(t, "events", "definition", "web", "-o", "yaml")), &evs2))
 		require.Equal(t, evs[0].ID, evs2[0].ID)
 		require.Regexp(t, `(?m)^\s+AGE\s+TYPE\s+REASON\s+GEN\s+DURATION\s+SOURCE\s+TIME\s+MESSAGE$`, ok(t, "events", "definition", "web", "-o", "wide"))
 	})
 	t.Run("graph -o yaml", func(t *testing.T) {
-		var g client.Graph
+		var g api.Graph
 		require.NoError(t, yaml.Unmarshal([]byte(ok(t, "graph", "definition", "web", "-o", "yaml")), &g))
 		require.NotNil(t, g.Node(def.ID), "%+v", g)
 	})
@@ -631,8 +632,8 @@ func TestWatchPrintsChanges(t *testing.T) {
 	t.Run("get --watch prints a new object, then its deletion", func(t *testing.T) {
 		out, stop := watch(t, "get", "definitions", "--watch", "--watch-interval", "50ms")
 		await.True(t, 10*time.Second, func() bool { return regexp.MustCompile(`(?m)^web\s+Ready`).MatchString(out.String()) }, "the first list")
-		added, err := cl.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "watched"},
-			Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "w", Image: "nginx:1.27"}}}})
+		added, err := cl.WorkloadDefinitions().Create(ctx, &api.WorkloadDefinition{Meta: api.Meta{Name: "watched"},
+			Spec: api.WorkloadDefinitionSpec{Containers: []api.Container{{Name: "w", Image: "nginx:1.27"}}}})
 		require.NoError(t, err)
 		await.True(t, 30*time.Second, func() bool { return regexp.MustCompile(`(?m)^watched\s+Ready\s+1\s+1`).MatchString(out.String()) }, "the new object, once Ready: %s", out)
 		require.NoError(t, cl.WorkloadDefinitions().Delete(ctx, added.ID, client.DeleteOptions{}))
@@ -644,7 +645,7 @@ func TestWatchPrintsChanges(t *testing.T) {
 		out, stop := watch(t, "events", "definition", "web", "--watch", "--watch-interval", "50ms")
 		await.True(t, 10*time.Second, func() bool { return strings.Contains(out.String(), "REASON") }, "the events header")
 		require.NotRegexp(t, `(?m)^\s+\S+\s+Normal\s+\w+\s+2\s`, out.String())
-		_, err := cl.SetImage(ctx, def.ID, client.ImageChange{Container: "web", Image: "nginx:1.29"})
+		_, err := cl.SetImage(ctx, def.ID, api.ImageChange{Container: "web", Image: "nginx:1.29"})
 		require.NoError(t, err)
 		await.True(t, 30*time.Second, func() bool { return regexp.MustCompile(`(?m)^\s+\S+\s+Normal\s+\w+\s+2\s`).MatchString(out.String()) }, "an event of generation 2: %s", out)
 		require.Equal(t, 0, stop())
@@ -664,7 +665,7 @@ func TestContextsAndPrecedence(t *testing.T) {
 		}
 		return env
 	}
-	viewer, err := cl.Tokens().Create(ctx, client.TokenRequest{Name: "viewer", Role: client.RoleViewer})
+	viewer, err := cl.Tokens().Create(ctx, api.TokenRequest{Name: "viewer", Role: api.RoleViewer})
 	require.NoError(t, err)
 	cfgPath := filepath.Join(home, ".config", "qleet", "config.yaml")
 
@@ -787,14 +788,14 @@ func TestPodsShowImageAndNode(t *testing.T) {
 	cluster := kubesimtest.Start(t, kubesimtest.WithName("pods"))
 	a, cl := cptest.Start(t, cptest.Config())
 	ctx := context.Background()
-	rt, err := cl.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "pods"},
-		Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderKubeconfig, Kubeconfig: cptest.Kubeconfig(t, cluster.Kubeconfig)}})
+	rt, err := cl.KubernetesRuntimes().Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: "pods"},
+		Spec: api.KubernetesRuntimeSpec{Provider: api.ProviderKubeconfig, Kubeconfig: cptest.Kubeconfig(t, cluster.Kubeconfig)}})
 	require.NoError(t, err)
-	def, err := cl.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "web"},
-		Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "web", Image: "nginx:1.27"}}}})
+	def, err := cl.WorkloadDefinitions().Create(ctx, &api.WorkloadDefinition{Meta: api.Meta{Name: "web"},
+		Spec: api.WorkloadDefinitionSpec{Containers: []api.Container{{Name: "web", Image: "nginx:1.27"}}}})
 	require.NoError(t, err)
-	inst, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "web"},
-		Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
+	inst, err := cl.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "web"},
+		Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
 	require.NoError(t, err)
 	_, err = cl.WorkloadInstances().WaitReconciled(cptest.Wait(t, 90*time.Second), inst.ID)
 	require.NoError(t, err)
@@ -823,8 +824,8 @@ func TestPlanPrintsWhatAChangeWouldDo(t *testing.T) {
 	t.Parallel()
 	_, cl, def, env := cliServer(t)
 	ctx := context.Background()
-	_, err := cl.RuntimeProfiles().Create(ctx, &client.RuntimeProfile{Meta: client.Meta{Name: "default"},
-		Spec: client.RuntimeProfileSpec{Provider: client.ProviderLocal, Regions: []string{"eu-west", "us-east"}}})
+	_, err := cl.RuntimeProfiles().Create(ctx, &api.RuntimeProfile{Meta: api.Meta{Name: "default"},
+		Spec: api.RuntimeProfileSpec{Provider: api.ProviderLocal, Regions: []string{"eu-west", "us-east"}}})
 	require.NoError(t, err)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "objects.yaml")
@@ -854,11 +855,11 @@ func TestPlanPrintsWhatAChangeWouldDo(t *testing.T) {
 
 	r = qleetIn(ctx, env, "plan", "-f", file, "-o", "json")
 	require.Equal(t, 0, r.code, r.stderr)
-	var res client.PlanResult
+	var res api.PlanResult
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &res))
 	var provisioned []string
 	for _, a := range res.Actions {
-		if a.Action == client.ActionProvision {
+		if a.Action == api.ActionProvision {
 			provisioned = append(provisioned, a.Region)
 		}
 	}
@@ -939,7 +940,7 @@ func TestStreamTableKeepsLaterRowsAligned(t *testing.T) {
 
 // TestEveryShortNameResolves: the CLI's short names come from the kind registry, singular and plural.
 func TestEveryShortNameResolves(t *testing.T) {
-	for _, ki := range client.Kinds() {
+	for _, ki := range api.Kinds() {
 		require.NotEmpty(t, ki.ShortNames, "kind %s has no short name", ki.Kind)
 		for _, n := range append(slices.Clone(ki.ShortNames), ki.Kind, ki.Plural) {
 			for _, form := range []string{n, n + "s"} {

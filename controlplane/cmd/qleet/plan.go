@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
@@ -48,7 +49,7 @@ reference, e.g. an instance's definition_id naming a definition the file creates
 			if err != nil {
 				return err
 			}
-			var req client.PlanRequest
+			var req api.PlanRequest
 			for _, f := range files {
 				changes, err := readChanges(cmd.Context(), cl, cmd.InOrStdin(), f)
 				if err != nil {
@@ -65,7 +66,7 @@ reference, e.g. an instance's definition_id naming a definition the file creates
 				if err != nil {
 					return err
 				}
-				req.Changes = append(req.Changes, client.PlanChange{Op: client.PlanDelete, Kind: k, Name: name, Cascade: cascade})
+				req.Changes = append(req.Changes, api.PlanChange{Op: api.PlanDelete, Kind: k, Name: name, Cascade: cascade})
 			}
 			res, err := cl.Plan(cmd.Context(), req)
 			if err != nil {
@@ -88,7 +89,7 @@ reference, e.g. an instance's definition_id naming a definition the file creates
 
 // readChanges reads a file of objects or a plan request. Objects become creates, or updates of the
 // objects of the same kind and name that exist.
-func readChanges(ctx context.Context, cl *client.Client, stdin io.Reader, path string) ([]client.PlanChange, error) {
+func readChanges(ctx context.Context, cl *client.Client, stdin io.Reader, path string) ([]api.PlanChange, error) {
 	var data []byte
 	var err error
 	if path == "-" {
@@ -112,8 +113,8 @@ func readChanges(ctx context.Context, cl *client.Client, stdin io.Reader, path s
 		}
 	case bytes.HasPrefix(js, []byte("{")):
 		var probe struct {
-			Changes []client.PlanChange `json:"changes"`
-			Items   []json.RawMessage   `json:"items"`
+			Changes []api.PlanChange  `json:"changes"`
+			Items   []json.RawMessage `json:"items"`
 		}
 		if err := json.Unmarshal(js, &probe); err != nil {
 			return nil, fmt.Errorf("plan: %s: %w", path, err)
@@ -134,9 +135,9 @@ func readChanges(ctx context.Context, cl *client.Client, stdin io.Reader, path s
 	default:
 		return nil, fmt.Errorf("plan: %s: want objects or a plan request, as JSON or YAML", path)
 	}
-	changes := make([]client.PlanChange, 0, len(objs))
+	changes := make([]api.PlanChange, 0, len(objs))
 	for i, raw := range objs {
-		var o client.RawObject
+		var o api.RawObject
 		if err := json.Unmarshal(raw, &o); err != nil {
 			return nil, fmt.Errorf("plan: %s: object %d: %w", path, i, err)
 		}
@@ -147,12 +148,12 @@ func readChanges(ctx context.Context, cl *client.Client, stdin io.Reader, path s
 		if err != nil {
 			return nil, fmt.Errorf("plan: %s: object %d: %w", path, i, err)
 		}
-		ch := client.PlanChange{Op: client.PlanCreate, Kind: kind, ID: o.ID, Name: o.Name, Labels: o.Labels, Spec: o.Spec}
+		ch := api.PlanChange{Op: api.PlanCreate, Kind: kind, ID: o.ID, Name: o.Name, Labels: o.Labels, Spec: o.Spec}
 		cur, err := cl.Raw(kind).GetByName(ctx, o.Name)
 		switch {
 		case err == nil:
-			ch.Op, ch.ID = client.PlanUpdate, cur.ID
-		case !client.IsNotFound(err):
+			ch.Op, ch.ID = api.PlanUpdate, cur.ID
+		case !api.IsNotFound(err):
 			return nil, err
 		}
 		changes = append(changes, ch)
@@ -161,7 +162,7 @@ func readChanges(ctx context.Context, cl *client.Client, stdin io.Reader, path s
 }
 
 // printPlan writes the actions as a table, then the summary of what the changes imply.
-func printPlan(w io.Writer, res *client.PlanResult, output string) error {
+func printPlan(w io.Writer, res *api.PlanResult, output string) error {
 	if len(res.Actions) == 0 {
 		fmt.Fprintln(w, "No changes.")
 	} else {
@@ -197,13 +198,13 @@ func printPlan(w io.Writer, res *client.PlanResult, output string) error {
 
 // actionDetail is where an action happens: a region and profile, a runtime, or the provider of a
 // dependency.
-func actionDetail(a client.PlanAction) string {
+func actionDetail(a api.PlanAction) string {
 	switch a.Action {
-	case client.ActionProvision:
+	case api.ActionProvision:
 		return fmt.Sprintf("in %s from runtime_profile %q", a.Region, a.Profile)
-	case client.ActionInstall, client.ActionRemove:
+	case api.ActionInstall, api.ActionRemove:
 		return fmt.Sprintf("%s on kubernetes_runtime %q", a.SupportType, a.Runtime)
-	case client.ActionDepend:
+	case api.ActionDepend:
 		if a.Provider != nil {
 			return "on " + a.Provider.Kind + "/" + a.Provider.Name
 		}

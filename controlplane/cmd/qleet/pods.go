@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 )
@@ -55,7 +56,7 @@ become Running and Ready, but no container runs.`,
 			if len(args) > 0 {
 				return nil, cobra.ShellCompDirectiveNoFileComp
 			}
-			return q.completeNames(cmd.Context(), client.KindWorkloadInstance, toComplete), cobra.ShellCompDirectiveNoFileComp
+			return q.completeNames(cmd.Context(), api.KindWorkloadInstance, toComplete), cobra.ShellCompDirectiveNoFileComp
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(output); err != nil {
@@ -138,7 +139,7 @@ func listPods(ctx context.Context, cl *client.Client, conn *kube.Connector, runt
 	if err != nil {
 		return nil, err
 	}
-	if rt.Spec.Provider == client.ProviderKubeconfig && rt.Spec.Kubeconfig == "" {
+	if rt.Spec.Provider == api.ProviderKubeconfig && rt.Spec.Kubeconfig == "" {
 		return nil, fmt.Errorf("the kubeconfig of kubernetes_runtime %q is returned to the controller role only: "+
 			"run qleet pods with a controller token (qleet token create --role controller)", rt.Name)
 	}

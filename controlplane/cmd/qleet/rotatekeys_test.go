@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
@@ -50,8 +51,8 @@ func TestDataDirIsPrivate(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "qleet.db"), nil, 0o644)) // as older releases left it
 	a, admin, _ := startAPI(t, dir)
 	defer stopAPI(a)
-	_, err := admin.Secrets().Create(context.Background(), &client.Secret{Meta: client.Meta{Name: "s"},
-		Spec: client.SecretSpec{InstanceIDs: []string{"wi-x"}, Values: map[string]string{"K": "v"}}})
+	_, err := admin.Secrets().Create(context.Background(), &api.Secret{Meta: api.Meta{Name: "s"},
+		Spec: api.SecretSpec{InstanceIDs: []string{"wi-x"}, Values: map[string]string{"K": "v"}}})
 	require.NoError(t, err)
 
 	for name, want := range map[string]fs.FileMode{
@@ -80,11 +81,11 @@ func TestRotateKeys(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	a, admin, _ := startAPI(t, dir)
-	sec, err := admin.Secrets().Create(ctx, &client.Secret{Meta: client.Meta{Name: "s"},
-		Spec: client.SecretSpec{InstanceIDs: []string{"wi-x"}, Values: map[string]string{"PASSWORD": "hunter2"}}})
+	sec, err := admin.Secrets().Create(ctx, &api.Secret{Meta: api.Meta{Name: "s"},
+		Spec: api.SecretSpec{InstanceIDs: []string{"wi-x"}, Values: map[string]string{"PASSWORD": "hunter2"}}})
 	require.NoError(t, err)
-	acct, err := admin.CloudAccounts().Create(ctx, &client.CloudAccount{Meta: client.Meta{Name: "aws"},
-		Spec: client.CloudAccountSpec{Provider: client.CloudAWS, Region: "us-east-1", AccessKeyID: "AKIAIOSFODNN7EXAMPLE", SecretAccessKey: "wJalrXUtnFEMI"}})
+	acct, err := admin.CloudAccounts().Create(ctx, &api.CloudAccount{Meta: api.Meta{Name: "aws"},
+		Spec: api.CloudAccountSpec{Provider: api.CloudAWS, Region: "us-east-1", AccessKeyID: "AKIAIOSFODNN7EXAMPLE", SecretAccessKey: "wJalrXUtnFEMI"}})
 	require.NoError(t, err)
 	stopAPI(a)
 	keyFile := filepath.Join(dir, "secret.key")
@@ -122,7 +123,7 @@ func TestRotateKeys(t *testing.T) {
 	a, _, ctrl := startAPI(t, dir)
 	_, err = ctrl.Secrets().Get(ctx, sec.ID)
 	require.Error(t, err, "the value is sealed with a key the server lacks")
-	require.False(t, client.IsNotFound(err))
+	require.False(t, api.IsNotFound(err))
 	stopAPI(a)
 	require.NoError(t, os.WriteFile(keyFile, server.FormatSecretKeys(keys), 0o600))
 

@@ -5,9 +5,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/spf13/cobra"
-
-	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
 // tokenCmd serves `qleet token create|list|revoke` (admin).
@@ -36,7 +35,7 @@ func (q *cli) tokenCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			req := client.TokenRequest{Name: name, Role: role}
+			req := api.TokenRequest{Name: name, Role: role}
 			if ttl > 0 {
 				exp := time.Now().Add(ttl).UTC().Truncate(time.Second)
 				req.ExpiresAt = &exp
@@ -54,7 +53,7 @@ func (q *cli) tokenCmd() *cobra.Command {
 	create.Flags().StringVar(&role, "role", "", "admin, developer, viewer or controller")
 	create.Flags().DurationVar(&ttl, "ttl", 0, "the token expires after this long, at least 1s, e.g. 720h (default: never)")
 	_ = create.RegisterFlagCompletionFunc("role", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-		return client.Roles, cobra.ShellCompDirectiveNoFileComp
+		return api.Roles, cobra.ShellCompDirectiveNoFileComp
 	})
 
 	var output string

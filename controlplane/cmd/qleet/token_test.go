@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
@@ -19,14 +20,14 @@ import (
 func TestTokenCreateRefusesANonPositiveTTL(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	api := apitest.Start(t)
+	svc := apitest.Start(t)
 	admin, err := server.NewToken()
 	require.NoError(t, err)
-	require.NoError(t, api.Store.CreateToken(ctx, &store.Token{Hash: server.HashToken(admin), Name: "admin", Role: server.RoleAdmin}))
-	env := cliEnv(t, "QLEET_ENDPOINT", api.URL, "QLEET_TOKEN", admin)
-	list := func(t *testing.T) []client.TokenInfo {
+	require.NoError(t, svc.Store.CreateToken(ctx, &store.Token{Hash: server.HashToken(admin), Name: "admin", Role: server.RoleAdmin}))
+	env := cliEnv(t, "QLEET_ENDPOINT", svc.URL, "QLEET_TOKEN", admin)
+	list := func(t *testing.T) []api.TokenInfo {
 		t.Helper()
-		cl, err := client.New(api.URL, client.WithToken(admin))
+		cl, err := client.New(svc.URL, client.WithToken(admin))
 		require.NoError(t, err)
 		toks, err := cl.Tokens().List(ctx)
 		require.NoError(t, err)

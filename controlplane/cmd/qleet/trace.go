@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
@@ -34,18 +35,18 @@ func cmdTrace(ctx context.Context, w io.Writer, res *client.Resource[json.RawMes
 
 // printTrace writes a trace as a table of hops: each span indented under its parent, with when it
 // started after the trace began and how long it took.
-func printTrace(w io.Writer, t *client.Trace) {
+func printTrace(w io.Writer, t *api.Trace) {
 	var end float64
 	for _, s := range t.Spans {
 		end = max(end, s.OffsetMS+s.DurationMS)
 	}
 	fmt.Fprintf(w, "Last reconcile: trace %s, %d hops over %s (started %s)\n", t.TraceID, len(t.Spans), msString(end), t.Start.Format("15:04:05.000"))
-	children := map[string][]client.TraceSpan{}
+	children := map[string][]api.TraceSpan{}
 	ids := map[string]bool{}
 	for _, s := range t.Spans {
 		ids[s.SpanID] = true
 	}
-	var roots []client.TraceSpan
+	var roots []api.TraceSpan
 	for _, s := range t.Spans {
 		if s.ParentID == "" || !ids[s.ParentID] {
 			roots = append(roots, s)
@@ -55,8 +56,8 @@ func printTrace(w io.Writer, t *client.Trace) {
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "HOP\tSTART\tDURATION\tNOTE")
-	var walk func(s client.TraceSpan, depth int)
-	walk = func(s client.TraceSpan, depth int) {
+	var walk func(s api.TraceSpan, depth int)
+	walk = func(s api.TraceSpan, depth int) {
 		note := s.Error
 		if note == "" {
 			note = spanNote(s)
@@ -73,7 +74,7 @@ func printTrace(w io.Writer, t *client.Trace) {
 }
 
 // spanNote picks the attribute that says most about a hop.
-func spanNote(s client.TraceSpan) string {
+func spanNote(s api.TraceSpan) string {
 	for _, k := range []string{"qleet.outcome", "http.response.status_code", "qleet.outbox.age_ms", "qleet.lock.contended"} {
 		if v, ok := s.Attributes[k]; ok {
 			switch k {

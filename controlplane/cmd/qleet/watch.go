@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
@@ -18,12 +19,12 @@ import (
 
 // watchObjects lists the objects, then prints each one again when it changes.
 func watchObjects(ctx context.Context, w io.Writer, res *client.Resource[json.RawMessage, json.RawMessage], name, selector, output string, interval time.Duration) error {
-	seen := map[string]*client.RawObject{}
+	seen := map[string]*api.RawObject{}
 	first := true
 	table := &streamTable{w: w}
 	for {
 		objs, err := listObjects(ctx, res, name, selector)
-		if name != "" && client.IsNotFound(err) {
+		if name != "" && api.IsNotFound(err) {
 			objs, err = nil, nil
 			if first {
 				return fmt.Errorf("%s %q not found", res.Kind(), name)
@@ -35,8 +36,8 @@ func watchObjects(ctx context.Context, w io.Writer, res *client.Resource[json.Ra
 		if err != nil {
 			return err
 		}
-		var changed, gone []*client.RawObject
-		now := map[string]*client.RawObject{}
+		var changed, gone []*api.RawObject
+		now := map[string]*api.RawObject{}
 		for _, o := range objs {
 			now[o.ID] = o
 			if prev, ok := seen[o.ID]; !ok || prev.ResourceVersion != o.ResourceVersion {
@@ -61,7 +62,7 @@ func watchObjects(ctx context.Context, w io.Writer, res *client.Resource[json.Ra
 
 // printWatchBatch writes one poll's changes: table rows (a header the first time; "Deleted" for objects
 // gone), or one JSON or YAML document per object.
-func printWatchBatch(w io.Writer, table *streamTable, changed, gone []*client.RawObject, output string, header bool) error {
+func printWatchBatch(w io.Writer, table *streamTable, changed, gone []*api.RawObject, output string, header bool) error {
 	if structured(output) {
 		for _, o := range changed {
 			if output == outYAML {
@@ -96,7 +97,7 @@ func watchEvents(ctx context.Context, w io.Writer, res *client.Resource[json.Raw
 	table := &streamTable{w: w}
 	for {
 		evs, err := res.Events(ctx, id)
-		if client.IsNotFound(err) && !first {
+		if api.IsNotFound(err) && !first {
 			fmt.Fprintf(w, "  %s deleted\n", res.Kind())
 			return nil
 		}
@@ -106,7 +107,7 @@ func watchEvents(ctx context.Context, w io.Writer, res *client.Resource[json.Raw
 		if err != nil {
 			return err
 		}
-		var fresh []client.Event
+		var fresh []api.Event
 		now := make(map[int64]int64, len(evs)) // the listed ones only: trimmed events are forgotten
 		for _, e := range evs {
 			// A new event, or a repeat counted on one printed before (shown again with its count).

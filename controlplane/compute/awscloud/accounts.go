@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 )
@@ -29,20 +30,20 @@ type Accounts struct {
 	Configure func(*Account)
 
 	once  sync.Once
-	deps  reconcile.Deps[client.CloudAccountSpec, client.CloudAccountStatus]
+	deps  reconcile.Deps[api.CloudAccountSpec, api.CloudAccountStatus]
 	mu    sync.Mutex
 	cache map[string]*Clients
 }
 
 // Get returns the cloud account with that id once it is Ready (validated); otherwise an error that makes
 // the caller wait for it, or fail with it when it failed.
-func (a *Accounts) Get(ctx context.Context, id string) (*client.CloudAccount, error) {
+func (a *Accounts) Get(ctx context.Context, id string) (*api.CloudAccount, error) {
 	a.once.Do(func() { a.deps.Resource = a.Client.CloudAccounts() })
 	return a.deps.RequireReady(ctx, id)
 }
 
 // Clients returns the AWS clients of a Ready cloud account in region (its default region when empty).
-func (a *Accounts) Clients(ctx context.Context, id, region string) (*Clients, *client.CloudAccount, error) {
+func (a *Accounts) Clients(ctx context.Context, id, region string) (*Clients, *api.CloudAccount, error) {
 	ca, err := a.Get(ctx, id)
 	if err != nil {
 		return nil, ca, err
@@ -52,7 +53,7 @@ func (a *Accounts) Clients(ctx context.Context, id, region string) (*Clients, *c
 }
 
 // Account returns the Account of a cloud account, configured like the clients.
-func (a *Accounts) Account(ca *client.CloudAccount) Account {
+func (a *Accounts) Account(ca *api.CloudAccount) Account {
 	acc := AccountOf(ca)
 	if a.Configure != nil {
 		a.Configure(&acc)
@@ -62,8 +63,8 @@ func (a *Accounts) Account(ca *client.CloudAccount) Account {
 
 // Connect returns the AWS clients of a cloud account in region, made once per account generation and
 // region, whether or not the account is Ready yet (its own reconcile validates it with them).
-func (a *Accounts) Connect(ctx context.Context, ca *client.CloudAccount, region string) (*Clients, error) {
-	if ca.Spec.Provider != client.CloudAWS {
+func (a *Accounts) Connect(ctx context.Context, ca *api.CloudAccount, region string) (*Clients, error) {
+	if ca.Spec.Provider != api.CloudAWS {
 		return nil, fmt.Errorf("cloud_account %q: provider %q is not supported", ca.Name, ca.Spec.Provider)
 	}
 	if ca.Spec.AccessKeyID != "" && ca.Spec.SecretAccessKey == "" {

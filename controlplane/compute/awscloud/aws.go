@@ -18,8 +18,7 @@ import (
 	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/aws/smithy-go/middleware"
-
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 )
 
 // Ownership tags that QleetOS puts on every AWS resource it creates. A resource without them is never
@@ -94,7 +93,7 @@ type Account struct {
 
 // AccountOf turns a cloud_account (read with a controller token, so that it holds its secret parts)
 // into an Account.
-func AccountOf(ca *client.CloudAccount) Account {
+func AccountOf(ca *api.CloudAccount) Account {
 	s := ca.Spec
 	return Account{Region: s.Region, AccessKeyID: s.AccessKeyID, SecretAccessKey: s.SecretAccessKey, SessionToken: s.SessionToken,
 		RoleARN: s.RoleARN, ExternalID: s.ExternalID, Endpoint: s.Endpoint}

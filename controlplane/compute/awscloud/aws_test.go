@@ -31,46 +31,46 @@ func TestClassify(t *testing.T) {
 	op := func(svc, name string, err error) error {
 		return &smithy.OperationError{ServiceID: svc, OperationName: name, Err: err}
 	}
-	api := func(code string, fault smithy.ErrorFault) error {
+	svc := func(code string, fault smithy.ErrorFault) error {
 		return &smithy.GenericAPIError{Code: code, Message: "the message", Fault: fault}
 	}
 	t.Run("throttling is retryable", func(t *testing.T) {
 		for _, code := range []string{"Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException", "SlowDown"} {
-			err := awscloud.Classify(op("EKS", "CreateCluster", api(code, smithy.FaultClient)))
+			err := awscloud.Classify(op("EKS", "CreateCluster", svc(code, smithy.FaultClient)))
 			require.True(t, awscloud.IsRetryable(err), code)
 			require.False(t, awscloud.IsAccessDenied(err), code)
 		}
 	})
 	t.Run("access denied is permanent and names the action", func(t *testing.T) {
-		err := awscloud.Classify(op("EKS", "CreateCluster", api("AccessDeniedException", smithy.FaultClient)))
+		err := awscloud.Classify(op("EKS", "CreateCluster", svc("AccessDeniedException", smithy.FaultClient)))
 		require.False(t, awscloud.IsRetryable(err))
 		require.True(t, awscloud.IsAccessDenied(err))
 		require.Contains(t, err.Error(), "access denied to eks:CreateCluster")
-		err = awscloud.Classify(op("Route 53", "ChangeResourceRecordSets", api("AccessDenied", smithy.FaultClient)))
+		err = awscloud.Classify(op("Route 53", "ChangeResourceRecordSets", svc("AccessDenied", smithy.FaultClient)))
 		require.Contains(t, err.Error(), "route53:ChangeResourceRecordSets")
-		err = awscloud.Classify(op("STS", "GetCallerIdentity", fmt.Errorf("get credentials: %w", op("STS", "AssumeRole", api("AccessDenied", smithy.FaultClient)))))
+		err = awscloud.Classify(op("STS", "GetCallerIdentity", fmt.Errorf("get credentials: %w", op("STS", "AssumeRole", svc("AccessDenied", smithy.FaultClient)))))
 		require.Contains(t, err.Error(), "access denied to sts:AssumeRole", "the innermost operation is named")
-		err = awscloud.Classify(op("EC2", "CreateVpc", api("UnauthorizedOperation", smithy.FaultClient)))
+		err = awscloud.Classify(op("EC2", "CreateVpc", svc("UnauthorizedOperation", smithy.FaultClient)))
 		require.True(t, awscloud.IsAccessDenied(err))
 	})
 	t.Run("bad credentials and bad input are permanent", func(t *testing.T) {
 		for _, code := range []string{"InvalidClientTokenId", "SignatureDoesNotMatch", "ValidationError", "InvalidParameterException"} {
-			require.False(t, awscloud.IsRetryable(awscloud.Classify(op("STS", "GetCallerIdentity", api(code, smithy.FaultClient)))), code)
+			require.False(t, awscloud.IsRetryable(awscloud.Classify(op("STS", "GetCallerIdentity", svc(code, smithy.FaultClient)))), code)
 		}
 	})
 	t.Run("server faults, resources in use and the network are retryable", func(t *testing.T) {
-		require.True(t, awscloud.IsRetryable(awscloud.Classify(op("IAM", "DeleteRole", api("DeleteConflict", smithy.FaultClient)))))
-		require.True(t, awscloud.IsRetryable(awscloud.Classify(op("RDS", "CreateDBInstance", api("SomethingNew", smithy.FaultServer)))))
+		require.True(t, awscloud.IsRetryable(awscloud.Classify(op("IAM", "DeleteRole", svc("DeleteConflict", smithy.FaultClient)))))
+		require.True(t, awscloud.IsRetryable(awscloud.Classify(op("RDS", "CreateDBInstance", svc("SomethingNew", smithy.FaultServer)))))
 		require.True(t, awscloud.IsRetryable(awscloud.Classify(op("EKS", "DescribeCluster", errors.New("dial tcp: connection refused")))))
 	})
 	t.Run("not found is recognised", func(t *testing.T) {
-		require.True(t, awscloud.IsNotFound(op("IAM", "GetRole", api("NoSuchEntity", smithy.FaultClient))))
-		require.True(t, awscloud.IsNotFound(op("EKS", "DescribeCluster", api("ResourceNotFoundException", smithy.FaultClient))))
-		require.False(t, awscloud.IsNotFound(op("EKS", "DescribeCluster", api("AccessDeniedException", smithy.FaultClient))))
+		require.True(t, awscloud.IsNotFound(op("IAM", "GetRole", svc("NoSuchEntity", smithy.FaultClient))))
+		require.True(t, awscloud.IsNotFound(op("EKS", "DescribeCluster", svc("ResourceNotFoundException", smithy.FaultClient))))
+		require.False(t, awscloud.IsNotFound(op("EKS", "DescribeCluster", svc("AccessDeniedException", smithy.FaultClient))))
 	})
 	t.Run("classified errors unwrap and nil stays nil", func(t *testing.T) {
 		require.NoError(t, awscloud.Classify(nil))
-		inner := api("Throttling", smithy.FaultClient)
+		inner := svc("Throttling", smithy.FaultClient)
 		err := awscloud.Classify(fmt.Errorf("wrapped: %w", op("EKS", "CreateCluster", inner)))
 		var ae smithy.APIError
 		require.ErrorAs(t, err, &ae)

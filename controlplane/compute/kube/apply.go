@@ -12,14 +12,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-
-	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
 // Ownership labels and the field manager QleetOS applies with.
@@ -643,7 +642,7 @@ func findCondition(u *unstructured.Unstructured, t string) map[string]any {
 }
 
 // RefsOf names the applied objects a status lists, for a later prune or delete.
-func RefsOf(objs []client.AppliedObject) []AppliedRef {
+func RefsOf(objs []api.AppliedObject) []AppliedRef {
 	out := make([]AppliedRef, len(objs))
 	for i, o := range objs {
 		out[i] = AppliedRef{APIVersion: o.APIVersion, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name}

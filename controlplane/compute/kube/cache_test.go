@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/internal/await"
 	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
@@ -118,10 +118,10 @@ func TestConnectorSharesClusters(t *testing.T) {
 	conn := kube.NewConnector(kube.ConnectorConfig{})
 	t.Cleanup(conn.Close)
 	ctx := context.Background()
-	rt := func(id string) *client.KubernetesRuntime {
-		return &client.KubernetesRuntime{
-			Meta: client.Meta{ID: id, Name: id},
-			Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderKubeconfig, Kubeconfig: string(raw)},
+	rt := func(id string) *api.KubernetesRuntime {
+		return &api.KubernetesRuntime{
+			Meta: api.Meta{ID: id, Name: id},
+			Spec: api.KubernetesRuntimeSpec{Provider: api.ProviderKubeconfig, Kubeconfig: string(raw)},
 		}
 	}
 	a, err := conn.Connect(ctx, rt("a"))

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/discovery"
@@ -25,8 +26,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
-
-	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
 // Cluster is a connection to one runtime's Kubernetes API.
@@ -82,7 +81,7 @@ type ConnectorConfig struct {
 }
 
 // RESTConfigSource makes the REST config of a runtime's cluster.
-type RESTConfigSource func(ctx context.Context, rt *client.KubernetesRuntime) (*rest.Config, error)
+type RESTConfigSource func(ctx context.Context, rt *api.KubernetesRuntime) (*rest.Config, error)
 
 // Connector opens and caches connections to runtimes. Runtimes with the same kubeconfig and context
 // share one Cluster, and so one Cache. It is safe for concurrent use.
@@ -120,7 +119,7 @@ func (c *Connector) LocalKubeconfigPath(runtimeID string) string {
 
 // Connect returns a connection to the runtime's cluster, reusing a cached one while the runtime's
 // connection details are unchanged. It does not contact the cluster.
-func (c *Connector) Connect(ctx context.Context, rt *client.KubernetesRuntime) (*Cluster, error) {
+func (c *Connector) Connect(ctx context.Context, rt *api.KubernetesRuntime) (*Cluster, error) {
 	if src := c.cfg.Sources[rt.Spec.Provider]; src != nil {
 		return c.connectSource(ctx, rt, src)
 	}
@@ -157,7 +156,7 @@ func (c *Connector) Connect(ctx context.Context, rt *client.KubernetesRuntime) (
 }
 
 // connectSource connects through a source, keyed by runtime (and its spec generation).
-func (c *Connector) connectSource(ctx context.Context, rt *client.KubernetesRuntime, src RESTConfigSource) (*Cluster, error) {
+func (c *Connector) connectSource(ctx context.Context, rt *api.KubernetesRuntime, src RESTConfigSource) (*Cluster, error) {
 	key := fmt.Sprintf("source\x00%s\x00%s\x00%d", rt.Spec.Provider, rt.ID, rt.Generation)
 	c.mu.Lock()
 	if cl, ok := c.byKey[key]; ok {
@@ -233,14 +232,14 @@ func (c *Connector) Close() {
 	clear(c.byRuntime)
 }
 
-func (c *Connector) kubeconfig(rt *client.KubernetesRuntime) ([]byte, error) {
+func (c *Connector) kubeconfig(rt *api.KubernetesRuntime) ([]byte, error) {
 	switch rt.Spec.Provider {
-	case client.ProviderKubeconfig:
+	case api.ProviderKubeconfig:
 		if rt.Spec.Kubeconfig == "" {
 			return nil, fmt.Errorf("kubernetes_runtime %q: spec.kubeconfig is empty (is this token allowed to read write-only fields?)", rt.Name)
 		}
 		return []byte(rt.Spec.Kubeconfig), nil
-	case client.ProviderLocal:
+	case api.ProviderLocal:
 		if c.cfg.LocalDir == "" {
 			return nil, fmt.Errorf("kubernetes_runtime %q: local runtimes are not served by this controller (no local dir)", rt.Name)
 		}

@@ -7,20 +7,19 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-
-	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
 // HealthReport is how a set of applied objects is doing.
 type HealthReport struct {
 	// Objects has one entry per ref, in order, with its readiness and, when not ready, why.
-	Objects []client.AppliedObject
+	Objects []api.AppliedObject
 	// Ready is true when every object is ready.
 	Ready bool
 	// Replicas, ReadyReplicas and AvailableReplicas are summed over Deployments, StatefulSets and
@@ -29,7 +28,7 @@ type HealthReport struct {
 }
 
 // NotReady returns the first not-ready object, or nil.
-func (h *HealthReport) NotReady() *client.AppliedObject {
+func (h *HealthReport) NotReady() *api.AppliedObject {
 	for i := range h.Objects {
 		if !h.Objects[i].Ready {
 			return &h.Objects[i]
@@ -84,9 +83,9 @@ func HasStatus(gk schema.GroupKind) bool {
 
 // HealthWith is Health with options.
 func HealthWith(ctx context.Context, cl *Cluster, refs []AppliedRef, opts HealthOptions) HealthReport {
-	rep := HealthReport{Ready: true, Objects: make([]client.AppliedObject, 0, len(refs))}
+	rep := HealthReport{Ready: true, Objects: make([]api.AppliedObject, 0, len(refs))}
 	for _, r := range refs {
-		obj := client.AppliedObject{APIVersion: r.APIVersion, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}
+		obj := api.AppliedObject{APIVersion: r.APIVersion, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}
 		if opts.AssumeExist && !HasStatus(r.GroupKind()) {
 			obj.Ready = true
 			rep.Objects = append(rep.Objects, obj)

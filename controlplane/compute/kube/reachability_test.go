@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 )
 
@@ -73,8 +73,8 @@ func TestHungAPIServer(t *testing.T) {
 	conn := kube.NewConnector(kube.ConnectorConfig{Timeout: 10 * time.Minute,
 		OnReachability: func(id string, err error) { reports <- report{id, err} }})
 	t.Cleanup(conn.Close)
-	rt := &client.KubernetesRuntime{Meta: client.Meta{ID: "rt-hung", Name: "hung"},
-		Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderKubeconfig, Kubeconfig: kubeconfigFor(addr)}}
+	rt := &api.KubernetesRuntime{Meta: api.Meta{ID: "rt-hung", Name: "hung"},
+		Spec: api.KubernetesRuntimeSpec{Provider: api.ProviderKubeconfig, Kubeconfig: kubeconfigFor(addr)}}
 	cl, err := conn.Connect(context.Background(), rt)
 	require.NoError(t, err)
 

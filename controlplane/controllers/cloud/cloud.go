@@ -8,7 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/awscloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 )
@@ -21,7 +21,7 @@ type AccountReconciler struct {
 
 // Reconcile asks STS who the account's credentials are, and reports the account id. Credentials that
 // AWS refuses fail the account, naming the action; throttling and outages are retried.
-func (r *AccountReconciler) Reconcile(ctx context.Context, ca *client.CloudAccount) (reconcile.Result, error) {
+func (r *AccountReconciler) Reconcile(ctx context.Context, ca *api.CloudAccount) (reconcile.Result, error) {
 	cls, err := r.Accounts.Connect(ctx, ca, "")
 	if err != nil {
 		return reconcile.Result{}, reconcile.Terminal(err)

@@ -1,6 +1,8 @@
 package cloud_test
 
 import (
+	"github.com/qleetos/terraform-provider-qleet/api"
+
 	"context"
 	"errors"
 	"net/http"
@@ -10,7 +12,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/awscloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/cloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
@@ -27,14 +28,14 @@ func TestCloudAccounts(t *testing.T) {
 	t.Cleanup(func() { _ = sim.Stop(context.Background()) })
 	acct, err := sim.AddAccount("")
 	require.NoError(t, err)
-	api := apitest.Start(t)
-	admin, ctrl := api.Client(t, server.RoleAdmin), api.Client(t, server.RoleController)
+	svc := apitest.Start(t)
+	admin, ctrl := svc.Client(t, server.RoleAdmin), svc.Client(t, server.RoleController)
 	rec := &cloud.AccountReconciler{Accounts: &awscloud.Accounts{Client: ctrl}}
-	keys := client.CloudAccountSpec{Provider: client.CloudAWS, Region: "us-east-1", AccessKeyID: acct.AccessKeyID, SecretAccessKey: acct.SecretAccessKey, Endpoint: sim.URL()}
+	keys := api.CloudAccountSpec{Provider: api.CloudAWS, Region: "us-east-1", AccessKeyID: acct.AccessKeyID, SecretAccessKey: acct.SecretAccessKey, Endpoint: sim.URL()}
 	// validate creates the account and runs its reconcile once, as the controller would.
-	validate := func(t *testing.T, name string, spec client.CloudAccountSpec) (*client.CloudAccount, error) {
+	validate := func(t *testing.T, name string, spec api.CloudAccountSpec) (*api.CloudAccount, error) {
 		t.Helper()
-		ca, err := admin.CloudAccounts().Create(ctx, &client.CloudAccount{Meta: client.Meta{Name: name}, Spec: spec})
+		ca, err := admin.CloudAccounts().Create(ctx, &api.CloudAccount{Meta: api.Meta{Name: name}, Spec: spec})
 		require.NoError(t, err)
 		ca, err = ctrl.CloudAccounts().Get(ctx, ca.ID)
 		require.NoError(t, err)
@@ -113,16 +114,16 @@ func TestCloudAccounts(t *testing.T) {
 	t.Run("bad input is a 400 naming the field, and nothing is written", func(t *testing.T) {
 		spec := keys
 		spec.Region, spec.RoleARN = "nowhere", "arn:aws:iam::1:user/x"
-		_, err := admin.CloudAccounts().Create(ctx, &client.CloudAccount{Meta: client.Meta{Name: "bad"}, Spec: spec})
-		var ce *client.Error
+		_, err := admin.CloudAccounts().Create(ctx, &api.CloudAccount{Meta: api.Meta{Name: "bad"}, Spec: spec})
+		var ce *api.Error
 		require.True(t, errors.As(err, &ce), "%v", err)
-		require.Equal(t, http.StatusBadRequest, client.HTTPStatus(ce.Code))
+		require.Equal(t, http.StatusBadRequest, api.HTTPStatus(ce.Code))
 		var fields []string
 		for _, f := range ce.Fields {
 			fields = append(fields, f.Field)
 		}
 		require.ElementsMatch(t, []string{"spec.region", "spec.role_arn"}, fields, strings.Join(fields, ","))
 		_, err = admin.CloudAccounts().GetByName(ctx, "bad")
-		require.True(t, client.IsNotFound(err))
+		require.True(t, api.IsNotFound(err))
 	})
 }

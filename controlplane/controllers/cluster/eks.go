@@ -17,7 +17,7 @@ import (
 	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
 	"k8s.io/client-go/rest"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/awscloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 )
@@ -48,11 +48,11 @@ var (
 )
 
 // ClusterName is the EKS cluster of a runtime.
-func ClusterName(rt *client.KubernetesRuntime) string { return "qleet-" + rt.Name }
+func ClusterName(rt *api.KubernetesRuntime) string { return "qleet-" + rt.Name }
 
 // RoleName is an IAM role of a runtime ("cluster" or "node"): at most 64 characters, so it holds the
 // random end of the runtime's id rather than its name.
-func RoleName(rt *client.KubernetesRuntime, what string) string {
+func RoleName(rt *api.KubernetesRuntime, what string) string {
 	id := strings.ReplaceAll(rt.ID, "-", "")
 	if len(id) > 20 {
 		id = id[len(id)-20:]
@@ -60,8 +60,8 @@ func RoleName(rt *client.KubernetesRuntime, what string) string {
 	return "qleet-" + id + "-" + what
 }
 
-func owner(rt *client.KubernetesRuntime) awscloud.Owner {
-	return awscloud.Owner{Kind: client.KindKubernetesRuntime, ID: rt.ID}
+func owner(rt *api.KubernetesRuntime) awscloud.Owner {
+	return awscloud.Owner{Kind: api.KindKubernetesRuntime, ID: rt.ID}
 }
 
 func (e *EKS) poll() time.Duration {
@@ -77,20 +77,20 @@ func notOurs(what string) error {
 }
 
 // step records the step in progress in the runtime's status.
-func step(rt *client.KubernetesRuntime, format string, args ...any) {
+func step(rt *api.KubernetesRuntime, format string, args ...any) {
 	rt.Status.Cloud.Step = fmt.Sprintf(format, args...)
 	rt.Status.Message = "eks: " + rt.Status.Cloud.Step
 }
 
 // Ensure provisions the runtime's cluster, one step after another. It returns a requeue delay while AWS
 // is still working, and zero once the cluster and its node group are ACTIVE.
-func (e *EKS) Ensure(ctx context.Context, rt *client.KubernetesRuntime) (time.Duration, error) {
+func (e *EKS) Ensure(ctx context.Context, rt *api.KubernetesRuntime) (time.Duration, error) {
 	cls, ca, err := e.Accounts.Clients(ctx, rt.Spec.CloudAccountID, rt.Spec.Region)
 	if err != nil {
 		return 0, err
 	}
 	if rt.Status.Cloud == nil {
-		rt.Status.Cloud = &client.CloudResources{}
+		rt.Status.Cloud = &api.CloudResources{}
 	}
 	cr := rt.Status.Cloud
 	cr.AccountID = ca.Status.AccountID
@@ -147,7 +147,7 @@ func (e *EKS) Ensure(ctx context.Context, rt *client.KubernetesRuntime) (time.Du
 			return 0, awscloud.Outcome(fmt.Errorf("create EKS cluster %s: %w", name, awscloud.Classify(err)))
 		}
 		cluster = out.Cluster
-		reconcile.Eventf(ctx, client.EventNormal, "ClusterCreating", "creating EKS cluster %s in %s", name, rt.Spec.Region)
+		reconcile.Eventf(ctx, api.EventNormal, "ClusterCreating", "creating EKS cluster %s in %s", name, rt.Spec.Region)
 	} else if !o.Owns(cluster.Tags) {
 		return 0, notOurs(fmt.Sprintf("EKS cluster %s", name))
 	}
@@ -220,7 +220,7 @@ func majorMinor(v string) string {
 // scaling is the node group's scaling for the spec: fixed at nodes, or between min and max nodes. The
 // desired size follows the spec only when it leaves the bounds, or at creation (cur nil): within them
 // it is the cluster autoscaler's.
-func scaling(s *client.KubernetesRuntimeSpec, cur *ekstypes.NodegroupScalingConfig) *ekstypes.NodegroupScalingConfig {
+func scaling(s *api.KubernetesRuntimeSpec, cur *ekstypes.NodegroupScalingConfig) *ekstypes.NodegroupScalingConfig {
 	nodes := int32(max(s.Nodes, 1))
 	lo, hi := nodes, nodes
 	if s.MaxNodes > 0 {
@@ -241,8 +241,8 @@ func sameScaling(a, b *ekstypes.NodegroupScalingConfig) bool {
 		sdkaws.ToInt32(a.DesiredSize) == sdkaws.ToInt32(b.DesiredSize)
 }
 
-func describeCluster(ctx context.Context, api awscloud.EKS, name string) (*ekstypes.Cluster, error) {
-	out, err := api.DescribeCluster(ctx, &eks.DescribeClusterInput{Name: &name})
+func describeCluster(ctx context.Context, svc awscloud.EKS, name string) (*ekstypes.Cluster, error) {
+	out, err := svc.DescribeCluster(ctx, &eks.DescribeClusterInput{Name: &name})
 	if awscloud.IsNotFound(err) {
 		return nil, nil
 	}
@@ -252,8 +252,8 @@ func describeCluster(ctx context.Context, api awscloud.EKS, name string) (*eksty
 	return out.Cluster, nil
 }
 
-func describeNodegroup(ctx context.Context, api awscloud.EKS, cluster string) (*ekstypes.Nodegroup, error) {
-	out, err := api.DescribeNodegroup(ctx, &eks.DescribeNodegroupInput{ClusterName: &cluster, NodegroupName: sdkaws.String(NodeGroupName)})
+func describeNodegroup(ctx context.Context, svc awscloud.EKS, cluster string) (*ekstypes.Nodegroup, error) {
+	out, err := svc.DescribeNodegroup(ctx, &eks.DescribeNodegroupInput{ClusterName: &cluster, NodegroupName: sdkaws.String(NodeGroupName)})
 	if awscloud.IsNotFound(err) {
 		return nil, nil
 	}
@@ -264,13 +264,13 @@ func describeNodegroup(ctx context.Context, api awscloud.EKS, cluster string) (*
 }
 
 // ensureRole finds or creates a role that service may assume, with the policies attached.
-func ensureRole(ctx context.Context, api awscloud.IAM, name, service string, policies []string, o awscloud.Owner) (string, error) {
-	got, err := api.GetRole(ctx, &iam.GetRoleInput{RoleName: &name})
+func ensureRole(ctx context.Context, svc awscloud.IAM, name, service string, policies []string, o awscloud.Owner) (string, error) {
+	got, err := svc.GetRole(ctx, &iam.GetRoleInput{RoleName: &name})
 	var role *iamtypes.Role
 	switch {
 	case awscloud.IsNotFound(err):
 		trust := fmt.Sprintf(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":%q},"Action":"sts:AssumeRole"}]}`, service)
-		out, err := api.CreateRole(ctx, &iam.CreateRoleInput{RoleName: &name, AssumeRolePolicyDocument: &trust, Tags: o.IAMTags(),
+		out, err := svc.CreateRole(ctx, &iam.CreateRoleInput{RoleName: &name, AssumeRolePolicyDocument: &trust, Tags: o.IAMTags(),
 			Description: sdkaws.String("QleetOS: " + o.Kind + " " + o.ID)})
 		if err != nil {
 			return "", awscloud.Outcome(fmt.Errorf("create IAM role %s: %w", name, awscloud.Classify(err)))
@@ -284,7 +284,7 @@ func ensureRole(ctx context.Context, api awscloud.IAM, name, service string, pol
 			return "", notOurs("IAM role " + name)
 		}
 	}
-	attached, err := attachedPolicies(ctx, api, name)
+	attached, err := attachedPolicies(ctx, svc, name)
 	if err != nil {
 		return "", err
 	}
@@ -292,15 +292,15 @@ func ensureRole(ctx context.Context, api awscloud.IAM, name, service string, pol
 		if slices.Contains(attached, p) {
 			continue
 		}
-		if _, err := api.AttachRolePolicy(ctx, &iam.AttachRolePolicyInput{RoleName: &name, PolicyArn: sdkaws.String(p)}); err != nil {
+		if _, err := svc.AttachRolePolicy(ctx, &iam.AttachRolePolicyInput{RoleName: &name, PolicyArn: sdkaws.String(p)}); err != nil {
 			return "", awscloud.Outcome(fmt.Errorf("attach %s to IAM role %s: %w", p, name, awscloud.Classify(err)))
 		}
 	}
 	return sdkaws.ToString(role.Arn), nil
 }
 
-func attachedPolicies(ctx context.Context, api awscloud.IAM, name string) ([]string, error) {
-	out, err := api.ListAttachedRolePolicies(ctx, &iam.ListAttachedRolePoliciesInput{RoleName: &name})
+func attachedPolicies(ctx context.Context, svc awscloud.IAM, name string) ([]string, error) {
+	out, err := svc.ListAttachedRolePolicies(ctx, &iam.ListAttachedRolePoliciesInput{RoleName: &name})
 	if err != nil {
 		return nil, awscloud.Outcome(fmt.Errorf("list the policies of IAM role %s: %w", name, awscloud.Classify(err)))
 	}
@@ -327,8 +327,8 @@ func ownerFilters(o awscloud.Owner) []ec2types.Filter {
 }
 
 // findVPC returns the VPC tagged with o, if any.
-func findVPC(ctx context.Context, api awscloud.EC2, o awscloud.Owner) (string, error) {
-	out, err := api.DescribeVpcs(ctx, &ec2.DescribeVpcsInput{Filters: ownerFilters(o)})
+func findVPC(ctx context.Context, svc awscloud.EC2, o awscloud.Owner) (string, error) {
+	out, err := svc.DescribeVpcs(ctx, &ec2.DescribeVpcsInput{Filters: ownerFilters(o)})
 	if err != nil {
 		return "", awscloud.Outcome(fmt.Errorf("find the VPC: %w", awscloud.Classify(err)))
 	}
@@ -338,12 +338,12 @@ func findVPC(ctx context.Context, api awscloud.EC2, o awscloud.Owner) (string, e
 	return sdkaws.ToString(out.Vpcs[0].VpcId), nil
 }
 
-func ensureVPC(ctx context.Context, api awscloud.EC2, o awscloud.Owner) (string, error) {
-	id, err := findVPC(ctx, api, o)
+func ensureVPC(ctx context.Context, svc awscloud.EC2, o awscloud.Owner) (string, error) {
+	id, err := findVPC(ctx, svc, o)
 	if err != nil || id != "" {
 		return id, err
 	}
-	out, err := api.CreateVpc(ctx, &ec2.CreateVpcInput{CidrBlock: sdkaws.String(vpcCIDR), TagSpecifications: ec2Tags(o, ec2types.ResourceTypeVpc, "qleet-"+o.ID)})
+	out, err := svc.CreateVpc(ctx, &ec2.CreateVpcInput{CidrBlock: sdkaws.String(vpcCIDR), TagSpecifications: ec2Tags(o, ec2types.ResourceTypeVpc, "qleet-"+o.ID)})
 	if err != nil {
 		return "", awscloud.Outcome(fmt.Errorf("create the VPC: %w", awscloud.Classify(err)))
 	}
@@ -351,8 +351,8 @@ func ensureVPC(ctx context.Context, api awscloud.EC2, o awscloud.Owner) (string,
 }
 
 // findSubnets returns the subnets tagged with o, by zone.
-func findSubnets(ctx context.Context, api awscloud.EC2, o awscloud.Owner) (map[string]string, error) {
-	out, err := api.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{Filters: ownerFilters(o)})
+func findSubnets(ctx context.Context, svc awscloud.EC2, o awscloud.Owner) (map[string]string, error) {
+	out, err := svc.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{Filters: ownerFilters(o)})
 	if err != nil {
 		return nil, awscloud.Outcome(fmt.Errorf("find the subnets: %w", awscloud.Classify(err)))
 	}
@@ -364,9 +364,9 @@ func findSubnets(ctx context.Context, api awscloud.EC2, o awscloud.Owner) (map[s
 }
 
 // ensureSubnets makes one subnet in each of two zones (the spec's, or the region's first two).
-func ensureSubnets(ctx context.Context, api awscloud.EC2, vpc string, zones []string, o awscloud.Owner) ([]string, error) {
+func ensureSubnets(ctx context.Context, svc awscloud.EC2, vpc string, zones []string, o awscloud.Owner) ([]string, error) {
 	if len(zones) < 2 {
-		out, err := api.DescribeAvailabilityZones(ctx, &ec2.DescribeAvailabilityZonesInput{})
+		out, err := svc.DescribeAvailabilityZones(ctx, &ec2.DescribeAvailabilityZonesInput{})
 		if err != nil {
 			return nil, awscloud.Outcome(fmt.Errorf("list the availability zones: %w", awscloud.Classify(err)))
 		}
@@ -380,7 +380,7 @@ func ensureSubnets(ctx context.Context, api awscloud.EC2, vpc string, zones []st
 		}
 		zones = zones[:2]
 	}
-	have, err := findSubnets(ctx, api, o)
+	have, err := findSubnets(ctx, svc, o)
 	if err != nil {
 		return nil, err
 	}
@@ -390,7 +390,7 @@ func ensureSubnets(ctx context.Context, api awscloud.EC2, vpc string, zones []st
 			ids = append(ids, id)
 			continue
 		}
-		out, err := api.CreateSubnet(ctx, &ec2.CreateSubnetInput{VpcId: &vpc, AvailabilityZone: sdkaws.String(z),
+		out, err := svc.CreateSubnet(ctx, &ec2.CreateSubnetInput{VpcId: &vpc, AvailabilityZone: sdkaws.String(z),
 			CidrBlock: sdkaws.String(fmt.Sprintf("10.0.%d.0/19", i*32)), TagSpecifications: ec2Tags(o, ec2types.ResourceTypeSubnet, "qleet-"+o.ID+"-"+z)})
 		if err != nil {
 			return nil, awscloud.Outcome(fmt.Errorf("create a subnet in %s: %w", z, awscloud.Classify(err)))
@@ -403,13 +403,13 @@ func ensureSubnets(ctx context.Context, api awscloud.EC2, vpc string, zones []st
 // Remove deletes what Ensure made, in reverse: the node group, the OpenID Connect provider, the cluster, the subnets, the VPC and
 // the roles. Each is looked up first, so that a deletion interrupted at any point resumes; what lacks
 // the runtime's tags is left alone. It returns a requeue delay while AWS is still deleting.
-func (e *EKS) Remove(ctx context.Context, rt *client.KubernetesRuntime) (time.Duration, error) {
+func (e *EKS) Remove(ctx context.Context, rt *api.KubernetesRuntime) (time.Duration, error) {
 	cls, _, err := e.Accounts.Clients(ctx, rt.Spec.CloudAccountID, rt.Spec.Region)
 	if err != nil {
 		return 0, err
 	}
 	if rt.Status.Cloud == nil {
-		rt.Status.Cloud = &client.CloudResources{}
+		rt.Status.Cloud = &api.CloudResources{}
 	}
 	o := owner(rt)
 	name := ClusterName(rt)
@@ -443,7 +443,7 @@ func (e *EKS) Remove(ctx context.Context, rt *client.KubernetesRuntime) (time.Du
 		step(rt, "eks: cluster %s: deleting", name)
 		return e.poll(), nil
 	} else if cluster != nil {
-		reconcile.Eventf(ctx, client.EventWarning, "LeftAlone", "EKS cluster %s has no QleetOS ownership tags for this runtime; it was left unchanged", name)
+		reconcile.Eventf(ctx, api.EventWarning, "LeftAlone", "EKS cluster %s has no QleetOS ownership tags for this runtime; it was left unchanged", name)
 	}
 
 	// A deletion that resumes after the cluster is gone may still find its provider.
@@ -482,8 +482,8 @@ func (e *EKS) Remove(ctx context.Context, rt *client.KubernetesRuntime) (time.Du
 	return 0, nil
 }
 
-func deleteRole(ctx context.Context, api awscloud.IAM, name string, o awscloud.Owner) error {
-	got, err := api.GetRole(ctx, &iam.GetRoleInput{RoleName: &name})
+func deleteRole(ctx context.Context, svc awscloud.IAM, name string, o awscloud.Owner) error {
+	got, err := svc.GetRole(ctx, &iam.GetRoleInput{RoleName: &name})
 	if awscloud.IsNotFound(err) {
 		return nil
 	}
@@ -491,19 +491,19 @@ func deleteRole(ctx context.Context, api awscloud.IAM, name string, o awscloud.O
 		return awscloud.Outcome(fmt.Errorf("get IAM role %s: %w", name, awscloud.Classify(err)))
 	}
 	if !o.Owns(awscloud.IAMTagMap(got.Role.Tags)) {
-		reconcile.Eventf(ctx, client.EventWarning, "LeftAlone", "IAM role %s has no QleetOS ownership tags for this runtime; it was left unchanged", name)
+		reconcile.Eventf(ctx, api.EventWarning, "LeftAlone", "IAM role %s has no QleetOS ownership tags for this runtime; it was left unchanged", name)
 		return nil
 	}
-	attached, err := attachedPolicies(ctx, api, name)
+	attached, err := attachedPolicies(ctx, svc, name)
 	if err != nil {
 		return err
 	}
 	for _, p := range attached {
-		if _, err := api.DetachRolePolicy(ctx, &iam.DetachRolePolicyInput{RoleName: &name, PolicyArn: sdkaws.String(p)}); err != nil && !awscloud.IsNotFound(err) {
+		if _, err := svc.DetachRolePolicy(ctx, &iam.DetachRolePolicyInput{RoleName: &name, PolicyArn: sdkaws.String(p)}); err != nil && !awscloud.IsNotFound(err) {
 			return awscloud.Outcome(fmt.Errorf("detach %s from IAM role %s: %w", p, name, awscloud.Classify(err)))
 		}
 	}
-	if _, err := api.DeleteRole(ctx, &iam.DeleteRoleInput{RoleName: &name}); err != nil && !awscloud.IsNotFound(err) {
+	if _, err := svc.DeleteRole(ctx, &iam.DeleteRoleInput{RoleName: &name}); err != nil && !awscloud.IsNotFound(err) {
 		return awscloud.Outcome(fmt.Errorf("delete IAM role %s: %w", name, awscloud.Classify(err)))
 	}
 	return nil
@@ -512,7 +512,7 @@ func deleteRole(ctx context.Context, api awscloud.IAM, name string, o awscloud.O
 // RESTConfig connects to an eks runtime's cluster: its endpoint and certificate authority from
 // DescribeCluster, and EKS tokens made with the cloud account's credentials, refreshed before they
 // expire. It is kube.ConnectorConfig's source for provider eks.
-func (e *EKS) RESTConfig(ctx context.Context, rt *client.KubernetesRuntime) (*rest.Config, error) {
+func (e *EKS) RESTConfig(ctx context.Context, rt *api.KubernetesRuntime) (*rest.Config, error) {
 	cls, _, err := e.Accounts.Clients(ctx, rt.Spec.CloudAccountID, rt.Spec.Region)
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/awscloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/cloud"
@@ -27,7 +28,7 @@ type eksSetup struct {
 	admin   *client.Client
 	ctrl    *client.Client
 	eks     *cluster.EKS
-	account *client.CloudAccount
+	account *api.CloudAccount
 }
 
 func setupEKS(t *testing.T) *eksSetup {
@@ -38,39 +39,39 @@ func setupEKS(t *testing.T) *eksSetup {
 	t.Cleanup(func() { _ = sim.Stop(context.Background()) })
 	acct, err := sim.AddAccount("")
 	require.NoError(t, err)
-	api := apitest.Start(t)
-	s := &eksSetup{sim: sim, acct: acct, admin: api.Client(t, server.RoleAdmin), ctrl: api.Client(t, server.RoleController)}
-	ca, err := s.admin.CloudAccounts().Create(ctx, &client.CloudAccount{Meta: client.Meta{Name: "aws"}, Spec: client.CloudAccountSpec{
-		Provider: client.CloudAWS, Region: "us-east-1", AccessKeyID: acct.AccessKeyID, SecretAccessKey: acct.SecretAccessKey, Endpoint: sim.URL()}})
+	svc := apitest.Start(t)
+	s := &eksSetup{sim: sim, acct: acct, admin: svc.Client(t, server.RoleAdmin), ctrl: svc.Client(t, server.RoleController)}
+	ca, err := s.admin.CloudAccounts().Create(ctx, &api.CloudAccount{Meta: api.Meta{Name: "aws"}, Spec: api.CloudAccountSpec{
+		Provider: api.CloudAWS, Region: "us-east-1", AccessKeyID: acct.AccessKeyID, SecretAccessKey: acct.SecretAccessKey, Endpoint: sim.URL()}})
 	require.NoError(t, err)
 	s.account = s.reconcileAccount(t, ca.ID)
-	require.Equal(t, client.PhaseReady, s.account.Status.Phase, s.account.Status.Message)
+	require.Equal(t, api.PhaseReady, s.account.Status.Phase, s.account.Status.Message)
 	s.eks = &cluster.EKS{Accounts: &awscloud.Accounts{Client: s.ctrl}, Poll: 50 * time.Millisecond}
 	return s
 }
 
 // reconcileAccount runs the account's reconcile once and writes its status as the runtime would.
-func (s *eksSetup) reconcileAccount(t *testing.T, id string) *client.CloudAccount {
+func (s *eksSetup) reconcileAccount(t *testing.T, id string) *api.CloudAccount {
 	t.Helper()
 	ctx := context.Background()
 	ca, err := s.ctrl.CloudAccounts().Get(ctx, id)
 	require.NoError(t, err)
 	_, err = (&cloud.AccountReconciler{Accounts: &awscloud.Accounts{Client: s.ctrl}}).Reconcile(ctx, ca)
 	ca.Status.ObservedGeneration = ca.Generation
-	ca.Status.Phase = client.PhaseReady
+	ca.Status.Phase = api.PhaseReady
 	if err != nil {
-		ca.Status.Phase, ca.Status.Message = client.PhaseFailed, err.Error()
+		ca.Status.Phase, ca.Status.Message = api.PhaseFailed, err.Error()
 	}
 	out, uerr := s.ctrl.CloudAccounts().UpdateStatus(ctx, id, ca.ResourceVersion, ca.Status)
 	require.NoError(t, uerr)
 	return out
 }
 
-func (s *eksSetup) runtime(t *testing.T, name string) *client.KubernetesRuntime {
+func (s *eksSetup) runtime(t *testing.T, name string) *api.KubernetesRuntime {
 	t.Helper()
 	ctx := context.Background()
-	rt, err := s.admin.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: name}, Spec: client.KubernetesRuntimeSpec{
-		Provider: client.ProviderEKS, Region: "us-east-1", CloudAccountID: s.account.ID, MinNodes: 1, MaxNodes: 3}})
+	rt, err := s.admin.KubernetesRuntimes().Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: name}, Spec: api.KubernetesRuntimeSpec{
+		Provider: api.ProviderEKS, Region: "us-east-1", CloudAccountID: s.account.ID, MinNodes: 1, MaxNodes: 3}})
 	require.NoError(t, err)
 	rt, err = s.ctrl.KubernetesRuntimes().Get(ctx, rt.ID)
 	require.NoError(t, err)
@@ -78,7 +79,7 @@ func (s *eksSetup) runtime(t *testing.T, name string) *client.KubernetesRuntime 
 }
 
 // converge calls f (Ensure or Remove) as the reconcile runtime would, until it has nothing left to wait for.
-func converge(t *testing.T, f func(context.Context, *client.KubernetesRuntime) (time.Duration, error), rt *client.KubernetesRuntime) {
+func converge(t *testing.T, f func(context.Context, *api.KubernetesRuntime) (time.Duration, error), rt *api.KubernetesRuntime) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		after, err := f(context.Background(), rt)
@@ -133,7 +134,7 @@ func TestEKSRuntimeProvisioning(t *testing.T) {
 		res := s.sim.Resources()
 		for _, r := range res {
 			require.Equal(t, rt.ID, r.Tags["qleet.io/owner-id"], "%s %s carries the runtime's ownership", r.Type, r.ID)
-			require.Equal(t, client.KindKubernetesRuntime, r.Tags["qleet.io/owner-kind"])
+			require.Equal(t, api.KindKubernetesRuntime, r.Tags["qleet.io/owner-kind"])
 		}
 		var types []string
 		for _, r := range res {
@@ -263,10 +264,10 @@ func TestEKSTokenIsRenewed(t *testing.T) {
 	t.Cleanup(func() { _ = sim.Stop(context.Background()) })
 	acct, err := sim.AddAccount("")
 	require.NoError(t, err)
-	api := apitest.Start(t)
-	s := &eksSetup{sim: sim, acct: acct, admin: api.Client(t, server.RoleAdmin), ctrl: api.Client(t, server.RoleController)}
-	ca, err := s.admin.CloudAccounts().Create(ctx, &client.CloudAccount{Meta: client.Meta{Name: "aws"}, Spec: client.CloudAccountSpec{
-		Provider: client.CloudAWS, Region: "us-east-1", AccessKeyID: acct.AccessKeyID, SecretAccessKey: acct.SecretAccessKey, Endpoint: sim.URL()}})
+	svc := apitest.Start(t)
+	s := &eksSetup{sim: sim, acct: acct, admin: svc.Client(t, server.RoleAdmin), ctrl: svc.Client(t, server.RoleController)}
+	ca, err := s.admin.CloudAccounts().Create(ctx, &api.CloudAccount{Meta: api.Meta{Name: "aws"}, Spec: api.CloudAccountSpec{
+		Provider: api.CloudAWS, Region: "us-east-1", AccessKeyID: acct.AccessKeyID, SecretAccessKey: acct.SecretAccessKey, Endpoint: sim.URL()}})
 	require.NoError(t, err)
 	s.account = s.reconcileAccount(t, ca.ID)
 	s.eks = &cluster.EKS{Accounts: &awscloud.Accounts{Client: s.ctrl}, Poll: 50 * time.Millisecond}

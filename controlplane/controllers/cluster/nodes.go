@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 )
@@ -37,7 +37,7 @@ type nodeScaler struct {
 // max_nodes), and removes nodes it added once they have run no pods (but DaemonSets') for delay, down
 // to min_nodes. Nodes that kubesim made, or anyone else, are never removed. It returns whether it
 // changed the node count.
-func (s *nodeScaler) scale(ctx context.Context, cl *kube.Cluster, rt *client.KubernetesRuntime, nodes []corev1.Node, delay time.Duration) (bool, error) {
+func (s *nodeScaler) scale(ctx context.Context, cl *kube.Cluster, rt *api.KubernetesRuntime, nodes []corev1.Node, delay time.Duration) (bool, error) {
 	pods, err := cl.Clientset.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return false, fmt.Errorf("list pods: %w", err)
@@ -61,7 +61,7 @@ func (s *nodeScaler) scale(ctx context.Context, cl *kube.Cluster, rt *client.Kub
 			}
 		}
 		rt.Status.NodesAdded += add
-		reconcile.Eventf(ctx, client.EventNormal, ReasonNodesAdded, "added %d node(s) for %d unschedulable pod(s) (%s): %d of at most %d",
+		reconcile.Eventf(ctx, api.EventNormal, ReasonNodesAdded, "added %d node(s) for %d unschedulable pod(s) (%s): %d of at most %d",
 			add, len(pending), pending[0].Namespace+"/"+pending[0].Name, len(nodes)+add, rt.Spec.MaxNodes)
 		return true, nil
 	}
@@ -92,7 +92,7 @@ func (s *nodeScaler) scale(ctx context.Context, cl *kube.Cluster, rt *client.Kub
 		return false, nil
 	}
 	rt.Status.NodesRemoved += len(removed)
-	reconcile.Eventf(ctx, client.EventNormal, ReasonNodesRemoved, "removed %d idle node(s) (%s), idle for %s: %d left, at least %d",
+	reconcile.Eventf(ctx, api.EventNormal, ReasonNodesRemoved, "removed %d idle node(s) (%s), idle for %s: %d left, at least %d",
 		len(removed), strings.Join(removed, ", "), delay, count, rt.Spec.MinNodes)
 	return true, nil
 }
@@ -141,7 +141,7 @@ func ownedByDaemonSet(p *corev1.Pod) bool {
 }
 
 // addNode registers a simulated node shaped like template (kwok makes it Ready).
-func (s *nodeScaler) addNode(ctx context.Context, cl *kube.Cluster, rt *client.KubernetesRuntime, template *corev1.Node, index int) error {
+func (s *nodeScaler) addNode(ctx context.Context, cl *kube.Cluster, rt *api.KubernetesRuntime, template *corev1.Node, index int) error {
 	labels := map[string]string{}
 	for k, v := range template.Labels {
 		if strings.HasPrefix(k, "kubesim.") {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 )
@@ -17,9 +18,9 @@ type ProfileReconciler struct {
 }
 
 // Reconcile counts the profile's runtimes.
-func (r *ProfileReconciler) Reconcile(ctx context.Context, p *client.RuntimeProfile) (reconcile.Result, error) {
+func (r *ProfileReconciler) Reconcile(ctx context.Context, p *api.RuntimeProfile) (reconcile.Result, error) {
 	n := 0
-	for _, err := range r.Client.KubernetesRuntimes().All(ctx, client.ListOptions{LabelSelector: client.LabelProfile + "=" + p.Name}) {
+	for _, err := range r.Client.KubernetesRuntimes().All(ctx, client.ListOptions{LabelSelector: api.LabelProfile + "=" + p.Name}) {
 		if err != nil {
 			return reconcile.Result{}, fmt.Errorf("list runtimes provisioned from the profile: %w", err)
 		}

@@ -12,14 +12,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/cluster"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
 	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
 )
 
 // connected returns the runtime's Connected condition, or nil.
-func connected(rt *client.KubernetesRuntime) *client.Condition {
+func connected(rt *api.KubernetesRuntime) *api.Condition {
 	for i := range rt.Status.Conditions {
 		if rt.Status.Conditions[i].Type == cluster.ConditionConnected {
 			return &rt.Status.Conditions[i]
@@ -65,12 +65,12 @@ func TestHungClusterIsReportedWithinSeconds(t *testing.T) {
 	_, cl := cptest.Start(t, cptest.Config())
 	ctx := context.Background()
 	rts := cl.KubernetesRuntimes()
-	rt, err := rts.Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "paused"},
-		Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderKubeconfig, Kubeconfig: cptest.Kubeconfig(t, cluster.Kubeconfig)}})
+	rt, err := rts.Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: "paused"},
+		Spec: api.KubernetesRuntimeSpec{Provider: api.ProviderKubeconfig, Kubeconfig: cptest.Kubeconfig(t, cluster.Kubeconfig)}})
 	require.NoError(t, err)
 	rt, err = rts.WaitReconciled(cptest.Wait(t, time.Minute), rt.ID)
 	require.NoError(t, err)
-	require.Equal(t, client.ConditionTrue, connected(rt).Status)
+	require.Equal(t, api.ConditionTrue, connected(rt).Status)
 
 	apiserver := apiserverPID(t, cluster.PID)
 	t.Cleanup(func() { _ = syscall.Kill(apiserver, syscall.SIGCONT) }) // never leave it stopped
@@ -78,12 +78,12 @@ func TestHungClusterIsReportedWithinSeconds(t *testing.T) {
 	stopped := time.Now()
 
 	t.Run("Connected turns False within seconds, saying the API server does not answer", func(t *testing.T) {
-		var c *client.Condition
+		var c *api.Condition
 		require.Eventually(t, func() bool {
 			got, err := rts.Get(ctx, rt.ID)
 			require.NoError(t, err)
 			c = connected(got)
-			return c != nil && c.Status == client.ConditionFalse
+			return c != nil && c.Status == api.ConditionFalse
 		}, 20*time.Second, 100*time.Millisecond, "Connected still True 20s into the outage (probe every 5s, 3s each)")
 		t.Logf("Connected=False %s after SIGSTOP: %s", time.Since(stopped).Round(100*time.Millisecond), c.Message)
 		require.Equal(t, "APIServerUnreachable", c.Reason)
@@ -97,12 +97,12 @@ func TestHungClusterIsReportedWithinSeconds(t *testing.T) {
 	resumed := time.Now()
 
 	t.Run("Connected turns True again within seconds of the server answering", func(t *testing.T) {
-		var c *client.Condition
+		var c *api.Condition
 		require.Eventually(t, func() bool {
 			got, err := rts.Get(ctx, rt.ID)
 			require.NoError(t, err)
 			c = connected(got)
-			return c != nil && c.Status == client.ConditionTrue && got.Status.Phase == client.PhaseReady
+			return c != nil && c.Status == api.ConditionTrue && got.Status.Phase == api.PhaseReady
 		}, 30*time.Second, 100*time.Millisecond, "not Connected 30s after SIGCONT")
 		t.Logf("Connected=True %s after SIGCONT", time.Since(resumed).Round(100*time.Millisecond))
 	})

@@ -10,9 +10,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/render"
 )
 
 // ReasonReclaimed is the event reason of a runtime removed because nothing was placed on it for its
@@ -28,11 +30,11 @@ const ConditionHoldsData = "HoldsData"
 // holds data.
 const ReasonReclaimHeld = "ReclaimHeld"
 
-// Namespace prefixes of data services (client.DatabaseNamespace, client.BucketNamespace): the namespace
+// Namespace prefixes of data services (render.DatabaseNamespace, render.BucketNamespace): the namespace
 // says the kind and the name.
 var dataNamespaces = []struct{ prefix, kind string }{
-	{client.DatabaseNamespace(""), client.KindDatabase},
-	{client.BucketNamespace(""), client.KindBucket},
+	{render.DatabaseNamespace(""), api.KindDatabase},
+	{render.BucketNamespace(""), api.KindBucket},
 }
 
 // usage counts the instances placed on the runtime and, for a runtime provisioned from a profile with
@@ -41,7 +43,7 @@ var dataNamespaces = []struct{ prefix, kind string }{
 // again every recheck, so that its failure, or the data's release, is seen soon. It never deletes a
 // runtime while anything is placed there (the API refuses, too: placements reference their runtime),
 // nor one that holds data, nor one a user declared. It returns how soon to look again.
-func (r *Reconciler) usage(ctx context.Context, rt *client.KubernetesRuntime) (time.Duration, error) {
+func (r *Reconciler) usage(ctx context.Context, rt *api.KubernetesRuntime) (time.Duration, error) {
 	n := 0
 	for _, err := range r.Client.WorkloadInstances().All(ctx, client.ListOptions{References: rt.ID}) {
 		if err != nil {
@@ -54,7 +56,7 @@ func (r *Reconciler) usage(ctx context.Context, rt *client.KubernetesRuntime) (t
 	if err != nil {
 		return 0, err
 	}
-	var held []client.RuntimeData
+	var held []api.RuntimeData
 	if after > 0 {
 		// Only a runtime that may be reclaimed looks: the data keeps it, and the runtime's status says
 		// so. A reclaim that could not look does not happen.
@@ -86,21 +88,21 @@ func (r *Reconciler) usage(ctx context.Context, rt *client.KubernetesRuntime) (t
 		return min(after-idle, r.recheck()), nil
 	}
 	err = r.Client.KubernetesRuntimes().Delete(ctx, rt.ID, client.DeleteOptions{})
-	if client.IsConflict(err) {
+	if api.IsConflict(err) {
 		return r.recheck(), nil // something was placed on it meanwhile
 	}
 	if err != nil {
 		return 0, fmt.Errorf("reclaim: %w", err)
 	}
-	reconcile.Eventf(ctx, client.EventNormal, ReasonReclaimed, "deleted: nothing has been placed on it since %s, longer than its runtime_profile's reclaim_after (%s)",
+	reconcile.Eventf(ctx, api.EventNormal, ReasonReclaimed, "deleted: nothing has been placed on it since %s, longer than its runtime_profile's reclaim_after (%s)",
 		rt.Status.IdleSince.Format(time.RFC3339), after)
 	return 0, nil
 }
 
 // heldData lists the databases' and buckets' data in the runtime's cluster: the namespaces of those
-// that run there (QleetOS's ownership labels) and of those deleted with retain (client.LabelRetained,
+// that run there (QleetOS's ownership labels) and of those deleted with retain (api.LabelRetained,
 // without ownership labels), each with its volume claims. Two list calls.
-func (r *Reconciler) heldData(ctx context.Context, rt *client.KubernetesRuntime) ([]client.RuntimeData, error) {
+func (r *Reconciler) heldData(ctx context.Context, rt *api.KubernetesRuntime) ([]api.RuntimeData, error) {
 	cl, err := r.Connector.Connect(ctx, rt)
 	if err != nil {
 		return nil, err
@@ -109,7 +111,7 @@ func (r *Reconciler) heldData(ctx context.Context, rt *client.KubernetesRuntime)
 	if err != nil {
 		return nil, fmt.Errorf("list namespaces: %w", err)
 	}
-	var out []client.RuntimeData
+	var out []api.RuntimeData
 	for _, ns := range nss.Items {
 		d, ok := dataIn(&ns)
 		if ok {
@@ -132,32 +134,32 @@ func (r *Reconciler) heldData(ctx context.Context, rt *client.KubernetesRuntime)
 			out[i].Volumes = append(out[i].Volumes, fmt.Sprintf("%s (%s)", p.Name, size.String()))
 		}
 	}
-	slices.SortFunc(out, func(a, b client.RuntimeData) int { return strings.Compare(a.Namespace, b.Namespace) })
+	slices.SortFunc(out, func(a, b api.RuntimeData) int { return strings.Compare(a.Namespace, b.Namespace) })
 	return out, nil
 }
 
 // dataIn reports whether a namespace holds a database's or a bucket's data, and whose.
-func dataIn(ns *corev1.Namespace) (client.RuntimeData, bool) {
+func dataIn(ns *corev1.Namespace) (api.RuntimeData, bool) {
 	for _, dn := range dataNamespaces {
 		name, ok := strings.CutPrefix(ns.Name, dn.prefix)
 		if !ok || name == "" {
 			continue
 		}
-		d := client.RuntimeData{Kind: dn.kind, Name: name, Namespace: ns.Name}
+		d := api.RuntimeData{Kind: dn.kind, Name: name, Namespace: ns.Name}
 		switch {
 		case ns.Labels[kube.LabelInstanceID] != "" && ns.Labels[kube.LabelManagedBy] == kube.ManagedByValue:
 			return d, true // it runs here
-		case ns.Labels[client.LabelRetained] != "":
-			d.Name, d.Retained = ns.Labels[client.LabelRetained], true
+		case ns.Labels[api.LabelRetained] != "":
+			d.Name, d.Retained = ns.Labels[api.LabelRetained], true
 			return d, true
 		}
 	}
-	return client.RuntimeData{}, false
+	return api.RuntimeData{}, false
 }
 
 // holding records the data the runtime holds in its status and its HoldsData condition (removed when it
 // holds none), and records an event when that data first keeps it.
-func holding(ctx context.Context, rt *client.KubernetesRuntime, held []client.RuntimeData) {
+func holding(ctx context.Context, rt *api.KubernetesRuntime, held []api.RuntimeData) {
 	rt.Status.Data = held
 	if len(held) == 0 {
 		rt.Status.RemoveCondition(ConditionHoldsData)
@@ -166,18 +168,18 @@ func holding(ctx context.Context, rt *client.KubernetesRuntime, held []client.Ru
 	msg := holdsMessage(held)
 	was := false
 	for _, c := range rt.Status.Conditions {
-		if c.Type == ConditionHoldsData && c.Status == client.ConditionTrue {
+		if c.Type == ConditionHoldsData && c.Status == api.ConditionTrue {
 			was = c.Message == msg
 		}
 	}
-	rt.Status.SetCondition(client.Condition{Type: ConditionHoldsData, Status: client.ConditionTrue, Reason: ReasonReclaimHeld, Message: msg})
+	rt.Status.SetCondition(api.Condition{Type: ConditionHoldsData, Status: api.ConditionTrue, Reason: ReasonReclaimHeld, Message: msg})
 	if !was {
-		reconcile.Eventf(ctx, client.EventNormal, ReasonReclaimHeld, "%s", msg)
+		reconcile.Eventf(ctx, api.EventNormal, ReasonReclaimHeld, "%s", msg)
 	}
 }
 
 // holdsMessage says what data the runtime holds and how to release each.
-func holdsMessage(held []client.RuntimeData) string {
+func holdsMessage(held []api.RuntimeData) string {
 	parts := make([]string, 0, len(held))
 	for _, d := range held {
 		vols := "no volume"
@@ -199,13 +201,13 @@ func holdsMessage(held []client.RuntimeData) string {
 
 // reclaimAfter is the reclaim_after of the profile that owns the runtime; zero when none does, or when
 // the profile never reclaims.
-func (r *Reconciler) reclaimAfter(ctx context.Context, rt *client.KubernetesRuntime) (time.Duration, error) {
+func (r *Reconciler) reclaimAfter(ctx context.Context, rt *api.KubernetesRuntime) (time.Duration, error) {
 	for _, o := range rt.Owners {
-		if o.Kind != client.KindRuntimeProfile {
+		if o.Kind != api.KindRuntimeProfile {
 			continue
 		}
 		p, err := r.Client.RuntimeProfiles().Get(ctx, o.ID)
-		if client.IsNotFound(err) {
+		if api.IsNotFound(err) {
 			return 0, nil // the profile is gone: garbage collection takes the runtime
 		}
 		if err != nil {

@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 )
 
@@ -18,16 +18,16 @@ func TestDataIn(t *testing.T) {
 		name   string
 		ns     string
 		labels map[string]string
-		want   *client.RuntimeData
+		want   *api.RuntimeData
 	}{
 		{"a database that runs here", "qleet-db-orders", owned,
-			&client.RuntimeData{Kind: client.KindDatabase, Name: "orders", Namespace: "qleet-db-orders"}},
+			&api.RuntimeData{Kind: api.KindDatabase, Name: "orders", Namespace: "qleet-db-orders"}},
 		{"a bucket that runs here", "qleet-bucket-files", owned,
-			&client.RuntimeData{Kind: client.KindBucket, Name: "files", Namespace: "qleet-bucket-files"}},
-		{"a database deleted with retain", "qleet-db-orders", map[string]string{client.LabelRetained: "orders"},
-			&client.RuntimeData{Kind: client.KindDatabase, Name: "orders", Namespace: "qleet-db-orders", Retained: true}},
-		{"a retained database taken back runs here", "qleet-db-orders", map[string]string{client.LabelRetained: "orders", kube.LabelManagedBy: kube.ManagedByValue, kube.LabelInstanceID: "db-2"},
-			&client.RuntimeData{Kind: client.KindDatabase, Name: "orders", Namespace: "qleet-db-orders"}},
+			&api.RuntimeData{Kind: api.KindBucket, Name: "files", Namespace: "qleet-bucket-files"}},
+		{"a database deleted with retain", "qleet-db-orders", map[string]string{api.LabelRetained: "orders"},
+			&api.RuntimeData{Kind: api.KindDatabase, Name: "orders", Namespace: "qleet-db-orders", Retained: true}},
+		{"a retained database taken back runs here", "qleet-db-orders", map[string]string{api.LabelRetained: "orders", kube.LabelManagedBy: kube.ManagedByValue, kube.LabelInstanceID: "db-2"},
+			&api.RuntimeData{Kind: api.KindDatabase, Name: "orders", Namespace: "qleet-db-orders"}},
 		{"a namespace of that name QleetOS did not make is not QleetOS's data", "qleet-db-orders", map[string]string{"team": "x"}, nil},
 		{"an app's namespace holds no data service", "web", owned, nil},
 	}
@@ -47,9 +47,9 @@ func TestDataIn(t *testing.T) {
 
 func TestHoldsMessageSaysHowToRelease(t *testing.T) {
 	t.Parallel()
-	msg := holdsMessage([]client.RuntimeData{
-		{Kind: client.KindDatabase, Name: "orders", Namespace: "qleet-db-orders", Retained: true, Volumes: []string{"data-db-0 (1Gi)"}},
-		{Kind: client.KindBucket, Name: "files", Namespace: "qleet-bucket-files", Volumes: []string{"data-db-0 (5Gi)"}},
+	msg := holdsMessage([]api.RuntimeData{
+		{Kind: api.KindDatabase, Name: "orders", Namespace: "qleet-db-orders", Retained: true, Volumes: []string{"data-db-0 (1Gi)"}},
+		{Kind: api.KindBucket, Name: "files", Namespace: "qleet-bucket-files", Volumes: []string{"data-db-0 (5Gi)"}},
 	})
 	require.Contains(t, msg, "not reclaimed")
 	require.Contains(t, msg, `database "orders" deleted with retain keeps its volume data-db-0 (1Gi) and credentials in namespace qleet-db-orders`)

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/version"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kubesim"
@@ -46,9 +47,9 @@ type Reconciler struct {
 }
 
 // Reconcile connects to the runtime's cluster and reports what it finds.
-func (r *Reconciler) Reconcile(ctx context.Context, rt *client.KubernetesRuntime) (reconcile.Result, error) {
-	wasReady := rt.Status.Phase == client.PhaseReady && rt.Status.ObservedGeneration == rt.Generation
-	if rt.Spec.Provider == client.ProviderLocal {
+func (r *Reconciler) Reconcile(ctx context.Context, rt *api.KubernetesRuntime) (reconcile.Result, error) {
+	wasReady := rt.Status.Phase == api.PhaseReady && rt.Status.ObservedGeneration == rt.Generation
+	if rt.Spec.Provider == api.ProviderLocal {
 		if r.Local == nil {
 			return reconcile.Result{}, reconcile.Terminal(errors.New("local runtimes need the all-in-one `qleet server` (this controller has no local data dir)"))
 		}
@@ -57,7 +58,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, rt *client.KubernetesRuntime
 			return reconcile.Result{}, fmt.Errorf("start local cluster: %w", err)
 		}
 	}
-	if rt.Spec.Provider == client.ProviderEKS {
+	if rt.Spec.Provider == api.ProviderEKS {
 		if r.EKS == nil {
 			return reconcile.Result{}, reconcile.Terminal(errors.New("eks runtimes are not served by this controller (no AWS support configured)"))
 		}
@@ -83,17 +84,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, rt *client.KubernetesRuntime
 			r.Connector.Forget(rt.ID) // the next attempt connects afresh (new credentials, say)
 		}
 		// A transient failure keeps the connection: its prober says when the cluster answers again.
-		if !kube.Transient(err) && !wasReady && rt.Spec.Provider != client.ProviderLocal {
+		if !kube.Transient(err) && !wasReady && rt.Spec.Provider != api.ProviderLocal {
 			return reconcile.Result{}, reconcile.Terminal(fmt.Errorf("the Kubernetes API at %s refuses this runtime: %w", cl.Config.Host, err))
 		}
 		// Unreachable: retry with backoff, keep what was last observed, and say since when.
 		since := time.Now().UTC()
 		for _, c := range rt.Status.Conditions {
-			if c.Type == ConditionConnected && c.Status == client.ConditionFalse && !c.LastTransitionTime.IsZero() {
+			if c.Type == ConditionConnected && c.Status == api.ConditionFalse && !c.LastTransitionTime.IsZero() {
 				since = c.LastTransitionTime
 			}
 		}
-		rt.Status.SetCondition(client.Condition{Type: ConditionConnected, Status: client.ConditionFalse, Reason: "APIServerUnreachable",
+		rt.Status.SetCondition(api.Condition{Type: ConditionConnected, Status: api.ConditionFalse, Reason: "APIServerUnreachable",
 			Message:            fmt.Sprintf("unreachable since %s: %v", since.Format(time.RFC3339), err),
 			LastTransitionTime: since})
 		return reconcile.Result{}, fmt.Errorf("cannot reach the Kubernetes API at %s (unreachable since %s): %w", cl.Config.Host, since.Format(time.RFC3339), err)
@@ -119,14 +120,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, rt *client.KubernetesRuntime
 	if rt.Status.Region == "" {
 		rt.Status.Region = rt.Spec.Region
 	}
-	rt.Status.SetCondition(client.Condition{Type: ConditionConnected, Status: client.ConditionTrue, Reason: "APIServerReachable",
+	rt.Status.SetCondition(api.Condition{Type: ConditionConnected, Status: api.ConditionTrue, Reason: "APIServerReachable",
 		Message: fmt.Sprintf("Kubernetes %s at %s", ver.GitVersion, cl.Config.Host)})
 	if rt.Status.NodesReady == 0 {
 		rt.Status.Message = fmt.Sprintf("no Ready nodes (%d total)", rt.Status.NodesTotal)
 		return reconcile.Result{RequeueAfter: 2 * time.Second}, nil
 	}
 	var recheck time.Duration
-	if rt.Spec.MaxNodes > 0 && rt.Spec.Provider == client.ProviderLocal {
+	if rt.Spec.MaxNodes > 0 && rt.Spec.Provider == api.ProviderLocal {
 		changed, err := r.nodes.scale(ctx, cl, rt, nodes.Items, cmp.Or(r.ScaleDownDelay, 2*time.Minute))
 		if err != nil {
 			return reconcile.Result{}, fmt.Errorf("node autoscaling: %w", err)
@@ -150,14 +151,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, rt *client.KubernetesRuntime
 
 // Finalize stops and removes a local cluster, deletes what QleetOS made in AWS for an eks one (unless
 // the deletion orphans it); bring-your-own clusters are left untouched.
-func (r *Reconciler) Finalize(ctx context.Context, rt *client.KubernetesRuntime) (reconcile.Result, error) {
+func (r *Reconciler) Finalize(ctx context.Context, rt *api.KubernetesRuntime) (reconcile.Result, error) {
 	r.Connector.Forget(rt.ID)
-	if rt.Spec.Provider == client.ProviderEKS && r.EKS != nil && !rt.DeletionOrphan {
+	if rt.Spec.Provider == api.ProviderEKS && r.EKS != nil && !rt.DeletionOrphan {
 		if after, err := r.EKS.Remove(ctx, rt); err != nil || after > 0 {
 			return reconcile.Result{RequeueAfter: after}, err
 		}
 	}
-	if rt.Spec.Provider == client.ProviderLocal && r.Local != nil {
+	if rt.Spec.Provider == api.ProviderLocal && r.Local != nil {
 		if err := r.Local.Remove(ctx, rt.ID); err != nil {
 			return reconcile.Result{}, err
 		}
@@ -169,12 +170,12 @@ func (r *Reconciler) Finalize(ctx context.Context, rt *client.KubernetesRuntime)
 // stops answering its probe, or answers again, it asks for a reconcile of the runtime (through the API,
 // like every notification), which records it in the Connected condition within seconds, rather than at
 // the runtime's next recheck. Failover of the instances placed there counts from that condition.
-func ReportReachability(ctx context.Context, rts *client.Resource[client.KubernetesRuntimeSpec, client.KubernetesRuntimeStatus], id string, reachErr error) {
+func ReportReachability(ctx context.Context, rts *client.Resource[api.KubernetesRuntimeSpec, api.KubernetesRuntimeStatus], id string, reachErr error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	err := rts.RequestReconcile(ctx, id)
 	switch {
-	case err == nil || client.IsNotFound(err):
+	case err == nil || api.IsNotFound(err):
 	case ctx.Err() != nil || errors.Is(err, context.Canceled):
 		// Shutting down, or the request outlived its deadline: the recheck catches it, and nobody
 		// needs to read about it.
@@ -190,16 +191,16 @@ const ReasonLocalClusterExited = "LocalClusterExited"
 // ReportExit is kubesim.SupervisorConfig.OnExit for a control plane: it drops the connection to the dead cluster,
 // records a Warning event on the runtime, and asks for a reconcile (through the API, like every
 // notification), which starts the cluster again on its data.
-func ReportExit(ctx context.Context, rts *client.Resource[client.KubernetesRuntimeSpec, client.KubernetesRuntimeStatus], conn *kube.Connector, id string, exitErr error) {
+func ReportExit(ctx context.Context, rts *client.Resource[api.KubernetesRuntimeSpec, api.KubernetesRuntimeStatus], conn *kube.Connector, id string, exitErr error) {
 	conn.Forget(id)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	ev := client.Event{Type: client.EventWarning, Reason: ReasonLocalClusterExited, Source: "controller/" + client.KindKubernetesRuntime,
+	ev := api.Event{Type: api.EventWarning, Reason: ReasonLocalClusterExited, Source: "controller/" + api.KindKubernetesRuntime,
 		Message: fmt.Sprintf("the local cluster's process exited (%v); restarting it", exitErr)}
-	if err := rts.RecordEvent(ctx, id, ev); err != nil && !client.IsNotFound(err) {
+	if err := rts.RecordEvent(ctx, id, ev); err != nil && !api.IsNotFound(err) {
 		reconcile.Logger(ctx).Warn("record local cluster exit", "id", id, "err", err)
 	}
-	if err := rts.RequestReconcile(ctx, id); err != nil && !client.IsNotFound(err) {
+	if err := rts.RequestReconcile(ctx, id); err != nil && !api.IsNotFound(err) {
 		reconcile.Logger(ctx).Warn("requeue exited local cluster; resync will", "id", id, "err", err)
 	}
 }

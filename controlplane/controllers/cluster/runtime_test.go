@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/cluster"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
@@ -29,8 +30,8 @@ func TestKubeconfigRuntime(t *testing.T) {
 	rts := cl.KubernetesRuntimes()
 
 	t.Run("a reachable cluster goes Ready with its nodes counted", func(t *testing.T) {
-		rt, err := rts.Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "byo"},
-			Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderKubeconfig, Kubeconfig: good}})
+		rt, err := rts.Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: "byo"},
+			Spec: api.KubernetesRuntimeSpec{Provider: api.ProviderKubeconfig, Kubeconfig: good}})
 		require.NoError(t, err)
 		rt, err = rts.WaitReconciled(cptest.Wait(t, 30*time.Second), rt.ID)
 		require.NoError(t, err)
@@ -44,26 +45,26 @@ func TestKubeconfigRuntime(t *testing.T) {
 	t.Run("an unreachable address is retried, not Failed, and says since when; fixing the spec brings it back", func(t *testing.T) {
 		dead := strings.ReplaceAll(good, cluster.Endpoint, "https://127.0.0.1:1")
 		require.NotEqual(t, good, dead)
-		rt, err := rts.Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "dead"},
-			Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderKubeconfig, Kubeconfig: dead}})
+		rt, err := rts.Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: "dead"},
+			Spec: api.KubernetesRuntimeSpec{Provider: api.ProviderKubeconfig, Kubeconfig: dead}})
 		require.NoError(t, err)
-		var got *client.KubernetesRuntime
+		var got *api.KubernetesRuntime
 		require.Eventually(t, func() bool {
 			got, err = rts.Get(ctx, rt.ID)
 			require.NoError(t, err)
 			return got.Status.ObservedGeneration == got.Generation && got.Status.Message != ""
 		}, 30*time.Second, 100*time.Millisecond)
-		require.Equal(t, client.PhaseReconciling, got.Status.Phase, "connection refused is transient: %s", got.Status.Message)
+		require.Equal(t, api.PhaseReconciling, got.Status.Phase, "connection refused is transient: %s", got.Status.Message)
 		require.Contains(t, got.Status.Message, "127.0.0.1:1")
 		require.Contains(t, got.Status.Message, "unreachable since")
-		var connected *client.Condition
+		var connected *api.Condition
 		for i := range got.Status.Conditions {
 			if got.Status.Conditions[i].Type == "Connected" {
 				connected = &got.Status.Conditions[i]
 			}
 		}
 		require.NotNil(t, connected, "%+v", got.Status.Conditions)
-		require.Equal(t, client.ConditionFalse, connected.Status)
+		require.Equal(t, api.ConditionFalse, connected.Status)
 		require.Equal(t, "APIServerUnreachable", connected.Reason)
 		require.False(t, connected.LastTransitionTime.IsZero())
 
@@ -84,8 +85,8 @@ func TestKubeconfigRuntime(t *testing.T) {
 		}
 		bad, err := clientcmd.Write(*cfg)
 		require.NoError(t, err)
-		rt, err := rts.Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "refused"},
-			Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderKubeconfig, Kubeconfig: string(bad)}})
+		rt, err := rts.Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: "refused"},
+			Spec: api.KubernetesRuntimeSpec{Provider: api.ProviderKubeconfig, Kubeconfig: string(bad)}})
 		require.NoError(t, err)
 		failed, err := rts.WaitReconciled(cptest.Wait(t, 30*time.Second), rt.ID)
 		require.True(t, client.IsFailed(err), "want Failed, got %v", err)
@@ -95,15 +96,15 @@ func TestKubeconfigRuntime(t *testing.T) {
 	t.Run("a runtime with instances cannot be deleted without cascade", func(t *testing.T) {
 		rt, err := rts.GetByName(ctx, "byo")
 		require.NoError(t, err)
-		def, err := cl.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "web"},
-			Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "web", Image: "nginx:1.27"}}}})
+		def, err := cl.WorkloadDefinitions().Create(ctx, &api.WorkloadDefinition{Meta: api.Meta{Name: "web"},
+			Spec: api.WorkloadDefinitionSpec{Containers: []api.Container{{Name: "web", Image: "nginx:1.27"}}}})
 		require.NoError(t, err)
-		inst, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "web-eu"},
-			Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
+		inst, err := cl.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "web-eu"},
+			Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
 		require.NoError(t, err)
 		err = rts.Delete(ctx, rt.ID, client.DeleteOptions{})
-		require.True(t, client.IsConflict(err), "want 409, got %v", err)
-		var apiErr *client.Error
+		require.True(t, api.IsConflict(err), "want 409, got %v", err)
+		var apiErr *api.Error
 		require.ErrorAs(t, err, &apiErr)
 		require.Len(t, apiErr.Dependents, 1)
 		require.Equal(t, inst.ID, apiErr.Dependents[0].ID)
@@ -115,8 +116,8 @@ func TestLocalRuntimeStartsAndRemovesItsCluster(t *testing.T) {
 	t.Parallel()
 	a, cl := cptest.Start(t, cptest.Config())
 	ctx := context.Background()
-	rt, err := cl.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "local"},
-		Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderLocal, Region: "us-east", Nodes: 2}})
+	rt, err := cl.KubernetesRuntimes().Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: "local"},
+		Spec: api.KubernetesRuntimeSpec{Provider: api.ProviderLocal, Region: "us-east", Nodes: 2}})
 	require.NoError(t, err)
 	rt, err = cl.KubernetesRuntimes().WaitReconciled(cptest.Wait(t, 2*time.Minute), rt.ID)
 	require.NoError(t, err)
@@ -133,7 +134,7 @@ func TestLocalRuntimeStartsAndRemovesItsCluster(t *testing.T) {
 			evs, err := cl.KubernetesRuntimes().Events(ctx, rt.ID)
 			require.NoError(t, err)
 			for _, e := range evs {
-				if e.Reason == cluster.ReasonLocalClusterExited && e.Type == client.EventWarning {
+				if e.Reason == cluster.ReasonLocalClusterExited && e.Type == api.EventWarning {
 					return true
 				}
 			}
@@ -147,7 +148,7 @@ func TestLocalRuntimeStartsAndRemovesItsCluster(t *testing.T) {
 			}
 			got, err := cl.KubernetesRuntimes().Get(ctx, rt.ID)
 			require.NoError(t, err)
-			return got.Status.Phase == client.PhaseReady && got.Status.NodesReady == 2
+			return got.Status.Phase == api.PhaseReady && got.Status.NodesReady == 2
 		}, 2*time.Minute, 100*time.Millisecond, "the cluster is started again")
 		t.Logf("kubesim killed: event after %s, Ready again after %s", noticed.Round(time.Millisecond), time.Since(killed).Round(time.Millisecond))
 	})

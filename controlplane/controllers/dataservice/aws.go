@@ -24,7 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/awscloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
@@ -57,7 +57,7 @@ func CloudName(id, name, runtimeID string) string {
 }
 
 // run serves the data service on an eks runtime and reports it in rs.
-func (a *AWS) run(ctx context.Context, cl *kube.Cluster, id, name string, svc Service, rt *client.KubernetesRuntime, consumers []string, rs *client.DataRuntimeStatus) error {
+func (a *AWS) run(ctx context.Context, cl *kube.Cluster, id, name string, svc Service, rt *api.KubernetesRuntime, consumers []string, rs *api.DataRuntimeStatus) error {
 	cls, ca, err := a.Accounts.Clients(ctx, rt.Spec.CloudAccountID, rt.Spec.Region)
 	if err != nil {
 		return err
@@ -84,7 +84,7 @@ func (a *AWS) run(ctx context.Context, cl *kube.Cluster, id, name string, svc Se
 	rs.CloudID = CloudName(id, name, rt.ID)
 	o := awsOwner(id, svc)
 	var ready bool
-	if svc.Kind == client.KindBucket {
+	if svc.Kind == api.KindBucket {
 		ready, err = a.ensureBucket(ctx, cls.S3, rs, rt.Spec.Region, o)
 		rs.Endpoint = "https://s3." + rt.Spec.Region + ".amazonaws.com"
 		if ca.Spec.Endpoint != "" {
@@ -108,10 +108,10 @@ func (a *AWS) run(ctx context.Context, cl *kube.Cluster, id, name string, svc Se
 		return err
 	}
 	if !ready {
-		rs.Phase = client.PhaseReconciling
+		rs.Phase = api.PhaseReconciling
 		return nil
 	}
-	rs.Phase, rs.Message = client.PhaseReady, ""
+	rs.Phase, rs.Message = api.PhaseReady, ""
 	return nil
 }
 
@@ -120,7 +120,7 @@ func (a *AWS) run(ctx context.Context, cl *kube.Cluster, id, name string, svc Se
 // an RDS instance was made with. A bucket has none: its workload reaches S3 with its service account's
 // role (IRSA), annotated by ensureBucketRole's caller.
 func credentials(ctx context.Context, cl *kube.Cluster, svc Service) (map[string]string, error) {
-	if svc.Kind == client.KindBucket {
+	if svc.Kind == api.KindBucket {
 		return map[string]string{"access_key": "", "secret_key": ""}, nil
 	}
 	return keptCredentials(ctx, cl, svc)
@@ -197,9 +197,9 @@ func storageGiB(size string) int32 {
 
 // ensureDB makes the DB subnet group and the RDS instance, and reports the instance's address once it
 // is available.
-func (a *AWS) ensureDB(ctx context.Context, api awscloud.RDS, ec2api awscloud.EC2, rs *client.DataRuntimeStatus, svc Service, creds map[string]string, rt *client.KubernetesRuntime, o awscloud.Owner) (bool, error) {
+func (a *AWS) ensureDB(ctx context.Context, awsAPI awscloud.RDS, ec2api awscloud.EC2, rs *api.DataRuntimeStatus, svc Service, creds map[string]string, rt *api.KubernetesRuntime, o awscloud.Owner) (bool, error) {
 	name := rs.CloudID
-	db, err := describeDB(ctx, api, name)
+	db, err := describeDB(ctx, awsAPI, name)
 	if err != nil {
 		return false, err
 	}
@@ -207,7 +207,7 @@ func (a *AWS) ensureDB(ctx context.Context, api awscloud.RDS, ec2api awscloud.EC
 		if rt.Status.Cloud == nil || len(rt.Status.Cloud.SubnetIDs) == 0 {
 			return false, reconcile.Wait(fmt.Sprintf("kubernetes_runtime %q", rt.Name), "no subnets recorded", "RuntimeNotReady", 5*time.Second)
 		}
-		if err := ensureSubnetGroup(ctx, api, name, rt.Status.Cloud.SubnetIDs, o); err != nil {
+		if err := ensureSubnetGroup(ctx, awsAPI, name, rt.Status.Cloud.SubnetIDs, o); err != nil {
 			return false, err
 		}
 		sg, err := ensureSecurityGroup(ctx, ec2api, name, svc.Port, rt, o)
@@ -218,14 +218,14 @@ func (a *AWS) ensureDB(ctx context.Context, api awscloud.RDS, ec2api awscloud.EC
 		if class == "" {
 			class = "db.t3.micro"
 		}
-		out, err := api.CreateDBInstance(ctx, &rds.CreateDBInstanceInput{DBInstanceIdentifier: &name, DBInstanceClass: &class,
+		out, err := awsAPI.CreateDBInstance(ctx, &rds.CreateDBInstanceInput{DBInstanceIdentifier: &name, DBInstanceClass: &class,
 			Engine: sdkaws.String(svc.Engine), EngineVersion: sdkaws.String(svc.Version), AllocatedStorage: sdkaws.Int32(storageGiB(svc.Size)),
 			MasterUsername: sdkaws.String(creds["username"]), MasterUserPassword: sdkaws.String(creds["password"]), DBName: sdkaws.String(creds["database"]),
 			DBSubnetGroupName: &name, VpcSecurityGroupIds: []string{sg}, PubliclyAccessible: sdkaws.Bool(false), Tags: rdsTags(o)})
 		if err != nil {
 			return false, awscloud.Outcome(fmt.Errorf("create RDS instance %s: %w", name, awscloud.Classify(err)))
 		}
-		reconcile.Eventf(ctx, client.EventNormal, "RDSCreating", "creating RDS instance %s (%s %s) on kubernetes_runtime %q", name, svc.Engine, svc.Version, rt.Name)
+		reconcile.Eventf(ctx, api.EventNormal, "RDSCreating", "creating RDS instance %s (%s %s) on kubernetes_runtime %q", name, svc.Engine, svc.Version, rt.Name)
 		db = out.DBInstance
 	} else if !o.Owns(rdsTagMap(db.TagList)) {
 		return false, notOurs("RDS instance " + name)
@@ -242,8 +242,8 @@ func (a *AWS) ensureDB(ctx context.Context, api awscloud.RDS, ec2api awscloud.EC
 	return true, nil
 }
 
-func describeDB(ctx context.Context, api awscloud.RDS, name string) (*rdstypes.DBInstance, error) {
-	out, err := api.DescribeDBInstances(ctx, &rds.DescribeDBInstancesInput{DBInstanceIdentifier: &name})
+func describeDB(ctx context.Context, awsAPI awscloud.RDS, name string) (*rdstypes.DBInstance, error) {
+	out, err := awsAPI.DescribeDBInstances(ctx, &rds.DescribeDBInstancesInput{DBInstanceIdentifier: &name})
 	if awscloud.IsNotFound(err) {
 		return nil, nil
 	}
@@ -257,8 +257,8 @@ func describeDB(ctx context.Context, api awscloud.RDS, name string) (*rdstypes.D
 }
 
 // subnetGroup returns the DB subnet group's ARN, or "" when it does not exist.
-func subnetGroup(ctx context.Context, api awscloud.RDS, name string) (string, error) {
-	out, err := api.DescribeDBSubnetGroups(ctx, &rds.DescribeDBSubnetGroupsInput{DBSubnetGroupName: &name})
+func subnetGroup(ctx context.Context, awsAPI awscloud.RDS, name string) (string, error) {
+	out, err := awsAPI.DescribeDBSubnetGroups(ctx, &rds.DescribeDBSubnetGroupsInput{DBSubnetGroupName: &name})
 	if awscloud.IsNotFound(err) || err == nil && len(out.DBSubnetGroups) == 0 {
 		return "", nil
 	}
@@ -269,27 +269,27 @@ func subnetGroup(ctx context.Context, api awscloud.RDS, name string) (string, er
 }
 
 // ownsSubnetGroup reports whether the DB subnet group carries o's tags.
-func ownsSubnetGroup(ctx context.Context, api awscloud.RDS, arn string, o awscloud.Owner) (bool, error) {
-	out, err := api.ListTagsForResource(ctx, &rds.ListTagsForResourceInput{ResourceName: &arn})
+func ownsSubnetGroup(ctx context.Context, awsAPI awscloud.RDS, arn string, o awscloud.Owner) (bool, error) {
+	out, err := awsAPI.ListTagsForResource(ctx, &rds.ListTagsForResourceInput{ResourceName: &arn})
 	if err != nil {
 		return false, awscloud.Outcome(fmt.Errorf("list the tags of %s: %w", arn, awscloud.Classify(err)))
 	}
 	return o.Owns(rdsTagMap(out.TagList)), nil
 }
 
-func ensureSubnetGroup(ctx context.Context, api awscloud.RDS, name string, subnets []string, o awscloud.Owner) error {
-	arn, err := subnetGroup(ctx, api, name)
+func ensureSubnetGroup(ctx context.Context, awsAPI awscloud.RDS, name string, subnets []string, o awscloud.Owner) error {
+	arn, err := subnetGroup(ctx, awsAPI, name)
 	if err != nil {
 		return err
 	}
 	if arn != "" {
-		ours, err := ownsSubnetGroup(ctx, api, arn, o)
+		ours, err := ownsSubnetGroup(ctx, awsAPI, arn, o)
 		if err != nil || ours {
 			return err
 		}
 		return notOurs("DB subnet group " + name)
 	}
-	_, err = api.CreateDBSubnetGroup(ctx, &rds.CreateDBSubnetGroupInput{DBSubnetGroupName: &name, SubnetIds: subnets, Tags: rdsTags(o),
+	_, err = awsAPI.CreateDBSubnetGroup(ctx, &rds.CreateDBSubnetGroupInput{DBSubnetGroupName: &name, SubnetIds: subnets, Tags: rdsTags(o),
 		DBSubnetGroupDescription: sdkaws.String("QleetOS: " + o.Kind + " " + o.ID)})
 	if err != nil {
 		return awscloud.Outcome(fmt.Errorf("create DB subnet group %s: %w", name, awscloud.Classify(err)))
@@ -306,14 +306,14 @@ func s3Tags(o awscloud.Owner) []s3types.Tag {
 }
 
 // bucketTags returns a bucket's tags; exists is false when the bucket does not exist.
-func bucketTags(ctx context.Context, api awscloud.S3, name string) (tags map[string]string, exists bool, err error) {
-	if _, err := api.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: &name}); err != nil {
+func bucketTags(ctx context.Context, awsAPI awscloud.S3, name string) (tags map[string]string, exists bool, err error) {
+	if _, err := awsAPI.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: &name}); err != nil {
 		if awscloud.IsNotFound(err) {
 			return nil, false, nil
 		}
 		return nil, false, awscloud.Outcome(fmt.Errorf("look for S3 bucket %s: %w", name, awscloud.Classify(err)))
 	}
-	out, err := api.GetBucketTagging(ctx, &s3.GetBucketTaggingInput{Bucket: &name})
+	out, err := awsAPI.GetBucketTagging(ctx, &s3.GetBucketTaggingInput{Bucket: &name})
 	if awscloud.IsCode(err, "NoSuchTagSet") {
 		return map[string]string{}, true, nil
 	}
@@ -330,9 +330,9 @@ func bucketTags(ctx context.Context, api awscloud.S3, name string) (tags map[str
 // ensureBucket makes the S3 bucket and tags it. S3 cannot tag a bucket as it makes it, so a bucket of
 // this name without any tags is one whose tagging an earlier reconcile did not reach (the name holds a
 // hash of the object's id): it is tagged now. A bucket with other tags is not QleetOS's.
-func (a *AWS) ensureBucket(ctx context.Context, api awscloud.S3, rs *client.DataRuntimeStatus, region string, o awscloud.Owner) (bool, error) {
+func (a *AWS) ensureBucket(ctx context.Context, awsAPI awscloud.S3, rs *api.DataRuntimeStatus, region string, o awscloud.Owner) (bool, error) {
 	name := rs.CloudID
-	tags, exists, err := bucketTags(ctx, api, name)
+	tags, exists, err := bucketTags(ctx, awsAPI, name)
 	if err != nil {
 		return false, err
 	}
@@ -346,11 +346,11 @@ func (a *AWS) ensureBucket(ctx context.Context, api awscloud.S3, rs *client.Data
 		if region != "us-east-1" {
 			in.CreateBucketConfiguration = &s3types.CreateBucketConfiguration{LocationConstraint: s3types.BucketLocationConstraint(region)}
 		}
-		if _, err := api.CreateBucket(ctx, in); err != nil {
+		if _, err := awsAPI.CreateBucket(ctx, in); err != nil {
 			return false, awscloud.Outcome(fmt.Errorf("create S3 bucket %s: %w", name, awscloud.Classify(err)))
 		}
 	}
-	if _, err := api.PutBucketTagging(ctx, &s3.PutBucketTaggingInput{Bucket: &name, Tagging: &s3types.Tagging{TagSet: s3Tags(o)}}); err != nil {
+	if _, err := awsAPI.PutBucketTagging(ctx, &s3.PutBucketTaggingInput{Bucket: &name, Tagging: &s3types.Tagging{TagSet: s3Tags(o)}}); err != nil {
 		return false, awscloud.Outcome(fmt.Errorf("tag S3 bucket %s: %w", name, awscloud.Classify(err)))
 	}
 	return true, nil
@@ -358,7 +358,7 @@ func (a *AWS) ensureBucket(ctx context.Context, api awscloud.S3, rs *client.Data
 
 // remove deletes the data service's RDS instance and subnet group, or its role (IRSA) and then empties
 // and deletes its bucket, on an eks runtime. It returns a requeue delay while AWS is still deleting.
-func (a *AWS) remove(ctx context.Context, cl *kube.Cluster, id, objName string, svc Service, rt *client.KubernetesRuntime, rs *client.DataRuntimeStatus) (time.Duration, error) {
+func (a *AWS) remove(ctx context.Context, cl *kube.Cluster, id, objName string, svc Service, rt *api.KubernetesRuntime, rs *api.DataRuntimeStatus) (time.Duration, error) {
 	cls, _, err := a.Accounts.Clients(ctx, rt.Spec.CloudAccountID, rt.Spec.Region)
 	if err != nil {
 		var we *reconcile.WaitError
@@ -369,7 +369,7 @@ func (a *AWS) remove(ctx context.Context, cl *kube.Cluster, id, objName string, 
 	}
 	o := awsOwner(id, svc)
 	name := CloudName(id, objName, rt.ID)
-	if svc.Kind == client.KindBucket {
+	if svc.Kind == api.KindBucket {
 		// In reverse: the service accounts' annotation, the role, the bucket.
 		if rt.Status.Cloud != nil && rt.Status.Cloud.AccountID != "" {
 			if err := unannotateServiceAccounts(ctx, cl, "arn:aws:iam::"+rt.Status.Cloud.AccountID+":role/"+name); err != nil {
@@ -387,7 +387,7 @@ func (a *AWS) remove(ctx context.Context, cl *kube.Cluster, id, objName string, 
 	}
 	if db != nil {
 		if !o.Owns(rdsTagMap(db.TagList)) {
-			reconcile.Eventf(ctx, client.EventWarning, "LeftAlone", "RDS instance %s has no QleetOS ownership tags for this database; it was left unchanged", name)
+			reconcile.Eventf(ctx, api.EventWarning, "LeftAlone", "RDS instance %s has no QleetOS ownership tags for this database; it was left unchanged", name)
 			return 0, nil
 		}
 		if sdkaws.ToString(db.DBInstanceStatus) != "deleting" {
@@ -424,17 +424,17 @@ func (a *AWS) remove(ctx context.Context, cl *kube.Cluster, id, objName string, 
 	return 0, nil
 }
 
-func removeBucket(ctx context.Context, api awscloud.S3, name string, o awscloud.Owner) error {
-	tags, exists, err := bucketTags(ctx, api, name)
+func removeBucket(ctx context.Context, awsAPI awscloud.S3, name string, o awscloud.Owner) error {
+	tags, exists, err := bucketTags(ctx, awsAPI, name)
 	if err != nil || !exists {
 		return err
 	}
 	if !o.Owns(tags) {
-		reconcile.Eventf(ctx, client.EventWarning, "LeftAlone", "S3 bucket %s has no QleetOS ownership tags for this bucket; it was left unchanged", name)
+		reconcile.Eventf(ctx, api.EventWarning, "LeftAlone", "S3 bucket %s has no QleetOS ownership tags for this bucket; it was left unchanged", name)
 		return nil
 	}
 	for {
-		out, err := api.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &name})
+		out, err := awsAPI.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &name})
 		if err != nil {
 			return awscloud.Outcome(fmt.Errorf("list S3 bucket %s: %w", name, awscloud.Classify(err)))
 		}
@@ -442,12 +442,12 @@ func removeBucket(ctx context.Context, api awscloud.S3, name string, o awscloud.
 			break
 		}
 		for _, obj := range out.Contents {
-			if _, err := api.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &name, Key: obj.Key}); err != nil && !awscloud.IsNotFound(err) {
+			if _, err := awsAPI.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &name, Key: obj.Key}); err != nil && !awscloud.IsNotFound(err) {
 				return awscloud.Outcome(fmt.Errorf("empty S3 bucket %s: %w", name, awscloud.Classify(err)))
 			}
 		}
 	}
-	if _, err := api.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: &name}); err != nil && !awscloud.IsNotFound(err) {
+	if _, err := awsAPI.DeleteBucket(ctx, &s3.DeleteBucketInput{Bucket: &name}); err != nil && !awscloud.IsNotFound(err) {
 		return awscloud.Outcome(fmt.Errorf("delete S3 bucket %s: %w", name, awscloud.Classify(err)))
 	}
 	return nil
@@ -462,8 +462,8 @@ func ec2OwnerTags(o awscloud.Owner, name string) []ec2types.TagSpecification {
 }
 
 // findSecurityGroup returns the security group named name that carries o's tags, if any.
-func findSecurityGroup(ctx context.Context, api awscloud.EC2, name string, o awscloud.Owner) (*ec2types.SecurityGroup, error) {
-	out, err := api.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2types.Filter{
+func findSecurityGroup(ctx context.Context, awsAPI awscloud.EC2, name string, o awscloud.Owner) (*ec2types.SecurityGroup, error) {
+	out, err := awsAPI.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2types.Filter{
 		{Name: sdkaws.String("tag:" + awscloud.TagOwnerKind), Values: []string{o.Kind}},
 		{Name: sdkaws.String("tag:" + awscloud.TagOwnerID), Values: []string{o.ID}},
 	}})
@@ -480,21 +480,21 @@ func findSecurityGroup(ctx context.Context, api awscloud.EC2, name string, o aws
 
 // ensureSecurityGroup makes the database's security group in the cluster's VPC: the database's port,
 // open to the VPC's addresses (where the cluster's nodes are).
-func ensureSecurityGroup(ctx context.Context, api awscloud.EC2, name string, port int32, rt *client.KubernetesRuntime, o awscloud.Owner) (string, error) {
-	sg, err := findSecurityGroup(ctx, api, name, o)
+func ensureSecurityGroup(ctx context.Context, awsAPI awscloud.EC2, name string, port int32, rt *api.KubernetesRuntime, o awscloud.Owner) (string, error) {
+	sg, err := findSecurityGroup(ctx, awsAPI, name, o)
 	if err != nil {
 		return "", err
 	}
 	if sg == nil {
 		vpc := rt.Status.Cloud.VPCID
 		if vpc == "" {
-			out, err := api.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{SubnetIds: rt.Status.Cloud.SubnetIDs[:1]})
+			out, err := awsAPI.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{SubnetIds: rt.Status.Cloud.SubnetIDs[:1]})
 			if err != nil || len(out.Subnets) == 0 {
 				return "", awscloud.Outcome(fmt.Errorf("find the VPC of subnet %s: %w", rt.Status.Cloud.SubnetIDs[0], awscloud.Classify(err)))
 			}
 			vpc = sdkaws.ToString(out.Subnets[0].VpcId)
 		}
-		out, err := api.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: &name, VpcId: &vpc,
+		out, err := awsAPI.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: &name, VpcId: &vpc,
 			Description: sdkaws.String("QleetOS: " + o.Kind + " " + o.ID), TagSpecifications: ec2OwnerTags(o, name)})
 		if err != nil {
 			return "", awscloud.Outcome(fmt.Errorf("create security group %s: %w", name, awscloud.Classify(err)))
@@ -504,11 +504,11 @@ func ensureSecurityGroup(ctx context.Context, api awscloud.EC2, name string, por
 	if len(sg.IpPermissions) > 0 {
 		return sdkaws.ToString(sg.GroupId), nil
 	}
-	vpcs, err := api.DescribeVpcs(ctx, &ec2.DescribeVpcsInput{VpcIds: []string{sdkaws.ToString(sg.VpcId)}})
+	vpcs, err := awsAPI.DescribeVpcs(ctx, &ec2.DescribeVpcsInput{VpcIds: []string{sdkaws.ToString(sg.VpcId)}})
 	if err != nil || len(vpcs.Vpcs) == 0 {
 		return "", awscloud.Outcome(fmt.Errorf("read VPC %s: %w", sdkaws.ToString(sg.VpcId), awscloud.Classify(err)))
 	}
-	if _, err := api.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: sg.GroupId,
+	if _, err := awsAPI.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: sg.GroupId,
 		IpPermissions: []ec2types.IpPermission{{IpProtocol: sdkaws.String("tcp"), FromPort: &port, ToPort: &port,
 			IpRanges: []ec2types.IpRange{{CidrIp: vpcs.Vpcs[0].CidrBlock, Description: sdkaws.String("the cluster's VPC")}}}}}); err != nil {
 		return "", awscloud.Outcome(fmt.Errorf("open port %d in security group %s: %w", port, name, awscloud.Classify(err)))

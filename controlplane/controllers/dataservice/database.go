@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
@@ -29,13 +30,13 @@ import (
 // Names of what a data service is made of, in its namespace.
 const (
 	// CredentialsSecret holds the generated credentials.
-	CredentialsSecret = client.DatabaseCredentialsSecret
+	CredentialsSecret = render.DatabaseCredentialsSecret
 	// ServiceName is the data service's Service (and StatefulSet).
 	ServiceName = "db"
 	// LabelRetained marks a retained data service's namespace and credentials with its name, so that one
 	// of that kind (the namespace says which) and name created later takes them back. A runtime that
 	// holds such a namespace is in use: it is not reclaimed (see the runtime controller).
-	LabelRetained = client.LabelRetained
+	LabelRetained = api.LabelRetained
 )
 
 // Service is how one data service object runs in a cluster.
@@ -67,36 +68,36 @@ type Service struct {
 // Kind describes a data service kind to the Reconciler.
 type Kind[S any, T any] struct {
 	// Describe says how an object runs.
-	Describe func(obj *client.Object[S, T]) Service
+	Describe func(obj *api.Object[S, T]) Service
 	// Runtimes points at the status's per-runtime list.
-	Runtimes func(st *T) *[]client.DataRuntimeStatus
+	Runtimes func(st *T) *[]api.DataRuntimeStatus
 }
 
 // Databases runs databases: PostgreSQL or MySQL.
-var Databases = Kind[client.DatabaseSpec, client.DatabaseStatus]{
-	Describe: func(db *client.Database) Service {
-		eng := client.EngineOf(&db.Spec)
+var Databases = Kind[api.DatabaseSpec, api.DatabaseStatus]{
+	Describe: func(db *api.Database) Service {
+		eng := render.EngineOf(&db.Spec)
 		env := map[string]string{"POSTGRES_USER": "username", "POSTGRES_PASSWORD": "password", "POSTGRES_DB": "database"}
-		if db.Spec.Engine == client.EngineMySQL {
+		if db.Spec.Engine == api.EngineMySQL {
 			env = map[string]string{"MYSQL_USER": "username", "MYSQL_PASSWORD": "password", "MYSQL_ROOT_PASSWORD": "password", "MYSQL_DATABASE": "database"}
 		}
-		return Service{InstanceID: db.Spec.InstanceID, Namespace: client.DatabaseNamespace(db.Name), Image: eng.Image, Port: eng.Port, DataDir: eng.DataDir,
+		return Service{InstanceID: db.Spec.InstanceID, Namespace: render.DatabaseNamespace(db.Name), Image: eng.Image, Port: eng.Port, DataDir: eng.DataDir,
 			Credentials: map[string]string{"username": "app", "password": "", "database": "app"}, Env: env, Size: db.Spec.Size, Retain: db.Spec.Retain,
-			Kind: client.KindDatabase, Engine: db.Spec.Engine, Version: db.Spec.Version}
+			Kind: api.KindDatabase, Engine: db.Spec.Engine, Version: db.Spec.Version}
 	},
-	Runtimes: func(st *client.DatabaseStatus) *[]client.DataRuntimeStatus { return &st.Runtimes },
+	Runtimes: func(st *api.DatabaseStatus) *[]api.DataRuntimeStatus { return &st.Runtimes },
 }
 
 // Buckets runs S3-compatible object stores (MinIO).
-var Buckets = Kind[client.BucketSpec, client.BucketStatus]{
-	Describe: func(b *client.Bucket) Service {
-		return Service{InstanceID: b.Spec.InstanceID, Namespace: client.BucketNamespace(b.Name), Image: client.BucketImage, Port: client.BucketPort, DataDir: "/data",
+var Buckets = Kind[api.BucketSpec, api.BucketStatus]{
+	Describe: func(b *api.Bucket) Service {
+		return Service{InstanceID: b.Spec.InstanceID, Namespace: render.BucketNamespace(b.Name), Image: render.BucketImage, Port: render.BucketPort, DataDir: "/data",
 			Args:        []any{"server", "/data"},
 			Credentials: map[string]string{"access_key": "", "secret_key": ""},
 			Env:         map[string]string{"MINIO_ROOT_USER": "access_key", "MINIO_ROOT_PASSWORD": "secret_key"}, Size: b.Spec.Size, Retain: b.Spec.Retain,
-			Kind: client.KindBucket}
+			Kind: api.KindBucket}
 	},
-	Runtimes: func(st *client.BucketStatus) *[]client.DataRuntimeStatus { return &st.Runtimes },
+	Runtimes: func(st *api.BucketStatus) *[]api.DataRuntimeStatus { return &st.Runtimes },
 }
 
 // Reconciler reconciles one data service kind.
@@ -111,8 +112,8 @@ type Reconciler[S any, T any] struct {
 	AWS *AWS
 
 	once      sync.Once
-	runtimes  reconcile.Deps[client.KubernetesRuntimeSpec, client.KubernetesRuntimeStatus]
-	instances reconcile.Deps[client.WorkloadInstanceSpec, client.WorkloadInstanceStatus]
+	runtimes  reconcile.Deps[api.KubernetesRuntimeSpec, api.KubernetesRuntimeStatus]
+	instances reconcile.Deps[api.WorkloadInstanceSpec, api.WorkloadInstanceStatus]
 }
 
 func (r *Reconciler[S, T]) init() *Reconciler[S, T] {
@@ -125,7 +126,7 @@ func (r *Reconciler[S, T]) init() *Reconciler[S, T] {
 
 // Reconcile runs the data service on every runtime its instances run on (none yet: Ready, with nothing to
 // run), and tells them when it becomes Ready somewhere.
-func (r *Reconciler[S, T]) Reconcile(ctx context.Context, obj *client.Object[S, T]) (reconcile.Result, error) {
+func (r *Reconciler[S, T]) Reconcile(ctx context.Context, obj *api.Object[S, T]) (reconcile.Result, error) {
 	svc := r.Kind.Describe(obj)
 	st := client.CommonStatus(obj)
 	runtimes := r.Kind.Runtimes(&obj.Status)
@@ -148,10 +149,10 @@ func (r *Reconciler[S, T]) Reconcile(ctx context.Context, obj *client.Object[S, 
 		}
 	}
 	readyBefore := readyRuntimes(*runtimes)
-	var out []client.DataRuntimeStatus
+	var out []api.DataRuntimeStatus
 	var waitErr error
 	for _, id := range ids {
-		rs := client.DataRuntimeStatus{RuntimeID: id, Phase: client.PhasePending}
+		rs := api.DataRuntimeStatus{RuntimeID: id, Phase: api.PhasePending}
 		for _, prev := range *runtimes {
 			if prev.RuntimeID == id {
 				rs.Objects = prev.Objects
@@ -173,14 +174,14 @@ func (r *Reconciler[S, T]) Reconcile(ctx context.Context, obj *client.Object[S, 
 		return reconcile.Result{}, waitErr
 	}
 	for _, rs := range out {
-		if rs.Phase != client.PhaseReady {
+		if rs.Phase != api.PhaseReady {
 			st.Message = fmt.Sprintf("on kubernetes_runtime %q: %s", rs.Runtime, rs.Message)
 			return reconcile.Result{RequeueAfter: 2 * time.Second}, nil
 		}
 	}
 	if readyRuntimes(out) != readyBefore {
 		for _, inst := range insts {
-			if err := r.Client.WorkloadInstances().RequestReconcile(ctx, inst.ID); err != nil && !client.IsNotFound(err) {
+			if err := r.Client.WorkloadInstances().RequestReconcile(ctx, inst.ID); err != nil && !api.IsNotFound(err) {
 				return reconcile.Result{}, fmt.Errorf("notify workload_instance %q: %w", inst.Name, err)
 			}
 		}
@@ -190,12 +191,12 @@ func (r *Reconciler[S, T]) Reconcile(ctx context.Context, obj *client.Object[S, 
 }
 
 // consumers are the instances a data service serves: the one it names, and those that list it.
-func (r *Reconciler[S, T]) consumers(ctx context.Context, id, named string) ([]*client.WorkloadInstance, error) {
-	var out []*client.WorkloadInstance
+func (r *Reconciler[S, T]) consumers(ctx context.Context, id, named string) ([]*api.WorkloadInstance, error) {
+	var out []*api.WorkloadInstance
 	if named != "" {
 		inst, err := r.instances.Get(ctx, named)
 		switch {
-		case client.IsNotFound(err):
+		case api.IsNotFound(err):
 		case err != nil:
 			return nil, fmt.Errorf("get workload_instance: %w", err)
 		default:
@@ -206,7 +207,7 @@ func (r *Reconciler[S, T]) consumers(ctx context.Context, id, named string) ([]*
 		if err != nil {
 			return nil, fmt.Errorf("list the instances that use it: %w", err)
 		}
-		if !slices.ContainsFunc(out, func(o *client.WorkloadInstance) bool { return o.ID == inst.ID }) {
+		if !slices.ContainsFunc(out, func(o *api.WorkloadInstance) bool { return o.ID == inst.ID }) {
 			out = append(out, inst)
 		}
 	}
@@ -214,10 +215,10 @@ func (r *Reconciler[S, T]) consumers(ctx context.Context, id, named string) ([]*
 }
 
 // readyRuntimes names the runtimes where the data service is Ready.
-func readyRuntimes(rts []client.DataRuntimeStatus) string {
+func readyRuntimes(rts []api.DataRuntimeStatus) string {
 	var ids []string
 	for _, rs := range rts {
-		if rs.Phase == client.PhaseReady {
+		if rs.Phase == api.PhaseReady {
 			ids = append(ids, rs.RuntimeID)
 		}
 	}
@@ -225,13 +226,13 @@ func readyRuntimes(rts []client.DataRuntimeStatus) string {
 }
 
 // runtimeIDs are the runtimes an instance runs on: its pinned one, or its placements.
-func runtimeIDs(inst *client.WorkloadInstance) []string {
+func runtimeIDs(inst *api.WorkloadInstance) []string {
 	if inst.Spec.RuntimeID != "" {
 		return []string{inst.Spec.RuntimeID}
 	}
 	var ids []string
 	for _, p := range inst.Status.Placements {
-		if p.Phase != client.PhaseDeleting && p.RuntimeID != "" {
+		if p.Phase != api.PhaseDeleting && p.RuntimeID != "" {
 			ids = append(ids, p.RuntimeID)
 		}
 	}
@@ -239,7 +240,7 @@ func runtimeIDs(inst *client.WorkloadInstance) []string {
 }
 
 // namespacesOn are the namespaces of the instances that run on the runtime.
-func namespacesOn(insts []*client.WorkloadInstance, runtimeID string) []string {
+func namespacesOn(insts []*api.WorkloadInstance, runtimeID string) []string {
 	var out []string
 	for _, inst := range insts {
 		if ns := render.Namespace(inst); slices.Contains(runtimeIDs(inst), runtimeID) && !slices.Contains(out, ns) {
@@ -251,7 +252,7 @@ func namespacesOn(insts []*client.WorkloadInstance, runtimeID string) []string {
 
 // run applies the data service on one runtime and reports its health there. consumers are the
 // namespaces of the instances using it there.
-func (r *Reconciler[S, T]) run(ctx context.Context, id, name string, svc Service, consumers []string, rs *client.DataRuntimeStatus) error {
+func (r *Reconciler[S, T]) run(ctx context.Context, id, name string, svc Service, consumers []string, rs *api.DataRuntimeStatus) error {
 	rt, err := r.runtimes.RequireReady(ctx, rs.RuntimeID)
 	if rt != nil {
 		rs.Runtime = rt.Name
@@ -263,7 +264,7 @@ func (r *Reconciler[S, T]) run(ctx context.Context, id, name string, svc Service
 	if err != nil {
 		return err
 	}
-	if rt.Spec.Provider == client.ProviderEKS && r.AWS != nil {
+	if rt.Spec.Provider == api.ProviderEKS && r.AWS != nil {
 		return r.AWS.run(ctx, cl, id, name, svc, rt, consumers, rs)
 	}
 	ns := svc.Namespace
@@ -291,10 +292,10 @@ func (r *Reconciler[S, T]) run(ctx context.Context, id, name string, svc Service
 	rs.Namespace, rs.Host, rs.Port = ns, fmt.Sprintf("%s.%s.svc.cluster.local", ServiceName, ns), svc.Port
 	if !rep.Ready {
 		nr := rep.NotReady()
-		rs.Phase, rs.Message = client.PhaseReconciling, fmt.Sprintf("%s %q is not ready: %s", nr.Kind, nr.Name, nr.Message)
+		rs.Phase, rs.Message = api.PhaseReconciling, fmt.Sprintf("%s %q is not ready: %s", nr.Kind, nr.Name, nr.Message)
 		return nil
 	}
-	rs.Phase, rs.Message = client.PhaseReady, ""
+	rs.Phase, rs.Message = api.PhaseReady, ""
 	return nil
 }
 
@@ -383,11 +384,11 @@ func renderService(ctx context.Context, cl *kube.Cluster, svc Service) ([]*unstr
 // Finalize removes the data service from every runtime; with retain it removes the StatefulSet and the
 // Service only, and marks the namespace and the credentials (the volume stays, with them) for one of the
 // same kind and name to take back.
-func (r *Reconciler[S, T]) Finalize(ctx context.Context, obj *client.Object[S, T]) (reconcile.Result, error) {
+func (r *Reconciler[S, T]) Finalize(ctx context.Context, obj *api.Object[S, T]) (reconcile.Result, error) {
 	svc := r.Kind.Describe(obj)
 	// The instance drops the connection details (it no longer lists a data service being deleted).
 	if svc.InstanceID != "" {
-		if err := r.Client.WorkloadInstances().RequestReconcile(ctx, svc.InstanceID); err != nil && !client.IsNotFound(err) {
+		if err := r.Client.WorkloadInstances().RequestReconcile(ctx, svc.InstanceID); err != nil && !api.IsNotFound(err) {
 			return reconcile.Result{}, fmt.Errorf("notify workload_instance: %w", err)
 		}
 	}
@@ -396,7 +397,7 @@ func (r *Reconciler[S, T]) Finalize(ctx context.Context, obj *client.Object[S, T
 	}
 	for _, rs := range *r.Kind.Runtimes(&obj.Status) {
 		rt, err := r.init().runtimes.Get(ctx, rs.RuntimeID)
-		if client.IsNotFound(err) {
+		if api.IsNotFound(err) {
 			continue // the runtime and everything on it are gone
 		}
 		if err != nil {
@@ -406,7 +407,7 @@ func (r *Reconciler[S, T]) Finalize(ctx context.Context, obj *client.Object[S, T
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		if rt.Spec.Provider == client.ProviderEKS && r.AWS != nil && !svc.Retain {
+		if rt.Spec.Provider == api.ProviderEKS && r.AWS != nil && !svc.Retain {
 			if after, err := r.AWS.remove(ctx, cl, obj.ID, obj.Name, svc, rt, &rs); err != nil || after > 0 {
 				client.CommonStatus(obj).Message = rs.Message
 				return reconcile.Result{RequeueAfter: after}, err
@@ -416,7 +417,7 @@ func (r *Reconciler[S, T]) Finalize(ctx context.Context, obj *client.Object[S, T
 			continue // nothing was applied there
 		}
 		if err := ownNamespace(ctx, cl, svc.Namespace, obj.ID, false); err != nil {
-			reconcile.Eventf(ctx, client.EventWarning, "LeftAlone", "on kubernetes_runtime %q: %v", rt.Name, err)
+			reconcile.Eventf(ctx, api.EventWarning, "LeftAlone", "on kubernetes_runtime %q: %v", rt.Name, err)
 			continue // not ours: nothing there is deleted
 		}
 		owner := kube.Owner{InstanceID: obj.ID, Namespace: svc.Namespace, Previous: kube.RefsOf(rs.Objects)}
@@ -424,7 +425,7 @@ func (r *Reconciler[S, T]) Finalize(ctx context.Context, obj *client.Object[S, T
 			if err := retain(ctx, cl, svc.Namespace, r.retainedMark(obj.Name), owner); err != nil {
 				return reconcile.Result{}, fmt.Errorf("retain on kubernetes_runtime %q: %w", rt.Name, err)
 			}
-			reconcile.Eventf(ctx, client.EventNormal, "Retained", "kept the volume and credentials in namespace %s on kubernetes_runtime %q", svc.Namespace, rt.Name)
+			reconcile.Eventf(ctx, api.EventNormal, "Retained", "kept the volume and credentials in namespace %s on kubernetes_runtime %q", svc.Namespace, rt.Name)
 			continue
 		}
 		// The volumes first: a retained one taken back has no owner reference to the StatefulSet, and

@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/awscloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
@@ -68,7 +68,7 @@ func trustedSubjects(doc string) []string {
 // ensureBucketRole makes the bucket's IAM role on an eks runtime (IRSA): trusted by the cluster's OpenID
 // Connect provider for the service accounts of the instances using the bucket there, with an inline
 // policy granting S3 on this bucket only. It returns the role's ARN.
-func ensureBucketRole(ctx context.Context, cls *awscloud.Clients, name string, rt *client.KubernetesRuntime, subjects []string, o awscloud.Owner) (string, error) {
+func ensureBucketRole(ctx context.Context, cls *awscloud.Clients, name string, rt *api.KubernetesRuntime, subjects []string, o awscloud.Owner) (string, error) {
 	subjects = slices.Sorted(slices.Values(subjects))
 	trust := func() (string, error) {
 		if rt.Status.Cloud == nil || rt.Status.Cloud.ClusterName == "" {
@@ -127,8 +127,8 @@ func ensureBucketRole(ctx context.Context, cls *awscloud.Clients, name string, r
 	return sdkaws.ToString(got.Role.Arn), nil
 }
 
-func putBucketPolicy(ctx context.Context, api awscloud.IAM, bucket string) error {
-	if _, err := api.PutRolePolicy(ctx, &iam.PutRolePolicyInput{RoleName: &bucket, PolicyName: sdkaws.String(bucketPolicyName),
+func putBucketPolicy(ctx context.Context, svc awscloud.IAM, bucket string) error {
+	if _, err := svc.PutRolePolicy(ctx, &iam.PutRolePolicyInput{RoleName: &bucket, PolicyName: sdkaws.String(bucketPolicyName),
 		PolicyDocument: sdkaws.String(awscloud.BucketPolicy(bucket))}); err != nil {
 		return awscloud.Outcome(fmt.Errorf("put the S3 policy of IAM role %s: %w", bucket, awscloud.Classify(err)))
 	}
@@ -136,8 +136,8 @@ func putBucketPolicy(ctx context.Context, api awscloud.IAM, bucket string) error
 }
 
 // removeBucketRole deletes the bucket's role (its inline policies first) if it carries o's tags.
-func removeBucketRole(ctx context.Context, api awscloud.IAM, name string, o awscloud.Owner) error {
-	got, err := api.GetRole(ctx, &iam.GetRoleInput{RoleName: &name})
+func removeBucketRole(ctx context.Context, svc awscloud.IAM, name string, o awscloud.Owner) error {
+	got, err := svc.GetRole(ctx, &iam.GetRoleInput{RoleName: &name})
 	if awscloud.IsNotFound(err) {
 		return nil
 	}
@@ -145,19 +145,19 @@ func removeBucketRole(ctx context.Context, api awscloud.IAM, name string, o awsc
 		return awscloud.Outcome(fmt.Errorf("get IAM role %s: %w", name, awscloud.Classify(err)))
 	}
 	if !o.Owns(awscloud.IAMTagMap(got.Role.Tags)) {
-		reconcile.Eventf(ctx, client.EventWarning, "LeftAlone", "IAM role %s has no QleetOS ownership tags for this bucket; it was left unchanged", name)
+		reconcile.Eventf(ctx, api.EventWarning, "LeftAlone", "IAM role %s has no QleetOS ownership tags for this bucket; it was left unchanged", name)
 		return nil
 	}
-	pols, err := api.ListRolePolicies(ctx, &iam.ListRolePoliciesInput{RoleName: &name})
+	pols, err := svc.ListRolePolicies(ctx, &iam.ListRolePoliciesInput{RoleName: &name})
 	if err != nil {
 		return awscloud.Outcome(fmt.Errorf("list the policies of IAM role %s: %w", name, awscloud.Classify(err)))
 	}
 	for _, p := range pols.PolicyNames {
-		if _, err := api.DeleteRolePolicy(ctx, &iam.DeleteRolePolicyInput{RoleName: &name, PolicyName: sdkaws.String(p)}); err != nil && !awscloud.IsNotFound(err) {
+		if _, err := svc.DeleteRolePolicy(ctx, &iam.DeleteRolePolicyInput{RoleName: &name, PolicyName: sdkaws.String(p)}); err != nil && !awscloud.IsNotFound(err) {
 			return awscloud.Outcome(fmt.Errorf("delete policy %s of IAM role %s: %w", p, name, awscloud.Classify(err)))
 		}
 	}
-	if _, err := api.DeleteRole(ctx, &iam.DeleteRoleInput{RoleName: &name}); err != nil && !awscloud.IsNotFound(err) {
+	if _, err := svc.DeleteRole(ctx, &iam.DeleteRoleInput{RoleName: &name}); err != nil && !awscloud.IsNotFound(err) {
 		return awscloud.Outcome(fmt.Errorf("delete IAM role %s: %w", name, awscloud.Classify(err)))
 	}
 	return nil
@@ -210,7 +210,7 @@ func annotateServiceAccount(ctx context.Context, cl *kube.Cluster, ns, roleARN s
 		}
 		return restartForRole(ctx, cl, ns, roleARN)
 	default:
-		reconcile.Eventf(ctx, client.EventWarning, "RoleInUse", "service account %s/%s already has role %s; its pods do not get %s", ns, WorkloadServiceAccount, cur, roleARN)
+		reconcile.Eventf(ctx, api.EventWarning, "RoleInUse", "service account %s/%s already has role %s; its pods do not get %s", ns, WorkloadServiceAccount, cur, roleARN)
 	}
 	return nil
 }

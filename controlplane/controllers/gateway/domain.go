@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/awscloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
@@ -27,12 +28,12 @@ type DomainReconciler struct {
 }
 
 // Reconcile lists the records of the zone's gateways, and writes them to Route53 for provider route53.
-func (r *DomainReconciler) Reconcile(ctx context.Context, d *client.DomainName) (reconcile.Result, error) {
+func (r *DomainReconciler) Reconcile(ctx context.Context, d *api.DomainName) (reconcile.Result, error) {
 	records, runtimes, err := r.records(ctx, d)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if d.Spec.Provider == client.DNSProviderRoute53 {
+	if d.Spec.Provider == api.DNSProviderRoute53 {
 		if err := r.syncRoute53(ctx, d, records, runtimes, len(d.Status.Records) > 0); err != nil {
 			return reconcile.Result{}, err
 		}
@@ -47,8 +48,8 @@ func (r *DomainReconciler) Reconcile(ctx context.Context, d *client.DomainName) 
 
 // Finalize takes the domain name's records out of Route53, and deletes the hosted zone if QleetOS
 // created it for this domain name and nothing else is left in it.
-func (r *DomainReconciler) Finalize(ctx context.Context, d *client.DomainName) (reconcile.Result, error) {
-	if d.Spec.Provider != client.DNSProviderRoute53 || d.DeletionOrphan {
+func (r *DomainReconciler) Finalize(ctx context.Context, d *api.DomainName) (reconcile.Result, error) {
+	if d.Spec.Provider != api.DNSProviderRoute53 || d.DeletionOrphan {
 		return reconcile.Result{}, nil
 	}
 	_, runtimes, err := r.records(ctx, d)
@@ -59,8 +60,8 @@ func (r *DomainReconciler) Finalize(ctx context.Context, d *client.DomainName) (
 }
 
 // records are the zone's gateways' records, and the runtimes they run on.
-func (r *DomainReconciler) records(ctx context.Context, d *client.DomainName) ([]client.DNSRecord, []string, error) {
-	var records []client.DNSRecord
+func (r *DomainReconciler) records(ctx context.Context, d *api.DomainName) ([]api.DNSRecord, []string, error) {
+	var records []api.DNSRecord
 	var runtimes []string
 	for gw, err := range r.Client.Gateways().All(ctx, client.ListOptions{}) {
 		if err != nil {
@@ -78,8 +79,8 @@ func (r *DomainReconciler) records(ctx context.Context, d *client.DomainName) ([
 		sort.Strings(targets)
 		inZone := false
 		for _, h := range gw.Spec.Hosts {
-			if client.InZone(h, d.Spec.Zone) && len(targets) > 0 {
-				records = append(records, client.DNSRecord{Name: h, Type: "A", Targets: targets, Gateway: gw.Name})
+			if api.InZone(h, d.Spec.Zone) && len(targets) > 0 {
+				records = append(records, api.DNSRecord{Name: h, Type: "A", Targets: targets, Gateway: gw.Name})
 				inZone = true
 			}
 		}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
@@ -37,10 +38,10 @@ type Reconciler struct {
 	Connector *kube.Connector
 
 	once        sync.Once
-	instances   reconcile.Deps[client.WorkloadInstanceSpec, client.WorkloadInstanceStatus]
-	definitions reconcile.Deps[client.WorkloadDefinitionSpec, client.WorkloadDefinitionStatus]
-	runtimes    reconcile.Deps[client.KubernetesRuntimeSpec, client.KubernetesRuntimeStatus]
-	services    reconcile.Deps[client.SupportServiceSpec, client.SupportServiceStatus]
+	instances   reconcile.Deps[api.WorkloadInstanceSpec, api.WorkloadInstanceStatus]
+	definitions reconcile.Deps[api.WorkloadDefinitionSpec, api.WorkloadDefinitionStatus]
+	runtimes    reconcile.Deps[api.KubernetesRuntimeSpec, api.KubernetesRuntimeStatus]
+	services    reconcile.Deps[api.SupportServiceSpec, api.SupportServiceStatus]
 }
 
 func (r *Reconciler) init() *Reconciler {
@@ -56,7 +57,7 @@ func (r *Reconciler) init() *Reconciler {
 // Reconcile makes sure every runtime the instance runs on has the support services the gateway needs
 // (ingress; cert-manager with TLS; external-dns when a domain name holds a host), waits for them, then
 // applies an Ingress (and a Certificate) there and reports the address, URL and certificate per runtime.
-func (r *Reconciler) Reconcile(ctx context.Context, gw *client.Gateway) (reconcile.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, gw *api.Gateway) (reconcile.Result, error) {
 	inst, err := r.init().instances.RequireReady(ctx, gw.Spec.InstanceID)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -72,14 +73,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, gw *client.Gateway) (reconci
 	gw.Status.DomainNames = domains
 	needs := requirements.ForGateway(&gw.Spec, len(domains) > 0)
 
-	var used []client.ObjectRef
-	var runtimes []client.GatewayRuntimeStatus
+	var used []api.ObjectRef
+	var runtimes []api.GatewayRuntimeStatus
 	var waitErr, firstErr error
 	for _, p := range inst.Status.Placements {
-		if p.Phase == client.PhaseDeleting {
+		if p.Phase == api.PhaseDeleting {
 			continue
 		}
-		rs := client.GatewayRuntimeStatus{RuntimeID: p.RuntimeID, Runtime: p.Runtime, Phase: client.PhasePending}
+		rs := api.GatewayRuntimeStatus{RuntimeID: p.RuntimeID, Runtime: p.Runtime, Phase: api.PhasePending}
 		for _, prev := range gw.Status.Runtimes {
 			if prev.RuntimeID == p.RuntimeID {
 				rs.Objects = prev.Objects
@@ -91,7 +92,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, gw *client.Gateway) (reconci
 			if err != nil {
 				return reconcile.Result{}, err
 			}
-			used = append(used, client.ObjectRef{Kind: client.KindSupportService, ID: ss.ID, Name: ss.Name})
+			used = append(used, api.ObjectRef{Kind: api.KindSupportService, ID: ss.ID, Name: ss.Name})
 			if _, err := r.services.RequireReady(ctx, ss.ID); err != nil {
 				ready = false
 				rs.Message = err.Error()
@@ -122,7 +123,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, gw *client.Gateway) (reconci
 		return reconcile.Result{}, reconcile.Wait(fmt.Sprintf("workload_instance %q", inst.Name), "no placements", "WorkloadInstanceNotPlaced", 5*time.Second)
 	}
 	for _, rs := range runtimes {
-		if rs.Phase != client.PhaseReady {
+		if rs.Phase != api.PhaseReady {
 			gw.Status.Message = fmt.Sprintf("on kubernetes_runtime %q: %s", rs.Runtime, rs.Message)
 			return reconcile.Result{RequeueAfter: time.Second}, nil
 		}
@@ -133,7 +134,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, gw *client.Gateway) (reconci
 // ensure returns the support service of a type on a placement's runtime, creating it (owned by the
 // gateway) when none exists. One declared by an operator, under any name, is used as it is. Concurrent
 // gateways meet on the deterministic name: the loser of the create finds the winner's.
-func (r *Reconciler) ensure(ctx context.Context, gw *client.Gateway, p client.PlacementStatus, typ string) (*client.SupportService, error) {
+func (r *Reconciler) ensure(ctx context.Context, gw *api.Gateway, p api.PlacementStatus, typ string) (*api.SupportService, error) {
 	for ss, err := range r.Client.SupportServices().All(ctx, client.ListOptions{}) {
 		if err != nil {
 			return nil, fmt.Errorf("list support_services: %w", err)
@@ -143,23 +144,23 @@ func (r *Reconciler) ensure(ctx context.Context, gw *client.Gateway, p client.Pl
 		}
 	}
 	name := requirements.Name(typ, p.Runtime)
-	ss, err := r.Client.SupportServices().Create(ctx, &client.SupportService{
-		Meta: client.Meta{Name: name, Labels: map[string]string{"qleet.io/support-type": typ},
-			Owners: []client.ObjectRef{{Kind: client.KindGateway, ID: gw.ID, Name: gw.Name}}},
-		Spec: client.SupportServiceSpec{RuntimeID: p.RuntimeID, Type: typ},
+	ss, err := r.Client.SupportServices().Create(ctx, &api.SupportService{
+		Meta: api.Meta{Name: name, Labels: map[string]string{"qleet.io/support-type": typ},
+			Owners: []api.ObjectRef{{Kind: api.KindGateway, ID: gw.ID, Name: gw.Name}}},
+		Spec: api.SupportServiceSpec{RuntimeID: p.RuntimeID, Type: typ},
 	})
-	if client.IsConflict(err) {
+	if api.IsConflict(err) {
 		return r.Client.SupportServices().GetByName(ctx, name)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("install %s on kubernetes_runtime %q: %w", typ, p.Runtime, err)
 	}
-	reconcile.Eventf(ctx, client.EventNormal, ReasonInstallingSupport, "installing %s on kubernetes_runtime %q: the gateway needs it and the runtime has none", typ, p.Runtime)
+	reconcile.Eventf(ctx, api.EventNormal, ReasonInstallingSupport, "installing %s on kubernetes_runtime %q: the gateway needs it and the runtime has none", typ, p.Runtime)
 	return ss, nil
 }
 
 // port is the Service port the gateway routes to: its own, or the definition's first container port.
-func (r *Reconciler) port(ctx context.Context, gw *client.Gateway, inst *client.WorkloadInstance) (int32, error) {
+func (r *Reconciler) port(ctx context.Context, gw *api.Gateway, inst *api.WorkloadInstance) (int32, error) {
 	if gw.Spec.Port != 0 {
 		return gw.Spec.Port, nil
 	}
@@ -176,8 +177,8 @@ func (r *Reconciler) port(ctx context.Context, gw *client.Gateway, inst *client.
 }
 
 // domains returns the domain names whose zones hold one of the gateway's hosts.
-func (r *Reconciler) domains(ctx context.Context, gw *client.Gateway) ([]client.ObjectRef, error) {
-	var out []client.ObjectRef
+func (r *Reconciler) domains(ctx context.Context, gw *api.Gateway) ([]api.ObjectRef, error) {
+	var out []api.ObjectRef
 	if len(gw.Spec.Hosts) == 0 {
 		return nil, nil
 	}
@@ -185,15 +186,15 @@ func (r *Reconciler) domains(ctx context.Context, gw *client.Gateway) ([]client.
 		if err != nil {
 			return nil, fmt.Errorf("list domain_names: %w", err)
 		}
-		if d.DeletionRequestedAt == nil && slices.ContainsFunc(gw.Spec.Hosts, func(h string) bool { return client.InZone(h, d.Spec.Zone) }) {
-			out = append(out, client.ObjectRef{Kind: client.KindDomainName, ID: d.ID, Name: d.Name})
+		if d.DeletionRequestedAt == nil && slices.ContainsFunc(gw.Spec.Hosts, func(h string) bool { return api.InZone(h, d.Spec.Zone) }) {
+			out = append(out, api.ObjectRef{Kind: api.KindDomainName, ID: d.ID, Name: d.Name})
 		}
 	}
 	return out, nil
 }
 
 // route applies the Ingress (and Certificate) on one runtime and reads back the address and certificate.
-func (r *Reconciler) route(ctx context.Context, gw *client.Gateway, inst *client.WorkloadInstance, port int32, rs *client.GatewayRuntimeStatus) error {
+func (r *Reconciler) route(ctx context.Context, gw *api.Gateway, inst *api.WorkloadInstance, port int32, rs *api.GatewayRuntimeStatus) error {
 	rt, err := r.runtimes.RequireReady(ctx, rs.RuntimeID)
 	if err != nil {
 		rs.Message = err.Error()
@@ -215,7 +216,7 @@ func (r *Reconciler) route(ctx context.Context, gw *client.Gateway, inst *client
 	if err != nil {
 		rs.Message = err.Error()
 		if kube.IsInvalid(err) || kube.IsOwnershipConflict(err) {
-			rs.Phase = client.PhaseFailed
+			rs.Phase = api.PhaseFailed
 			return reconcile.Terminal(fmt.Errorf("on kubernetes_runtime %q: %w", rt.Name, err))
 		}
 		return fmt.Errorf("on kubernetes_runtime %q: %w", rt.Name, err)
@@ -226,7 +227,7 @@ func (r *Reconciler) route(ctx context.Context, gw *client.Gateway, inst *client
 		}
 	}
 	rs.Objects = kube.HealthWith(ctx, cl, applied, kube.HealthOptions{}).Objects
-	rs.Phase = client.PhaseReconciling
+	rs.Phase = api.PhaseReconciling
 	ing, err := cl.Clientset.NetworkingV1().Ingresses(ns).Get(ctx, gw.Name, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("read ingress on kubernetes_runtime %q: %w", rt.Name, err)
@@ -250,14 +251,14 @@ func (r *Reconciler) route(ctx context.Context, gw *client.Gateway, inst *client
 			return nil
 		}
 	}
-	rs.Phase, rs.Message = client.PhaseReady, ""
+	rs.Phase, rs.Message = api.PhaseReady, ""
 	return nil
 }
 
 // leave deletes the gateway's objects from runtimes its instance no longer runs on.
-func (r *Reconciler) leave(ctx context.Context, gw *client.Gateway, current []client.GatewayRuntimeStatus) error {
+func (r *Reconciler) leave(ctx context.Context, gw *api.Gateway, current []api.GatewayRuntimeStatus) error {
 	for _, prev := range gw.Status.Runtimes {
-		if slices.ContainsFunc(current, func(c client.GatewayRuntimeStatus) bool { return c.RuntimeID == prev.RuntimeID }) {
+		if slices.ContainsFunc(current, func(c api.GatewayRuntimeStatus) bool { return c.RuntimeID == prev.RuntimeID }) {
 			continue
 		}
 		if err := r.remove(ctx, gw, prev); err != nil {
@@ -268,12 +269,12 @@ func (r *Reconciler) leave(ctx context.Context, gw *client.Gateway, current []cl
 }
 
 // remove deletes the gateway's objects from one runtime; a runtime that is gone has none left.
-func (r *Reconciler) remove(ctx context.Context, gw *client.Gateway, rs client.GatewayRuntimeStatus) error {
+func (r *Reconciler) remove(ctx context.Context, gw *api.Gateway, rs api.GatewayRuntimeStatus) error {
 	if len(rs.Objects) == 0 {
 		return nil
 	}
 	rt, err := r.init().runtimes.Get(ctx, rs.RuntimeID)
-	if client.IsNotFound(err) {
+	if api.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
@@ -313,7 +314,7 @@ func (r *Reconciler) remove(ctx context.Context, gw *client.Gateway, rs client.G
 
 // Finalize removes the gateway's routes and certificates from every runtime, before the support services
 // it used can go (they are its status references until it is gone).
-func (r *Reconciler) Finalize(ctx context.Context, gw *client.Gateway) (reconcile.Result, error) {
+func (r *Reconciler) Finalize(ctx context.Context, gw *api.Gateway) (reconcile.Result, error) {
 	if gw.DeletionOrphan {
 		return reconcile.Result{}, nil
 	}
@@ -326,7 +327,7 @@ func (r *Reconciler) Finalize(ctx context.Context, gw *client.Gateway) (reconcil
 }
 
 // render makes the gateway's Ingress and, with TLS, its Certificate.
-func render(gw *client.Gateway, service, ns string, port int32) []*unstructured.Unstructured {
+func render(gw *api.Gateway, service, ns string, port int32) []*unstructured.Unstructured {
 	var paths []any
 	for _, p := range gw.Spec.Paths {
 		paths = append(paths, map[string]any{"path": p, "pathType": "Prefix", "backend": map[string]any{
@@ -339,7 +340,7 @@ func render(gw *client.Gateway, service, ns string, port int32) []*unstructured.
 	for _, h := range gw.Spec.Hosts {
 		rules = append(rules, map[string]any{"host": h, "http": map[string]any{"paths": paths}})
 	}
-	spec := map[string]any{"ingressClassName": client.IngressClassName, "rules": rules}
+	spec := map[string]any{"ingressClassName": api.IngressClassName, "rules": rules}
 	redirect := "false"
 	var out []*unstructured.Unstructured
 	if gw.Spec.TLSOn() {
@@ -353,7 +354,7 @@ func render(gw *client.Gateway, service, ns string, port int32) []*unstructured.
 		}
 		cert := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
 			"secretName": gw.Name + "-tls", "dnsNames": hosts,
-			"issuerRef": map[string]any{"name": client.ClusterIssuerName, "kind": "ClusterIssuer", "group": "cert-manager.io"},
+			"issuerRef": map[string]any{"name": api.ClusterIssuerName, "kind": "ClusterIssuer", "group": "cert-manager.io"},
 		}}}
 		cert.SetAPIVersion("cert-manager.io/v1")
 		cert.SetKind("Certificate")
@@ -388,7 +389,7 @@ func certificateState(cert *unstructured.Unstructured) (bool, *time.Time) {
 	return false, expiry
 }
 
-func runtimeURL(gw *client.Gateway, address string) string {
+func runtimeURL(gw *api.Gateway, address string) string {
 	scheme, host := "http", address
 	if gw.Spec.TLSOn() {
 		scheme = "https"
@@ -404,7 +405,7 @@ func runtimeURL(gw *client.Gateway, address string) string {
 }
 
 // gatewayURL is the gateway's URL: its first host's, or the first runtime's address.
-func gatewayURL(gw *client.Gateway) string {
+func gatewayURL(gw *api.Gateway) string {
 	for _, rs := range gw.Status.Runtimes {
 		if rs.URL != "" {
 			return rs.URL

@@ -4,10 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
-	"github.com/qleetos/terraform-provider-qleet/client"
 )
 
 func TestRender(t *testing.T) {
@@ -15,24 +14,24 @@ func TestRender(t *testing.T) {
 	off := false
 	for _, tc := range []struct {
 		name      string
-		spec      client.GatewaySpec
+		spec      api.GatewaySpec
 		kinds     []string
 		redirect  string
 		url       string
 		hostRules int
 		tlsSecret string
 	}{
-		{"a host: TLS and a redirect by default", client.GatewaySpec{Hosts: []string{"a.example.com", "b.example.com"}, Paths: []string{"/", "/api"}},
+		{"a host: TLS and a redirect by default", api.GatewaySpec{Hosts: []string{"a.example.com", "b.example.com"}, Paths: []string{"/", "/api"}},
 			[]string{"Certificate", "Ingress"}, "true", "https://a.example.com/", 2, "web-tls"},
-		{"a host without the redirect", client.GatewaySpec{Hosts: []string{"a.example.com"}, Paths: []string{"/"}, RedirectHTTP: &off},
+		{"a host without the redirect", api.GatewaySpec{Hosts: []string{"a.example.com"}, Paths: []string{"/"}, RedirectHTTP: &off},
 			[]string{"Certificate", "Ingress"}, "false", "https://a.example.com/", 1, "web-tls"},
-		{"TLS off", client.GatewaySpec{Hosts: []string{"a.example.com"}, Paths: []string{"/x"}, TLS: &off},
+		{"TLS off", api.GatewaySpec{Hosts: []string{"a.example.com"}, Paths: []string{"/x"}, TLS: &off},
 			[]string{"Ingress"}, "false", "http://a.example.com/x", 1, ""},
-		{"no host: any host, plain HTTP", client.GatewaySpec{Paths: []string{"/"}},
+		{"no host: any host, plain HTTP", api.GatewaySpec{Paths: []string{"/"}},
 			[]string{"Ingress"}, "false", "http://10.0.0.1/", 1, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			gw := &client.Gateway{Meta: client.Meta{Name: "web"}, Spec: tc.spec}
+			gw := &api.Gateway{Meta: api.Meta{Name: "web"}, Spec: tc.spec}
 			objs := render(gw, "app", "app-ns", 8080)
 			var kinds []string
 			var ing *unstructured.Unstructured
@@ -46,7 +45,7 @@ func TestRender(t *testing.T) {
 			require.Equal(t, tc.kinds, kinds, "the Certificate is applied before the Ingress that names its Secret")
 			require.Equal(t, tc.redirect, ing.GetAnnotations()["nginx.ingress.kubernetes.io/ssl-redirect"])
 			class, _, _ := unstructured.NestedString(ing.Object, "spec", "ingressClassName")
-			require.Equal(t, client.IngressClassName, class)
+			require.Equal(t, api.IngressClassName, class)
 			rules, _, _ := unstructured.NestedSlice(ing.Object, "spec", "rules")
 			require.Len(t, rules, tc.hostRules)
 			paths, _, _ := unstructured.NestedSlice(rules[0].(map[string]any), "http", "paths")

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/route53"
 	r53types "github.com/aws/aws-sdk-go-v2/service/route53/types"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/awscloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
@@ -27,16 +28,16 @@ func fqdn(name string) string { return strings.TrimSuffix(name, ".") + "." }
 
 func ownerValue(id string) string { return `"heritage=qleetos,owner=` + id + `"` }
 
-func domainOwner(d *client.DomainName) awscloud.Owner {
-	return awscloud.Owner{Kind: client.KindDomainName, ID: d.ID}
+func domainOwner(d *api.DomainName) awscloud.Owner {
+	return awscloud.Owner{Kind: api.KindDomainName, ID: d.ID}
 }
 
 // zoneID is a hosted zone's id without its "/hostedzone/" prefix.
 func zoneID(id string) string { return strings.TrimPrefix(id, "/hostedzone/") }
 
 // findZone returns the public hosted zone named zone, if any.
-func findZone(ctx context.Context, api awscloud.Route53, zone string) (*r53types.HostedZone, error) {
-	out, err := api.ListHostedZonesByName(ctx, &route53.ListHostedZonesByNameInput{DNSName: sdkaws.String(fqdn(zone))})
+func findZone(ctx context.Context, svc awscloud.Route53, zone string) (*r53types.HostedZone, error) {
+	out, err := svc.ListHostedZonesByName(ctx, &route53.ListHostedZonesByNameInput{DNSName: sdkaws.String(fqdn(zone))})
 	if err != nil {
 		return nil, awscloud.Outcome(fmt.Errorf("find Route53 hosted zone %s: %w", zone, awscloud.Classify(err)))
 	}
@@ -49,8 +50,8 @@ func findZone(ctx context.Context, api awscloud.Route53, zone string) (*r53types
 }
 
 // zoneTags returns a hosted zone's tags.
-func zoneTags(ctx context.Context, api awscloud.Route53, id string) (map[string]string, error) {
-	out, err := api.ListTagsForResource(ctx, &route53.ListTagsForResourceInput{ResourceType: r53types.TagResourceTypeHostedzone, ResourceId: sdkaws.String(zoneID(id))})
+func zoneTags(ctx context.Context, svc awscloud.Route53, id string) (map[string]string, error) {
+	out, err := svc.ListTagsForResource(ctx, &route53.ListTagsForResourceInput{ResourceType: r53types.TagResourceTypeHostedzone, ResourceId: sdkaws.String(zoneID(id))})
 	if err != nil {
 		return nil, awscloud.Outcome(fmt.Errorf("read the tags of Route53 hosted zone %s: %w", id, awscloud.Classify(err)))
 	}
@@ -63,12 +64,12 @@ func zoneTags(ctx context.Context, api awscloud.Route53, id string) (map[string]
 	return m, nil
 }
 
-func tagZone(ctx context.Context, api awscloud.Route53, id string, o awscloud.Owner) error {
+func tagZone(ctx context.Context, svc awscloud.Route53, id string, o awscloud.Owner) error {
 	var tags []r53types.Tag
 	for _, k := range []string{awscloud.TagOwnerKind, awscloud.TagOwnerID, awscloud.TagManagedBy} {
 		tags = append(tags, r53types.Tag{Key: sdkaws.String(k), Value: sdkaws.String(o.Tags()[k])})
 	}
-	if _, err := api.ChangeTagsForResource(ctx, &route53.ChangeTagsForResourceInput{ResourceType: r53types.TagResourceTypeHostedzone,
+	if _, err := svc.ChangeTagsForResource(ctx, &route53.ChangeTagsForResourceInput{ResourceType: r53types.TagResourceTypeHostedzone,
 		ResourceId: sdkaws.String(zoneID(id)), AddTags: tags}); err != nil {
 		return awscloud.Outcome(fmt.Errorf("tag Route53 hosted zone %s: %w", id, awscloud.Classify(err)))
 	}
@@ -78,44 +79,44 @@ func tagZone(ctx context.Context, api awscloud.Route53, id string, o awscloud.Ow
 // ensureZone finds the domain name's hosted zone by name, or creates it (tagged with the domain name's
 // ownership, so that only a zone QleetOS created is ever deleted). A zone found untagged whose caller
 // reference is the domain name's id is one whose creation was interrupted before its tags: it is tagged.
-func ensureZone(ctx context.Context, api awscloud.Route53, d *client.DomainName) (string, error) {
-	z, err := findZone(ctx, api, d.Spec.Zone)
+func ensureZone(ctx context.Context, svc awscloud.Route53, d *api.DomainName) (string, error) {
+	z, err := findZone(ctx, svc, d.Spec.Zone)
 	if err != nil {
 		return "", err
 	}
 	if z != nil {
 		if sdkaws.ToString(z.CallerReference) == d.ID {
-			tags, err := zoneTags(ctx, api, sdkaws.ToString(z.Id))
+			tags, err := zoneTags(ctx, svc, sdkaws.ToString(z.Id))
 			if err != nil {
 				return "", err
 			}
 			if !domainOwner(d).Owns(tags) {
-				if err := tagZone(ctx, api, sdkaws.ToString(z.Id), domainOwner(d)); err != nil {
+				if err := tagZone(ctx, svc, sdkaws.ToString(z.Id), domainOwner(d)); err != nil {
 					return "", err
 				}
 			}
 		}
 		return sdkaws.ToString(z.Id), nil
 	}
-	out, err := api.CreateHostedZone(ctx, &route53.CreateHostedZoneInput{Name: sdkaws.String(d.Spec.Zone), CallerReference: sdkaws.String(d.ID),
+	out, err := svc.CreateHostedZone(ctx, &route53.CreateHostedZoneInput{Name: sdkaws.String(d.Spec.Zone), CallerReference: sdkaws.String(d.ID),
 		HostedZoneConfig: &r53types.HostedZoneConfig{Comment: sdkaws.String("QleetOS: domain_name " + d.Name)}})
 	if err != nil {
 		return "", awscloud.Outcome(fmt.Errorf("create Route53 hosted zone %s: %w", d.Spec.Zone, awscloud.Classify(err)))
 	}
 	id := sdkaws.ToString(out.HostedZone.Id)
-	if err := tagZone(ctx, api, id, domainOwner(d)); err != nil {
+	if err := tagZone(ctx, svc, id, domainOwner(d)); err != nil {
 		return "", err
 	}
-	reconcile.Eventf(ctx, client.EventNormal, "HostedZoneCreated", "created Route53 hosted zone %s (%s)", d.Spec.Zone, zoneID(id))
+	reconcile.Eventf(ctx, api.EventNormal, "HostedZoneCreated", "created Route53 hosted zone %s (%s)", d.Spec.Zone, zoneID(id))
 	return id, nil
 }
 
 // recordSets lists every record set of a hosted zone.
-func recordSets(ctx context.Context, api awscloud.Route53, id string) ([]r53types.ResourceRecordSet, error) {
+func recordSets(ctx context.Context, svc awscloud.Route53, id string) ([]r53types.ResourceRecordSet, error) {
 	var out []r53types.ResourceRecordSet
 	in := &route53.ListResourceRecordSetsInput{HostedZoneId: sdkaws.String(id)}
 	for {
-		page, err := api.ListResourceRecordSets(ctx, in)
+		page, err := svc.ListResourceRecordSets(ctx, in)
 		if err != nil {
 			return nil, awscloud.Outcome(fmt.Errorf("list the records of Route53 hosted zone %s: %w", id, awscloud.Classify(err)))
 		}
@@ -128,7 +129,7 @@ func recordSets(ctx context.Context, api awscloud.Route53, id string) ([]r53type
 }
 
 // recordSet is the Route53 record of a gateway host: A for addresses, CNAME for a load balancer's name.
-func recordSet(r client.DNSRecord) r53types.ResourceRecordSet {
+func recordSet(r api.DNSRecord) r53types.ResourceRecordSet {
 	typ, values := r53types.RRTypeA, r.Targets
 	if slices.ContainsFunc(r.Targets, func(t string) bool { return net.ParseIP(t) == nil }) {
 		typ, values = r53types.RRTypeCname, r.Targets[:1]
@@ -156,8 +157,8 @@ func sameRecordSet(a, b r53types.ResourceRecordSet) bool {
 // record, in one change batch: UPSERT what is missing or different, DELETE what the domain name wrote
 // and no longer wants. A name that holds a record that is not the domain name's is left unchanged; it
 // is returned as a conflict.
-func syncRecords(ctx context.Context, api awscloud.Route53, zone, owner string, wanted []client.DNSRecord) (conflicts []string, err error) {
-	sets, err := recordSets(ctx, api, zone)
+func syncRecords(ctx context.Context, svc awscloud.Route53, zone, owner string, wanted []api.DNSRecord) (conflicts []string, err error) {
+	sets, err := recordSets(ctx, svc, zone)
 	if err != nil {
 		return nil, err
 	}
@@ -219,7 +220,7 @@ func syncRecords(ctx context.Context, api awscloud.Route53, zone, owner string, 
 	if len(changes) == 0 {
 		return conflicts, nil
 	}
-	if _, err := api.ChangeResourceRecordSets(ctx, &route53.ChangeResourceRecordSetsInput{HostedZoneId: sdkaws.String(zone),
+	if _, err := svc.ChangeResourceRecordSets(ctx, &route53.ChangeResourceRecordSetsInput{HostedZoneId: sdkaws.String(zone),
 		ChangeBatch: &r53types.ChangeBatch{Comment: sdkaws.String("QleetOS: domain_name " + owner), Changes: changes}}); err != nil {
 		return conflicts, awscloud.Outcome(fmt.Errorf("change the records of Route53 hosted zone %s: %w", zone, awscloud.Classify(err)))
 	}
@@ -231,13 +232,13 @@ func (r *DomainReconciler) route53Accounts(ctx context.Context, runtimes []strin
 	var ids []string
 	for _, id := range runtimes {
 		rt, err := r.Client.KubernetesRuntimes().Get(ctx, id)
-		if client.IsNotFound(err) {
+		if api.IsNotFound(err) {
 			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("get kubernetes_runtime: %w", err)
 		}
-		if rt.Spec.Provider == client.ProviderEKS && rt.Spec.CloudAccountID != "" && !slices.Contains(ids, rt.Spec.CloudAccountID) {
+		if rt.Spec.Provider == api.ProviderEKS && rt.Spec.CloudAccountID != "" && !slices.Contains(ids, rt.Spec.CloudAccountID) {
 			ids = append(ids, rt.Spec.CloudAccountID)
 		}
 	}
@@ -251,7 +252,7 @@ func (r *DomainReconciler) allAccounts(ctx context.Context) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("list cloud_accounts: %w", err)
 		}
-		if ca.Spec.Provider == client.CloudAWS {
+		if ca.Spec.Provider == api.CloudAWS {
 			ids = append(ids, ca.ID)
 		}
 	}
@@ -263,7 +264,7 @@ func (r *DomainReconciler) allAccounts(ctx context.Context) ([]string, error) {
 // calls external-dns would make: the records are there as soon as the gateways have addresses, whether
 // or not an external-dns runs in the cluster. With no gateway on an eks runtime, records written before
 // (hadRecords) are looked for in every AWS cloud account and taken out.
-func (r *DomainReconciler) syncRoute53(ctx context.Context, d *client.DomainName, records []client.DNSRecord, runtimes []string, hadRecords bool) error {
+func (r *DomainReconciler) syncRoute53(ctx context.Context, d *api.DomainName, records []api.DNSRecord, runtimes []string, hadRecords bool) error {
 	if r.Accounts == nil {
 		return reconcile.Terminal(fmt.Errorf("provider route53 is not available: this control plane has no AWS access"))
 	}
@@ -300,9 +301,9 @@ func (r *DomainReconciler) syncRoute53(ctx context.Context, d *client.DomainName
 }
 
 // removeRoute53Records takes the domain name's records out of its zone in every AWS cloud account.
-func (r *DomainReconciler) removeRoute53Records(ctx context.Context, d *client.DomainName) error {
-	_, err := r.eachZone(ctx, d, nil, func(api awscloud.Route53, id string) error {
-		_, err := syncRecords(ctx, api, id, d.ID, nil)
+func (r *DomainReconciler) removeRoute53Records(ctx context.Context, d *api.DomainName) error {
+	_, err := r.eachZone(ctx, d, nil, func(svc awscloud.Route53, id string) error {
+		_, err := syncRecords(ctx, svc, id, d.ID, nil)
 		return err
 	})
 	return err
@@ -310,7 +311,7 @@ func (r *DomainReconciler) removeRoute53Records(ctx context.Context, d *client.D
 
 // eachZone calls f with the domain name's hosted zone in each of accounts (every AWS cloud account
 // when empty) that has one.
-func (r *DomainReconciler) eachZone(ctx context.Context, d *client.DomainName, accounts []string, f func(api awscloud.Route53, zone string) error) (int, error) {
+func (r *DomainReconciler) eachZone(ctx context.Context, d *api.DomainName, accounts []string, f func(svc awscloud.Route53, zone string) error) (int, error) {
 	if r.Accounts == nil {
 		return 0, nil
 	}
@@ -344,23 +345,23 @@ func (r *DomainReconciler) eachZone(ctx context.Context, d *client.DomainName, a
 // removeRoute53 takes the domain name's records out and deletes the hosted zone when QleetOS created it
 // for this domain name (its tags) and it holds nothing else; a zone with other records is left, with a
 // warning.
-func (r *DomainReconciler) removeRoute53(ctx context.Context, d *client.DomainName, runtimes []string) error {
+func (r *DomainReconciler) removeRoute53(ctx context.Context, d *api.DomainName, runtimes []string) error {
 	accounts, err := r.route53Accounts(ctx, runtimes)
 	if err != nil {
 		return err
 	}
-	_, err = r.eachZone(ctx, d, accounts, func(api awscloud.Route53, id string) error {
-		if _, err := syncRecords(ctx, api, id, d.ID, nil); err != nil {
+	_, err = r.eachZone(ctx, d, accounts, func(svc awscloud.Route53, id string) error {
+		if _, err := syncRecords(ctx, svc, id, d.ID, nil); err != nil {
 			return err
 		}
-		tags, err := zoneTags(ctx, api, id)
+		tags, err := zoneTags(ctx, svc, id)
 		if err != nil || !domainOwner(d).Owns(tags) {
 			return err
 		}
-		_, err = api.DeleteHostedZone(ctx, &route53.DeleteHostedZoneInput{Id: sdkaws.String(zoneID(id))})
+		_, err = svc.DeleteHostedZone(ctx, &route53.DeleteHostedZoneInput{Id: sdkaws.String(zoneID(id))})
 		switch {
 		case awscloud.IsCode(err, "HostedZoneNotEmpty"):
-			reconcile.Eventf(ctx, client.EventWarning, "LeftAlone", "Route53 hosted zone %s holds records QleetOS did not write; it was kept", d.Spec.Zone)
+			reconcile.Eventf(ctx, api.EventWarning, "LeftAlone", "Route53 hosted zone %s holds records QleetOS did not write; it was kept", d.Spec.Zone)
 		case err != nil && !awscloud.IsNotFound(err):
 			return awscloud.Outcome(fmt.Errorf("delete Route53 hosted zone %s: %w", d.Spec.Zone, awscloud.Classify(err)))
 		}

@@ -11,6 +11,7 @@ import (
 	r53types "github.com/aws/aws-sdk-go-v2/service/route53/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/awscloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/gateway"
@@ -32,28 +33,28 @@ func TestRoute53Records(t *testing.T) {
 	t.Cleanup(func() { _ = sim.Stop(context.Background()) })
 	acct, err := sim.AddAccount("")
 	require.NoError(t, err)
-	api := apitest.Start(t)
-	admin, ctrl := api.Client(t, server.RoleAdmin), api.Client(t, server.RoleController)
+	svc := apitest.Start(t)
+	admin, ctrl := svc.Client(t, server.RoleAdmin), svc.Client(t, server.RoleController)
 
-	ca, err := admin.CloudAccounts().Create(ctx, &client.CloudAccount{Meta: client.Meta{Name: "aws"}, Spec: client.CloudAccountSpec{
-		Provider: client.CloudAWS, Region: "us-east-1", AccessKeyID: acct.AccessKeyID, SecretAccessKey: acct.SecretAccessKey, Endpoint: sim.URL()}})
+	ca, err := admin.CloudAccounts().Create(ctx, &api.CloudAccount{Meta: api.Meta{Name: "aws"}, Spec: api.CloudAccountSpec{
+		Provider: api.CloudAWS, Region: "us-east-1", AccessKeyID: acct.AccessKeyID, SecretAccessKey: acct.SecretAccessKey, Endpoint: sim.URL()}})
 	require.NoError(t, err)
-	ca.Status.Phase, ca.Status.ObservedGeneration, ca.Status.AccountID = client.PhaseReady, ca.Generation, acct.ID
+	ca.Status.Phase, ca.Status.ObservedGeneration, ca.Status.AccountID = api.PhaseReady, ca.Generation, acct.ID
 	_, err = ctrl.CloudAccounts().UpdateStatus(ctx, ca.ID, ca.ResourceVersion, ca.Status)
 	require.NoError(t, err)
-	rt, err := admin.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "prod"}, Spec: client.KubernetesRuntimeSpec{
-		Provider: client.ProviderEKS, Region: "us-east-1", CloudAccountID: ca.ID, Nodes: 1}})
+	rt, err := admin.KubernetesRuntimes().Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: "prod"}, Spec: api.KubernetesRuntimeSpec{
+		Provider: api.ProviderEKS, Region: "us-east-1", CloudAccountID: ca.ID, Nodes: 1}})
 	require.NoError(t, err)
-	def, err := admin.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "web"},
-		Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "web", Image: "nginx:1.27", Ports: []client.ContainerPort{{ContainerPort: 80}}}}}})
+	def, err := admin.WorkloadDefinitions().Create(ctx, &api.WorkloadDefinition{Meta: api.Meta{Name: "web"},
+		Spec: api.WorkloadDefinitionSpec{Containers: []api.Container{{Name: "web", Image: "nginx:1.27", Ports: []api.ContainerPort{{ContainerPort: 80}}}}}})
 	require.NoError(t, err)
-	inst, err := admin.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "shop"},
-		Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
+	inst, err := admin.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "shop"},
+		Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
 	require.NoError(t, err)
-	newGateway := func(name string, hosts ...string) *client.Gateway {
-		gw, err := admin.Gateways().Create(ctx, &client.Gateway{Meta: client.Meta{Name: name}, Spec: client.GatewaySpec{InstanceID: inst.ID, Hosts: hosts}})
+	newGateway := func(name string, hosts ...string) *api.Gateway {
+		gw, err := admin.Gateways().Create(ctx, &api.Gateway{Meta: api.Meta{Name: name}, Spec: api.GatewaySpec{InstanceID: inst.ID, Hosts: hosts}})
 		require.NoError(t, err)
-		gw.Status.Runtimes = []client.GatewayRuntimeStatus{{RuntimeID: rt.ID, Runtime: rt.Name, Address: "203.0.113.7", Phase: client.PhaseReady}}
+		gw.Status.Runtimes = []api.GatewayRuntimeStatus{{RuntimeID: rt.ID, Runtime: rt.Name, Address: "203.0.113.7", Phase: api.PhaseReady}}
 		gw.Status.ObservedGeneration = gw.Generation
 		_, err = ctrl.Gateways().UpdateStatus(ctx, gw.ID, gw.ResourceVersion, gw.Status)
 		require.NoError(t, err)
@@ -61,10 +62,10 @@ func TestRoute53Records(t *testing.T) {
 	}
 	web := newGateway("web", "app.example.test")
 
-	dn, err := admin.DomainNames().Create(ctx, &client.DomainName{Meta: client.Meta{Name: "example"}, Spec: client.DomainNameSpec{Zone: "example.test", Provider: client.DNSProviderRoute53}})
+	dn, err := admin.DomainNames().Create(ctx, &api.DomainName{Meta: api.Meta{Name: "example"}, Spec: api.DomainNameSpec{Zone: "example.test", Provider: api.DNSProviderRoute53}})
 	require.NoError(t, err)
 	rec := &gateway.DomainReconciler{Client: ctrl, Accounts: &awscloud.Accounts{Client: ctrl}}
-	reconcileOnce := func() *client.DomainName {
+	reconcileOnce := func() *api.DomainName {
 		t.Helper()
 		d, err := ctrl.DomainNames().Get(ctx, dn.ID)
 		require.NoError(t, err)

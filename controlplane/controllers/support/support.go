@@ -15,6 +15,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
@@ -36,7 +37,7 @@ type Reconciler struct {
 
 	once     sync.Once
 	renderer *render.Renderer
-	runtimes reconcile.Deps[client.KubernetesRuntimeSpec, client.KubernetesRuntimeStatus]
+	runtimes reconcile.Deps[api.KubernetesRuntimeSpec, api.KubernetesRuntimeStatus]
 }
 
 func (r *Reconciler) init() *Reconciler {
@@ -48,7 +49,7 @@ func (r *Reconciler) init() *Reconciler {
 }
 
 // Reconcile installs (or upgrades) the support service's chart on its runtime and reports its health.
-func (r *Reconciler) Reconcile(ctx context.Context, ss *client.SupportService) (reconcile.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, ss *api.SupportService) (reconcile.Result, error) {
 	rt, err := r.init().runtimes.RequireReady(ctx, ss.Spec.RuntimeID)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -109,9 +110,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, ss *client.SupportService) (
 // render renders the support service's chart: from the support chart directory when it holds the type
 // (and no repository is named), else from the upstream (or given) repository at the pinned version.
 // cert-manager also gets the ClusterIssuer that gateways name.
-func (r *Reconciler) render(ctx context.Context, ss *client.SupportService, kubeVersion string) ([]*unstructured.Unstructured, string, error) {
-	up := client.SupportCharts[ss.Spec.Type]
-	h := &client.HelmSource{Repository: up.Repository, Chart: up.Chart, Version: up.Version, Values: defaultValues[ss.Spec.Type]}
+func (r *Reconciler) render(ctx context.Context, ss *api.SupportService, kubeVersion string) ([]*unstructured.Unstructured, string, error) {
+	up := api.SupportCharts[ss.Spec.Type]
+	h := &api.HelmSource{Repository: up.Repository, Chart: up.Chart, Version: up.Version, Values: defaultValues[ss.Spec.Type]}
 	if ss.Spec.Version != "" {
 		h.Version = ss.Spec.Version
 	}
@@ -121,19 +122,19 @@ func (r *Reconciler) render(ctx context.Context, ss *client.SupportService, kube
 		h.Repository = ss.Spec.Repository
 		source = fmt.Sprintf("%s %s from %s", h.Chart, h.Version, h.Repository)
 	case r.hasLocal(ss.Spec.Type):
-		h = &client.HelmSource{Chart: ss.Spec.Type}
+		h = &api.HelmSource{Chart: ss.Spec.Type}
 		source = "local chart " + filepath.Join(r.ChartDir, ss.Spec.Type)
 	}
 	if ss.Spec.Values != "" {
 		h.Values = ss.Spec.Values
 	}
-	def := &client.WorkloadDefinition{Meta: client.Meta{Name: "qleet-" + ss.Spec.Type}, Spec: client.WorkloadDefinitionSpec{Helm: h, ClusterScoped: true}}
-	inst := &client.WorkloadInstance{Meta: client.Meta{Name: "qleet-" + ss.Spec.Type}, Spec: client.WorkloadInstanceSpec{Namespace: namespace(ss)}}
+	def := &api.WorkloadDefinition{Meta: api.Meta{Name: "qleet-" + ss.Spec.Type}, Spec: api.WorkloadDefinitionSpec{Helm: h, ClusterScoped: true}}
+	inst := &api.WorkloadInstance{Meta: api.Meta{Name: "qleet-" + ss.Spec.Type}, Spec: api.WorkloadInstanceSpec{Namespace: namespace(ss)}}
 	objs, err := r.renderer.Render(ctx, def, inst, kubeVersion)
 	if err != nil {
 		return nil, "", fmt.Errorf("render %s: %w", source, err)
 	}
-	if ss.Spec.Type == client.SupportCertManager {
+	if ss.Spec.Type == api.SupportCertManager {
 		objs = append(objs, clusterIssuer())
 	}
 	return objs, source, nil
@@ -142,7 +143,7 @@ func (r *Reconciler) render(ctx context.Context, ss *client.SupportService, kube
 // defaultValues make the upstream charts install what gateways rely on: the qleet IngressClass and a
 // labelled LoadBalancer Service, and cert-manager's CRDs.
 var defaultValues = map[string]string{
-	client.SupportIngress: `controller:
+	api.SupportIngress: `controller:
   ingressClass: qleet
   ingressClassResource:
     name: qleet
@@ -151,12 +152,12 @@ var defaultValues = map[string]string{
     labels:
       qleetos.io/ingress-controller: "true"
 `,
-	client.SupportCertManager: `crds:
+	api.SupportCertManager: `crds:
   enabled: true
 extraArgs:
   - --enable-certificate-owner-ref=true
 `,
-	client.SupportExternalDNS: `sources: [ingress]
+	api.SupportExternalDNS: `sources: [ingress]
 extraArgs: [--ingress-class=qleet]
 `,
 }
@@ -165,7 +166,7 @@ func clusterIssuer() *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"selfSigned": map[string]any{}}}}
 	u.SetAPIVersion("cert-manager.io/v1")
 	u.SetKind("ClusterIssuer")
-	u.SetName(client.ClusterIssuerName)
+	u.SetName(api.ClusterIssuerName)
 	return u
 }
 
@@ -178,14 +179,14 @@ func (r *Reconciler) hasLocal(typ string) bool {
 }
 
 // namespace is where a support service is installed.
-func namespace(ss *client.SupportService) string {
-	return client.SupportCharts[ss.Spec.Type].Namespace
+func namespace(ss *api.SupportService) string {
+	return api.SupportCharts[ss.Spec.Type].Namespace
 }
 
 // ownershipFailure says that installing the support service met an object QleetOS does not own. A
 // support service cannot adopt (its chart is QleetOS's, and what is already there may be another
 // installation of the add-on that others rely on), so it names the object and what a person can do.
-func ownershipFailure(ss *client.SupportService, runtime string, oe *kube.OwnershipError) error {
+func ownershipFailure(ss *api.SupportService, runtime string, oe *kube.OwnershipError) error {
 	holder := "was not created by QleetOS"
 	if oe.OwnedBy != "" {
 		holder = fmt.Sprintf("belongs to another QleetOS owner (%s)", oe.OwnedBy)
@@ -201,12 +202,12 @@ func ownershipFailure(ss *client.SupportService, runtime string, oe *kube.Owners
 // never touched, and a namespace that holds anything else stays. A runtime that is gone has nothing
 // left to remove, nor has one that cannot be reached when nothing was ever installed on it; a deletion
 // with orphan leaves everything.
-func (r *Reconciler) Finalize(ctx context.Context, ss *client.SupportService) (reconcile.Result, error) {
+func (r *Reconciler) Finalize(ctx context.Context, ss *api.SupportService) (reconcile.Result, error) {
 	if ss.DeletionOrphan {
 		return reconcile.Result{}, nil
 	}
 	rt, err := r.init().runtimes.Get(ctx, ss.Spec.RuntimeID)
-	if client.IsNotFound(err) {
+	if api.IsNotFound(err) {
 		return reconcile.Result{}, nil
 	}
 	if err != nil {
@@ -236,7 +237,7 @@ func (r *Reconciler) Finalize(ctx context.Context, ss *client.SupportService) (r
 // kube.SearchKinds: those its status lists, and those its chart renders (an install that failed part
 // way may have made objects of kinds outside SearchKinds, such as an IngressClass or a webhook
 // configuration, before the status recorded any). A chart that cannot be rendered now adds nothing.
-func (r *Reconciler) searchRefs(ctx context.Context, ss *client.SupportService, kubeVersion string) []kube.AppliedRef {
+func (r *Reconciler) searchRefs(ctx context.Context, ss *api.SupportService, kubeVersion string) []kube.AppliedRef {
 	refs := kube.RefsOf(ss.Status.Objects)
 	objs, _, err := r.render(ctx, ss, kubeVersion)
 	if err != nil {

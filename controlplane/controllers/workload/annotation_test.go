@@ -1,6 +1,8 @@
 package workload
 
 import (
+	"github.com/qleetos/terraform-provider-qleet/api"
+
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
 	"github.com/qleetos/terraform-provider-qleet/internal/apitest"
 )
@@ -21,13 +22,13 @@ import (
 func TestDependenciesAnnotationIsAVersionNotAHashOfTheValues(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	api := apitest.Start(t)
-	admin, ctrl := api.Client(t, server.RoleAdmin), api.Client(t, server.RoleController)
+	svc := apitest.Start(t)
+	admin, ctrl := svc.Client(t, server.RoleAdmin), svc.Client(t, server.RoleController)
 	r := &InstanceReconciler{Client: ctrl}
-	inst := &client.WorkloadInstance{Meta: client.Meta{ID: "inst-1", Name: "web"}}
+	inst := &api.WorkloadInstance{Meta: api.Meta{ID: "inst-1", Name: "web"}}
 	const value = "correct-horse"
-	sec, err := admin.Secrets().Create(ctx, &client.Secret{Meta: client.Meta{Name: "api-key"},
-		Spec: client.SecretSpec{InstanceIDs: []string{inst.ID}, Values: map[string]string{"API_KEY": value}}})
+	sec, err := admin.Secrets().Create(ctx, &api.Secret{Meta: api.Meta{Name: "api-key"},
+		Spec: api.SecretSpec{InstanceIDs: []string{inst.ID}, Values: map[string]string{"API_KEY": value}}})
 	require.NoError(t, err)
 
 	// annotation marks the secret reconciled, as its controller does, and returns the annotation an
@@ -36,8 +37,8 @@ func TestDependenciesAnnotationIsAVersionNotAHashOfTheValues(t *testing.T) {
 		t.Helper()
 		cur, err := ctrl.Secrets().Get(ctx, sec.ID)
 		require.NoError(t, err)
-		_, err = ctrl.Secrets().UpdateStatus(ctx, cur.ID, cur.ResourceVersion, client.SecretStatus{
-			Status: client.Status{Phase: client.PhaseReady, ObservedGeneration: cur.Generation}})
+		_, err = ctrl.Secrets().UpdateStatus(ctx, cur.ID, cur.ResourceVersion, api.SecretStatus{
+			Status: api.Status{Phase: api.PhaseReady, ObservedGeneration: cur.Generation}})
 		require.NoError(t, err)
 		d, err := r.dependencies(ctx, inst)
 		require.NoError(t, err)

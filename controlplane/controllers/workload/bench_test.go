@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/workload"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/render"
@@ -109,17 +109,17 @@ func setupBench(b *testing.B) benchEnv {
 	return benchEnv{setup(b)}
 }
 
-func (e benchEnv) benchDefinition(b *testing.B) *client.WorkloadDefinition {
-	d, err := e.admin.WorkloadDefinitions().Create(context.Background(), &client.WorkloadDefinition{Meta: client.Meta{Name: "bench"}, Spec: webSpec()})
+func (e benchEnv) benchDefinition(b *testing.B) *api.WorkloadDefinition {
+	d, err := e.admin.WorkloadDefinitions().Create(context.Background(), &api.WorkloadDefinition{Meta: api.Meta{Name: "bench"}, Spec: webSpec()})
 	require.NoError(b, err)
 	return d
 }
 
 // viaReconciler creates an instance, then reconciles it on every change of its Deployment until done.
-func (e benchEnv) viaReconciler(ctx context.Context, rec *workload.InstanceReconciler, def *client.WorkloadDefinition) error {
+func (e benchEnv) viaReconciler(ctx context.Context, rec *workload.InstanceReconciler, def *api.WorkloadDefinition) error {
 	name := fmt.Sprintf("rec-%d", benchSeq.Add(1))
 	start := time.Now()
-	created, err := e.admin.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: name}, Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: e.rt.ID}})
+	created, err := e.admin.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: name}, Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: e.rt.ID}})
 	if err != nil {
 		return err
 	}
@@ -155,9 +155,9 @@ func (e benchEnv) viaReconciler(ctx context.Context, rec *workload.InstanceRecon
 
 // viaSSA applies the same rendered objects with plain client-go server-side apply and watches the
 // Deployment until it is Available.
-func (e benchEnv) viaSSA(ctx context.Context, def *client.WorkloadDefinition) error {
+func (e benchEnv) viaSSA(ctx context.Context, def *api.WorkloadDefinition) error {
 	name := fmt.Sprintf("ssa-%d", benchSeq.Add(1))
-	inst := &client.WorkloadInstance{Meta: client.Meta{Name: name}}
+	inst := &api.WorkloadInstance{Meta: api.Meta{Name: name}}
 	objs, err := (&render.Renderer{}).Render(ctx, def, inst, "")
 	if err != nil {
 		return err

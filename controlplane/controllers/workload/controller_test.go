@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/workload"
@@ -34,7 +35,7 @@ import (
 // the reconcilers under test (called directly; the runtime wiring is tested elsewhere).
 type env struct {
 	admin, ctrl *client.Client
-	rt          *client.KubernetesRuntime
+	rt          *api.KubernetesRuntime
 	cl          *kube.Cluster
 	inst        *workload.InstanceReconciler
 	def         *workload.DefinitionReconciler
@@ -43,19 +44,19 @@ type env struct {
 func setup(t testing.TB) *env {
 	t.Helper()
 	ctx := context.Background()
-	api := apitest.Start(t)
-	e := &env{admin: api.Client(t, server.RoleAdmin), ctrl: api.Client(t, server.RoleController)}
+	svc := apitest.Start(t)
+	e := &env{admin: svc.Client(t, server.RoleAdmin), ctrl: svc.Client(t, server.RoleController)}
 
 	sim := kubesimtest.Start(t)
 	raw, err := os.ReadFile(sim.Kubeconfig)
 	require.NoError(t, err)
-	rt, err := e.admin.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{
-		Meta: client.Meta{Name: "sim"},
-		Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderKubeconfig, Kubeconfig: string(raw)},
+	rt, err := e.admin.KubernetesRuntimes().Create(ctx, &api.KubernetesRuntime{
+		Meta: api.Meta{Name: "sim"},
+		Spec: api.KubernetesRuntimeSpec{Provider: api.ProviderKubeconfig, Kubeconfig: string(raw)},
 	})
 	require.NoError(t, err)
-	e.rt, err = e.ctrl.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, rt.ResourceVersion, client.KubernetesRuntimeStatus{
-		Status: client.Status{Phase: client.PhaseReady, ObservedGeneration: rt.Generation}, Version: "v1.31.4",
+	e.rt, err = e.ctrl.KubernetesRuntimes().UpdateStatus(ctx, rt.ID, rt.ResourceVersion, api.KubernetesRuntimeStatus{
+		Status: api.Status{Phase: api.PhaseReady, ObservedGeneration: rt.Generation}, Version: "v1.31.4",
 	})
 	require.NoError(t, err)
 
@@ -69,20 +70,20 @@ func setup(t testing.TB) *env {
 	return e
 }
 
-func (e *env) definition(t *testing.T, name string, spec client.WorkloadDefinitionSpec) *client.WorkloadDefinition {
+func (e *env) definition(t *testing.T, name string, spec api.WorkloadDefinitionSpec) *api.WorkloadDefinition {
 	t.Helper()
-	d, err := e.admin.WorkloadDefinitions().Create(context.Background(), &client.WorkloadDefinition{Meta: client.Meta{Name: name}, Spec: spec})
+	d, err := e.admin.WorkloadDefinitions().Create(context.Background(), &api.WorkloadDefinition{Meta: api.Meta{Name: name}, Spec: spec})
 	require.NoError(t, err)
 	return d
 }
 
-func (e *env) instance(t *testing.T, name string, def *client.WorkloadDefinition, mod func(*client.WorkloadInstanceSpec)) *client.WorkloadInstance {
+func (e *env) instance(t *testing.T, name string, def *api.WorkloadDefinition, mod func(*api.WorkloadInstanceSpec)) *api.WorkloadInstance {
 	t.Helper()
-	spec := client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: e.rt.ID}
+	spec := api.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: e.rt.ID}
 	if mod != nil {
 		mod(&spec)
 	}
-	i, err := e.admin.WorkloadInstances().Create(context.Background(), &client.WorkloadInstance{Meta: client.Meta{Name: name}, Spec: spec})
+	i, err := e.admin.WorkloadInstances().Create(context.Background(), &api.WorkloadInstance{Meta: api.Meta{Name: name}, Spec: spec})
 	require.NoError(t, err)
 	got, err := e.ctrl.WorkloadInstances().Get(context.Background(), i.ID)
 	require.NoError(t, err)
@@ -90,7 +91,7 @@ func (e *env) instance(t *testing.T, name string, def *client.WorkloadDefinition
 }
 
 // reconcileReady reconciles inst, as the runtime would, until it is done (Ready) or the deadline passes.
-func (e *env) reconcileReady(t *testing.T, inst *client.WorkloadInstance) {
+func (e *env) reconcileReady(t *testing.T, inst *api.WorkloadInstance) {
 	t.Helper()
 	deadline := time.Now().Add(90 * time.Second)
 	for {
@@ -109,7 +110,7 @@ func (e *env) reconcileReady(t *testing.T, inst *client.WorkloadInstance) {
 
 // finalizeGone finalizes inst, as the runtime would (Finalize never waits for objects to go: it asks to
 // be called again), until it is done or the deadline passes, and returns the first pass's result.
-func (e *env) finalizeGone(t *testing.T, inst *client.WorkloadInstance) reconcile.Result {
+func (e *env) finalizeGone(t *testing.T, inst *api.WorkloadInstance) reconcile.Result {
 	t.Helper()
 	deadline := time.Now().Add(90 * time.Second)
 	var first *reconcile.Result
@@ -131,14 +132,14 @@ func (e *env) finalizeGone(t *testing.T, inst *client.WorkloadInstance) reconcil
 	}
 }
 
-func webSpec() client.WorkloadDefinitionSpec {
+func webSpec() api.WorkloadDefinitionSpec {
 	three := int32(3)
-	return client.WorkloadDefinitionSpec{
+	return api.WorkloadDefinitionSpec{
 		Replicas: &three,
-		Containers: []client.Container{{
+		Containers: []api.Container{{
 			Name: "app", Image: "nginx:1.27",
-			Ports:     []client.ContainerPort{{ContainerPort: 8080}},
-			Resources: &client.Resources{Requests: client.ResourceList{CPU: "50m", Memory: "32Mi"}},
+			Ports:     []api.ContainerPort{{ContainerPort: 8080}},
+			Resources: &api.Resources{Requests: api.ResourceList{CPU: "50m", Memory: "32Mi"}},
 		}},
 	}
 }
@@ -175,7 +176,7 @@ func TestInstanceReconciler(t *testing.T) {
 		t.Parallel()
 		def := e.definition(t, "web-override", webSpec())
 		two := int32(2)
-		inst := e.instance(t, "web-two", def, func(s *client.WorkloadInstanceSpec) { s.Replicas = &two })
+		inst := e.instance(t, "web-two", def, func(s *api.WorkloadInstanceSpec) { s.Replicas = &two })
 		e.reconcileReady(t, inst)
 		dep, err := e.cl.Clientset.AppsV1().Deployments("web-two").Get(ctx, "web-two", metav1.GetOptions{})
 		require.NoError(t, err)
@@ -186,7 +187,7 @@ func TestInstanceReconciler(t *testing.T) {
 	t.Run("autoscaling creates the HPA with the right bounds", func(t *testing.T) {
 		t.Parallel()
 		spec := webSpec()
-		spec.Autoscaling = &client.Autoscaling{MinReplicas: 2, MaxReplicas: 5, TargetCPUPercent: 70}
+		spec.Autoscaling = &api.Autoscaling{MinReplicas: 2, MaxReplicas: 5, TargetCPUPercent: 70}
 		def := e.definition(t, "web-hpa", spec)
 		inst := e.instance(t, "web-hpa", def, nil)
 		e.reconcileReady(t, inst)
@@ -199,21 +200,21 @@ func TestInstanceReconciler(t *testing.T) {
 
 	t.Run("manifests deploy and become ready", func(t *testing.T) {
 		t.Parallel()
-		def := e.definition(t, "raw", client.WorkloadDefinitionSpec{Manifests: `apiVersion: v1
+		def := e.definition(t, "raw", api.WorkloadDefinitionSpec{Manifests: `apiVersion: v1
 kind: ConfigMap
 metadata: {name: settings}
 data: {mode: prod}
 ---
 apiVersion: apps/v1
 kind: Deployment
-metadata: {name: api}
+metadata: {name: svc}
 spec:
   replicas: 2
-  selector: {matchLabels: {app: api}}
+  selector: {matchLabels: {app: svc}}
   template:
-    metadata: {labels: {app: api}}
+    metadata: {labels: {app: svc}}
     spec:
-      containers: [{name: api, image: "nginx:1.27"}]
+      containers: [{name: svc, image: "nginx:1.27"}]
 `})
 		inst := e.instance(t, "raw-a", def, nil)
 		e.reconcileReady(t, inst)
@@ -239,7 +240,7 @@ spec:
     spec:
       containers: [{name: demo, image: "nginx:1.27"}]
 `), 0o644))
-		def := e.definition(t, "chart", client.WorkloadDefinitionSpec{Helm: &client.HelmSource{Chart: dir, Values: "replicas: 2\n"}})
+		def := e.definition(t, "chart", api.WorkloadDefinitionSpec{Helm: &api.HelmSource{Chart: dir, Values: "replicas: 2\n"}})
 		res, err := e.def.Reconcile(ctx, def)
 		require.NoError(t, err, "the chart renders")
 		require.Zero(t, res)
@@ -252,7 +253,7 @@ spec:
 
 	t.Run("an unknown kind fails terminally with the cluster's error", func(t *testing.T) {
 		t.Parallel()
-		def := e.definition(t, "widget", client.WorkloadDefinitionSpec{Manifests: "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: foo}\n"})
+		def := e.definition(t, "widget", api.WorkloadDefinitionSpec{Manifests: "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: foo}\n"})
 		inst := e.instance(t, "widget-a", def, nil)
 		_, err := e.inst.Reconcile(ctx, inst)
 		require.Error(t, err)
@@ -264,7 +265,7 @@ spec:
 	t.Run("an unschedulable instance says why", func(t *testing.T) {
 		t.Parallel()
 		spec := webSpec()
-		spec.Containers[0].Resources = &client.Resources{Requests: client.ResourceList{CPU: "1000"}}
+		spec.Containers[0].Resources = &api.Resources{Requests: api.ResourceList{CPU: "1000"}}
 		def := e.definition(t, "huge", spec)
 		inst := e.instance(t, "huge-a", def, nil)
 		deadline := time.Now().Add(60 * time.Second)
@@ -304,7 +305,7 @@ spec:
 		require.EqualValues(t, 3, *dep.Spec.Replicas)
 		_, err = e.cl.Clientset.CoreV1().Services("drifty-a").Get(ctx, "drifty-a", metav1.GetOptions{})
 		require.NoError(t, err)
-		var cond *client.Condition
+		var cond *api.Condition
 		for i := range inst.Status.Conditions {
 			if inst.Status.Conditions[i].Type == workload.ConditionDriftCorrected {
 				cond = &inst.Status.Conditions[i]
@@ -348,8 +349,8 @@ spec:
 		_, err = e.cl.Clientset.CoreV1().ConfigMaps("team-data").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "keep-me"}, Data: map[string]string{"k": "v"}}, metav1.CreateOptions{})
 		require.NoError(t, err)
 
-		def := e.definition(t, "settings", client.WorkloadDefinitionSpec{Manifests: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {mode: prod}\n"})
-		inst := e.instance(t, "settings-a", def, func(s *client.WorkloadInstanceSpec) { s.Namespace = "team-data" })
+		def := e.definition(t, "settings", api.WorkloadDefinitionSpec{Manifests: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {mode: prod}\n"})
+		inst := e.instance(t, "settings-a", def, func(s *api.WorkloadInstanceSpec) { s.Namespace = "team-data" })
 		_, err = e.inst.Reconcile(ctx, inst)
 		require.Error(t, err)
 		require.True(t, reconcile.IsTerminal(err), "a foreign object fails the instance: %v", err)
@@ -399,7 +400,7 @@ func TestInstanceWaitsForRuntime(t *testing.T) {
 	e.admin = apitest.Start(t).Client(t, server.RoleAdmin)
 	e.ctrl = e.admin
 	var err error
-	e.rt, err = e.admin.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "us-east"}, Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderLocal}})
+	e.rt, err = e.admin.KubernetesRuntimes().Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: "us-east"}, Spec: api.KubernetesRuntimeSpec{Provider: api.ProviderLocal}})
 	require.NoError(t, err)
 	e.inst = &workload.InstanceReconciler{Client: e.admin, Connector: kube.NewConnector(kube.ConnectorConfig{})}
 
@@ -410,11 +411,11 @@ func TestInstanceWaitsForRuntime(t *testing.T) {
 	require.True(t, errors.As(err, &we), "%v", err)
 	require.Equal(t, `kubernetes_runtime "us-east"`, we.On)
 	require.Equal(t, "KubernetesRuntimeNotReady", we.Reason)
-	require.Equal(t, string(client.PhasePending), we.State)
+	require.Equal(t, string(api.PhasePending), we.State)
 
 	// A Failed runtime fails its instances with its reason instead of leaving them waiting in silence.
-	_, err = e.admin.KubernetesRuntimes().UpdateStatus(ctx, e.rt.ID, 0, client.KubernetesRuntimeStatus{
-		Status: client.Status{Phase: client.PhaseFailed, ObservedGeneration: e.rt.Generation, Message: "no kubesim binary"}})
+	_, err = e.admin.KubernetesRuntimes().UpdateStatus(ctx, e.rt.ID, 0, api.KubernetesRuntimeStatus{
+		Status: api.Status{Phase: api.PhaseFailed, ObservedGeneration: e.rt.Generation, Message: "no kubesim binary"}})
 	require.NoError(t, err)
 	_, err = e.inst.Reconcile(ctx, inst)
 	require.True(t, reconcile.IsTerminal(err), "%v", err)
@@ -438,18 +439,18 @@ func TestDefinitionReconciler(t *testing.T) {
 	admin, err := client.New(hs.URL, client.WithToken(tok))
 	require.NoError(t, err)
 	rec := &workload.DefinitionReconciler{Client: admin, Renderer: &render.Renderer{ChartDir: os.TempDir()}}
-	rt, err := admin.KubernetesRuntimes().Create(ctx, &client.KubernetesRuntime{Meta: client.Meta{Name: "rt"}, Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderLocal}})
+	rt, err := admin.KubernetesRuntimes().Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: "rt"}, Spec: api.KubernetesRuntimeSpec{Provider: api.ProviderLocal}})
 	require.NoError(t, err)
 
 	t.Run("counts the definition's instances", func(t *testing.T) {
-		def, err := admin.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "counted"}, Spec: webSpec()})
+		def, err := admin.WorkloadDefinitions().Create(ctx, &api.WorkloadDefinition{Meta: api.Meta{Name: "counted"}, Spec: webSpec()})
 		require.NoError(t, err)
-		other, err := admin.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "other"}, Spec: webSpec()})
+		other, err := admin.WorkloadDefinitions().Create(ctx, &api.WorkloadDefinition{Meta: api.Meta{Name: "other"}, Spec: webSpec()})
 		require.NoError(t, err)
-		for i, d := range []*client.WorkloadDefinition{def, def, other} {
-			_, err := admin.WorkloadInstances().Create(ctx, &client.WorkloadInstance{
-				Meta: client.Meta{Name: "counted-" + string(rune('a'+i))},
-				Spec: client.WorkloadInstanceSpec{DefinitionID: d.ID, RuntimeID: rt.ID},
+		for i, d := range []*api.WorkloadDefinition{def, def, other} {
+			_, err := admin.WorkloadInstances().Create(ctx, &api.WorkloadInstance{
+				Meta: api.Meta{Name: "counted-" + string(rune('a'+i))},
+				Spec: api.WorkloadInstanceSpec{DefinitionID: d.ID, RuntimeID: rt.ID},
 			})
 			require.NoError(t, err)
 		}
@@ -467,7 +468,7 @@ func TestDefinitionReconciler(t *testing.T) {
 		require.NoError(t, os.MkdirAll(filepath.Join(dir, "templates"), 0o755))
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "Chart.yaml"), []byte("apiVersion: v2\nname: broken\nversion: 0.1.0\n"), 0o644))
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "templates", "x.yaml"), []byte("kind: {{ .Values.nope.deeper }}\n"), 0o644))
-		def, err := admin.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "broken"}, Spec: client.WorkloadDefinitionSpec{Helm: &client.HelmSource{Chart: dir}}})
+		def, err := admin.WorkloadDefinitions().Create(ctx, &api.WorkloadDefinition{Meta: api.Meta{Name: "broken"}, Spec: api.WorkloadDefinitionSpec{Helm: &api.HelmSource{Chart: dir}}})
 		require.NoError(t, err)
 		_, err = rec.Reconcile(ctx, def)
 		require.True(t, reconcile.IsTerminal(err), "%v", err)

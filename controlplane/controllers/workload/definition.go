@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/render"
@@ -26,9 +27,9 @@ type DefinitionReconciler struct {
 }
 
 // Reconcile implements reconcile.Reconciler.
-func (r *DefinitionReconciler) Reconcile(ctx context.Context, def *client.WorkloadDefinition) (reconcile.Result, error) {
+func (r *DefinitionReconciler) Reconcile(ctx context.Context, def *api.WorkloadDefinition) (reconcile.Result, error) {
 	// Render against a stand-in instance: the definition's name, its own namespace, no overrides.
-	probe := &client.WorkloadInstance{Meta: client.Meta{Name: def.Name}}
+	probe := &api.WorkloadInstance{Meta: api.Meta{Name: def.Name}}
 	if _, err := r.renderer().Render(ctx, def, probe, ""); err != nil {
 		var fe *render.FetchError
 		if errors.As(err, &fe) {
@@ -48,9 +49,9 @@ func (r *DefinitionReconciler) Reconcile(ctx context.Context, def *client.Worklo
 		st := &inst.Status
 		rolledOut := st.DefinitionGeneration == def.Generation
 		switch {
-		case rolledOut && client.Reconciled(inst.Generation, &st.Status):
+		case rolledOut && api.Reconciled(inst.Generation, &st.Status):
 			continue
-		case rolledOut && st.Phase == client.PhaseFailed && st.ObservedGeneration == inst.Generation:
+		case rolledOut && st.Phase == api.PhaseFailed && st.ObservedGeneration == inst.Generation:
 			return reconcile.Result{}, reconcile.Terminal(fmt.Errorf("workload_instance %q failed to roll out generation %d: %s", inst.Name, def.Generation, st.Message))
 		default:
 			state := fmt.Sprintf("rolling out generation %d", def.Generation)
@@ -59,7 +60,7 @@ func (r *DefinitionReconciler) Reconcile(ctx context.Context, def *client.Worklo
 			}
 			// A stalled instance stalls the definition at once: its waiters need not wait out the deadline.
 			var stall *reconcile.Stall
-			if c := client.StalledCondition(inst.Generation, &st.Status); c != nil && rolledOut {
+			if c := api.StalledCondition(inst.Generation, &st.Status); c != nil && rolledOut {
 				stall = &reconcile.Stall{Reason: c.Reason, Message: fmt.Sprintf("workload_instance %q: %s", inst.Name, c.Message)}
 			}
 			return reconcile.Result{Stalled: stall}, reconcile.Wait(fmt.Sprintf("workload_instance %q", inst.Name), state, "RollingOut", rolloutPoll(len(insts)))
@@ -87,8 +88,8 @@ var defaultRenderer = &render.Renderer{}
 
 // instancesOf lists the live instances of a definition: the instances that reference it, found through
 // the store's reference index (listing every instance made a full resync O(N²); make bench, scale).
-func instancesOf(ctx context.Context, c *client.Client, defID string) ([]*client.WorkloadInstance, error) {
-	var out []*client.WorkloadInstance
+func instancesOf(ctx context.Context, c *client.Client, defID string) ([]*api.WorkloadInstance, error) {
+	var out []*api.WorkloadInstance
 	for inst, err := range c.WorkloadInstances().All(ctx, client.ListOptions{Limit: 1000, References: defID}) {
 		if err != nil {
 			return nil, fmt.Errorf("list workload_instances: %w", err)

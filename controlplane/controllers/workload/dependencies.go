@@ -16,9 +16,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/render"
 )
 
 // AnnotationDependencies changes when what an instance's pods get from its dependencies changes (secret
@@ -32,21 +34,21 @@ const AnnotationDependencies = "qleetos.io/dependencies"
 // dependencies are what an instance consumes beyond its definition: the secrets that serve it and the
 // instances it uses, resolved for one reconcile.
 type dependencies struct {
-	secrets   []*client.Secret
-	databases []*client.Database
-	buckets   []*client.Bucket
+	secrets   []*api.Secret
+	databases []*api.Database
+	buckets   []*api.Bucket
 	env       []map[string]any // plain variables for the instances it uses
-	used      []*client.WorkloadInstance
+	used      []*api.WorkloadInstance
 	hash      string
 }
 
 // dependencies resolves the instance's dependencies, or says which one it waits on (a WaitError naming
 // it) or which Failed (a Terminal error with its reason). It records the secrets in the instance's
 // status; the secret controller wakes the instances a secret serves when it changes.
-func (r *InstanceReconciler) dependencies(ctx context.Context, inst *client.WorkloadInstance) (*dependencies, error) {
+func (r *InstanceReconciler) dependencies(ctx context.Context, inst *api.WorkloadInstance) (*dependencies, error) {
 	d := &dependencies{}
 	h := sha256.New()
-	var refs []client.ObjectRef
+	var refs []api.ObjectRef
 	for s, err := range r.Client.Secrets().All(ctx, client.ListOptions{}) {
 		if err != nil {
 			return nil, fmt.Errorf("list secrets: %w", err)
@@ -54,7 +56,7 @@ func (r *InstanceReconciler) dependencies(ctx context.Context, inst *client.Work
 		if s.DeletionRequestedAt != nil || !slices.Contains(s.Spec.InstanceIDs, inst.ID) {
 			continue
 		}
-		refs = append(refs, client.ObjectRef{Kind: client.KindSecret, ID: s.ID, Name: s.Name})
+		refs = append(refs, api.ObjectRef{Kind: api.KindSecret, ID: s.ID, Name: s.Name})
 		d.secrets = append(d.secrets, s)
 	}
 	for db, err := range r.Client.Databases().All(ctx, client.ListOptions{}) {
@@ -62,7 +64,7 @@ func (r *InstanceReconciler) dependencies(ctx context.Context, inst *client.Work
 			return nil, fmt.Errorf("list databases: %w", err)
 		}
 		if db.DeletionRequestedAt == nil && (db.Spec.InstanceID == inst.ID || slices.Contains(inst.Spec.Databases, db.ID)) {
-			refs = append(refs, client.ObjectRef{Kind: client.KindDatabase, ID: db.ID, Name: db.Name})
+			refs = append(refs, api.ObjectRef{Kind: api.KindDatabase, ID: db.ID, Name: db.Name})
 			d.databases = append(d.databases, db)
 		}
 	}
@@ -71,14 +73,14 @@ func (r *InstanceReconciler) dependencies(ctx context.Context, inst *client.Work
 			return nil, fmt.Errorf("list buckets: %w", err)
 		}
 		if b.DeletionRequestedAt == nil && (b.Spec.InstanceID == inst.ID || slices.Contains(inst.Spec.Buckets, b.ID)) {
-			refs = append(refs, client.ObjectRef{Kind: client.KindBucket, ID: b.ID, Name: b.Name})
+			refs = append(refs, api.ObjectRef{Kind: api.KindBucket, ID: b.ID, Name: b.Name})
 			d.buckets = append(d.buckets, b)
 		}
 	}
 	inst.Status.Dependencies = refs
 	sort.Slice(d.secrets, func(i, j int) bool { return d.secrets[i].Name < d.secrets[j].Name })
 	for _, s := range d.secrets {
-		if !client.Reconciled(s.Generation, &s.Status.Status) {
+		if !api.Reconciled(s.Generation, &s.Status.Status) {
 			return nil, reconcile.Wait(fmt.Sprintf("secret %q", s.Name), string(s.Status.Phase), "SecretNotReady", 5*time.Second)
 		}
 		// The version, not the values (AnnotationDependencies); the generation covers the mount path too.
@@ -119,7 +121,7 @@ type onRuntime struct {
 }
 
 // servicePort is the port of a used instance's Service: its definition's first container port.
-func (r *InstanceReconciler) servicePort(ctx context.Context, used *client.WorkloadInstance) (int32, error) {
+func (r *InstanceReconciler) servicePort(ctx context.Context, used *api.WorkloadInstance) (int32, error) {
 	def, err := r.deps().definitions.Get(ctx, used.Spec.DefinitionID)
 	if err != nil {
 		return 0, fmt.Errorf("get workload_definition of used workload_instance %q: %w", used.Name, err)
@@ -136,30 +138,30 @@ func (r *InstanceReconciler) servicePort(ctx context.Context, used *client.Workl
 // variables its credentials make.
 type dataService struct {
 	kind, id, name string
-	status         *client.Status
+	status         *api.Status
 	generation     int64
-	runtimes       []client.DataRuntimeStatus
-	env            func(at *client.DataRuntimeStatus, creds map[string][]byte) map[string]string
+	runtimes       []api.DataRuntimeStatus
+	env            func(at *api.DataRuntimeStatus, creds map[string][]byte) map[string]string
 }
 
 func (d *dependencies) dataServices() []dataService {
 	var out []dataService
 	for _, db := range d.databases {
 		spec := db.Spec
-		out = append(out, dataService{kind: client.KindDatabase, id: db.ID, name: db.Name, status: &db.Status.Status, generation: db.Generation, runtimes: db.Status.Runtimes,
-			env: func(at *client.DataRuntimeStatus, c map[string][]byte) map[string]string {
-				eng, p := client.EngineOf(&spec), spec.EnvPrefix
+		out = append(out, dataService{kind: api.KindDatabase, id: db.ID, name: db.Name, status: &db.Status.Status, generation: db.Generation, runtimes: db.Status.Runtimes,
+			env: func(at *api.DataRuntimeStatus, c map[string][]byte) map[string]string {
+				eng, p := render.EngineOf(&spec), spec.EnvPrefix
 				user, pass, name := string(c["username"]), string(c["password"]), string(c["database"])
 				return map[string]string{
-					p + "_URL": client.DatabaseURL(eng.Scheme, user, pass, at.Host, at.Port, name), p + "_HOST": at.Host,
+					p + "_URL": api.DatabaseURL(eng.Scheme, user, pass, at.Host, at.Port, name), p + "_HOST": at.Host,
 					p + "_PORT": strconv.Itoa(int(at.Port)), p + "_NAME": name, p + "_USER": user, p + "_PASSWORD": pass,
 				}
 			}})
 	}
 	for _, b := range d.buckets {
 		name, p := b.Name, b.Spec.EnvPrefix
-		out = append(out, dataService{kind: client.KindBucket, id: b.ID, name: b.Name, status: &b.Status.Status, generation: b.Generation, runtimes: b.Status.Runtimes,
-			env: func(at *client.DataRuntimeStatus, c map[string][]byte) map[string]string {
+		out = append(out, dataService{kind: api.KindBucket, id: b.ID, name: b.Name, status: &b.Status.Status, generation: b.Generation, runtimes: b.Status.Runtimes,
+			env: func(at *api.DataRuntimeStatus, c map[string][]byte) map[string]string {
 				return map[string]string{
 					p + "_ENDPOINT": cmp.Or(at.Endpoint, fmt.Sprintf("http://%s:%d", at.Host, at.Port)), p + "_BUCKET": cmp.Or(at.CloudID, name),
 					p + "_REGION":        cmp.Or(at.Region, "us-east-1"),
@@ -175,24 +177,24 @@ func (d *dependencies) dataServices() []dataService {
 // credentials there (a database's <PREFIX>_URL, _HOST, _PORT, _NAME, _USER, _PASSWORD; a bucket's
 // <PREFIX>_ENDPOINT, _BUCKET, _REGION, _ACCESS_KEY_ID, _SECRET_ACCESS_KEY), with the variables that
 // reference it. A Failed one fails the instance with its reason.
-func (r *InstanceReconciler) dataOn(ctx context.Context, cl *kube.Cluster, d *dependencies, rt *client.KubernetesRuntime, ns string) (onRuntime, error) {
+func (r *InstanceReconciler) dataOn(ctx context.Context, cl *kube.Cluster, d *dependencies, rt *api.KubernetesRuntime, ns string) (onRuntime, error) {
 	var out onRuntime
 	services := d.dataServices()
 	h := sha256.New()
 	for _, s := range services {
-		var at *client.DataRuntimeStatus
+		var at *api.DataRuntimeStatus
 		for i := range s.runtimes {
-			if s.runtimes[i].RuntimeID == rt.ID && s.runtimes[i].Phase == client.PhaseReady {
+			if s.runtimes[i].RuntimeID == rt.ID && s.runtimes[i].Phase == api.PhaseReady {
 				at = &s.runtimes[i]
 			}
 		}
 		if at == nil || s.status.ObservedGeneration != s.generation {
-			if s.status.Phase == client.PhaseFailed && s.status.ObservedGeneration == s.generation {
+			if s.status.Phase == api.PhaseFailed && s.status.ObservedGeneration == s.generation {
 				return out, reconcile.Terminal(fmt.Errorf("%s %q failed: %s", s.kind, s.name, s.status.Message))
 			}
 			// It may not know yet that this instance runs there (an instance that lists it is not
 			// an edge it is told about): ask it to look.
-			if err := r.Client.Raw(s.kind).RequestReconcile(ctx, s.id); err != nil && !client.IsNotFound(err) {
+			if err := r.Client.Raw(s.kind).RequestReconcile(ctx, s.id); err != nil && !api.IsNotFound(err) {
 				return out, fmt.Errorf("notify %s %q: %w", s.kind, s.name, err)
 			}
 			state := cmp.Or(string(s.status.Phase), "Pending")
@@ -201,7 +203,7 @@ func (r *InstanceReconciler) dataOn(ctx context.Context, cl *kube.Cluster, d *de
 			}
 			return out, reconcile.Wait(fmt.Sprintf("%s %q", s.kind, s.name), state+" on kubernetes_runtime "+strconv.Quote(rt.Name), "DataServiceNotReady", 5*time.Second)
 		}
-		creds, err := cl.Clientset.CoreV1().Secrets(at.Namespace).Get(ctx, client.DatabaseCredentialsSecret, metav1.GetOptions{})
+		creds, err := cl.Clientset.CoreV1().Secrets(at.Namespace).Get(ctx, render.DatabaseCredentialsSecret, metav1.GetOptions{})
 		if err != nil {
 			return out, fmt.Errorf("read the credentials of %s %q: %w", s.kind, s.name, err)
 		}
@@ -233,7 +235,7 @@ func (r *InstanceReconciler) dataOn(ctx context.Context, cl *kube.Cluster, d *de
 // missingOn names a used instance that is not placed on the runtime, if any.
 func (d *dependencies) missingOn(runtimeID string) string {
 	for _, u := range d.used {
-		if !slices.ContainsFunc(u.Status.Placements, func(p client.PlacementStatus) bool { return p.RuntimeID == runtimeID && p.Phase == client.PhaseReady }) {
+		if !slices.ContainsFunc(u.Status.Placements, func(p api.PlacementStatus) bool { return p.RuntimeID == runtimeID && p.Phase == api.PhaseReady }) {
 			return u.Name
 		}
 	}

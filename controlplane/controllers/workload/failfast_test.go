@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/workload"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
@@ -15,10 +16,10 @@ import (
 )
 
 // readyKubeconfigRuntime registers a kubesim cluster as a kubeconfig runtime and waits until it is Ready.
-func readyKubeconfigRuntime(t *testing.T, cl *client.Client, name, kubeconfig string) *client.KubernetesRuntime {
+func readyKubeconfigRuntime(t *testing.T, cl *client.Client, name, kubeconfig string) *api.KubernetesRuntime {
 	t.Helper()
-	rt, err := cl.KubernetesRuntimes().Create(context.Background(), &client.KubernetesRuntime{Meta: client.Meta{Name: name},
-		Spec: client.KubernetesRuntimeSpec{Provider: client.ProviderKubeconfig, Kubeconfig: cptest.Kubeconfig(t, kubeconfig)}})
+	rt, err := cl.KubernetesRuntimes().Create(context.Background(), &api.KubernetesRuntime{Meta: api.Meta{Name: name},
+		Spec: api.KubernetesRuntimeSpec{Provider: api.ProviderKubeconfig, Kubeconfig: cptest.Kubeconfig(t, kubeconfig)}})
 	require.NoError(t, err)
 	rt, err = cl.KubernetesRuntimes().WaitReconciled(cptest.Wait(t, time.Minute), rt.ID)
 	require.NoError(t, err)
@@ -34,12 +35,12 @@ func TestUnschedulableStallsLongBeforeTheCreateTimeout(t *testing.T) {
 	_, cl := cptest.Start(t, cptest.Config()) // default progress deadline and unschedulable grace
 	ctx := context.Background()
 	rt := readyKubeconfigRuntime(t, cl, "small", sim.Kubeconfig)
-	def, err := cl.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "huge"},
-		Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "app", Image: "nginx:1.27",
-			Resources: &client.Resources{Requests: client.ResourceList{CPU: "1000"}}}}}})
+	def, err := cl.WorkloadDefinitions().Create(ctx, &api.WorkloadDefinition{Meta: api.Meta{Name: "huge"},
+		Spec: api.WorkloadDefinitionSpec{Containers: []api.Container{{Name: "app", Image: "nginx:1.27",
+			Resources: &api.Resources{Requests: api.ResourceList{CPU: "1000"}}}}}})
 	require.NoError(t, err)
-	inst, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "huge"},
-		Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
+	inst, err := cl.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "huge"},
+		Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
 	require.NoError(t, err)
 
 	start := time.Now()
@@ -61,11 +62,11 @@ func TestDeletingWhenTheClusterDoesNotAnswerSaysSoAtOnce(t *testing.T) {
 	_, cl := cptest.Start(t, cptest.Config()) // default cleanup grace: 2m
 	ctx := context.Background()
 	rt := readyKubeconfigRuntime(t, cl, "doomed", sim.Kubeconfig)
-	def, err := cl.WorkloadDefinitions().Create(ctx, &client.WorkloadDefinition{Meta: client.Meta{Name: "web"},
-		Spec: client.WorkloadDefinitionSpec{Containers: []client.Container{{Name: "web", Image: "nginx:1.27"}}}})
+	def, err := cl.WorkloadDefinitions().Create(ctx, &api.WorkloadDefinition{Meta: api.Meta{Name: "web"},
+		Spec: api.WorkloadDefinitionSpec{Containers: []api.Container{{Name: "web", Image: "nginx:1.27"}}}})
 	require.NoError(t, err)
-	inst, err := cl.WorkloadInstances().Create(ctx, &client.WorkloadInstance{Meta: client.Meta{Name: "web"},
-		Spec: client.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
+	inst, err := cl.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "web"},
+		Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
 	require.NoError(t, err)
 	_, err = cl.WorkloadInstances().WaitReconciled(cptest.Wait(t, 2*time.Minute), inst.ID)
 	require.NoError(t, err)
@@ -74,7 +75,7 @@ func TestDeletingWhenTheClusterDoesNotAnswerSaysSoAtOnce(t *testing.T) {
 	require.NoError(t, cl.WorkloadInstances().Delete(ctx, inst.ID, client.DeleteOptions{}))
 
 	deleted := time.Now()
-	var got *client.WorkloadInstance
+	var got *api.WorkloadInstance
 	require.Eventually(t, func() bool {
 		got, err = cl.WorkloadInstances().Get(ctx, inst.ID)
 		require.NoError(t, err)
@@ -83,7 +84,7 @@ func TestDeletingWhenTheClusterDoesNotAnswerSaysSoAtOnce(t *testing.T) {
 	t.Logf("blocked deletion explained %s after the delete: %s", time.Since(deleted).Round(100*time.Millisecond), got.Status.Message)
 	require.Contains(t, got.Status.Message, `kubernetes_runtime "doomed"`)
 	require.Contains(t, got.Status.Message, "qleet delete instance web --orphan")
-	var ready *client.Condition
+	var ready *api.Condition
 	for i := range got.Status.Conditions {
 		if got.Status.Conditions[i].Type == "Ready" {
 			ready = &got.Status.Conditions[i]
@@ -95,7 +96,7 @@ func TestDeletingWhenTheClusterDoesNotAnswerSaysSoAtOnce(t *testing.T) {
 	// A cascading delete of the runtime stops at once with the same explanation, instead of waiting out
 	// its 5-minute cascade timeout and saying "retry later".
 	err = cl.KubernetesRuntimes().Delete(cptest.Wait(t, time.Minute), rt.ID, client.DeleteOptions{Cascade: true})
-	require.True(t, client.IsConflict(err), "a cascade blocked by a dead cluster answers 409 at once: %v", err)
+	require.True(t, api.IsConflict(err), "a cascade blocked by a dead cluster answers 409 at once: %v", err)
 	require.Contains(t, err.Error(), "qleet delete instance web --orphan")
 
 	require.NoError(t, cl.WorkloadInstances().Delete(cptest.Wait(t, time.Minute), inst.ID, client.DeleteOptions{Orphan: true, Wait: true}))

@@ -18,6 +18,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
@@ -96,9 +97,9 @@ type InstanceReconciler struct {
 	goneStops map[string]func()
 
 	depsOnce    sync.Once
-	definitions reconcile.Deps[client.WorkloadDefinitionSpec, client.WorkloadDefinitionStatus]
-	runtimes    reconcile.Deps[client.KubernetesRuntimeSpec, client.KubernetesRuntimeStatus]
-	instances   reconcile.Deps[client.WorkloadInstanceSpec, client.WorkloadInstanceStatus]
+	definitions reconcile.Deps[api.WorkloadDefinitionSpec, api.WorkloadDefinitionStatus]
+	runtimes    reconcile.Deps[api.KubernetesRuntimeSpec, api.KubernetesRuntimeStatus]
+	instances   reconcile.Deps[api.WorkloadInstanceSpec, api.WorkloadInstanceStatus]
 }
 
 // deps returns the reconciler's dependency readers.
@@ -129,10 +130,10 @@ type recentApply struct {
 // Reconcile implements reconcile.Reconciler: it decides the instance's placements (its pinned runtime,
 // or where its placement puts it, provisioning runtimes from profiles), rolls the definition out on each,
 // and removes it from runtimes it no longer uses.
-func (r *InstanceReconciler) Reconcile(ctx context.Context, inst *client.WorkloadInstance) (reconcile.Result, error) {
+func (r *InstanceReconciler) Reconcile(ctx context.Context, inst *api.WorkloadInstance) (reconcile.Result, error) {
 	// The definition is used whatever its phase: it is Reconciling while its instances roll it out.
 	def, err := r.deps().definitions.Get(ctx, inst.Spec.DefinitionID)
-	if client.IsNotFound(err) {
+	if api.IsNotFound(err) {
 		return reconcile.Result{}, reconcile.Wait(fmt.Sprintf("workload_definition %q", inst.Spec.DefinitionID), "NotFound", "WorkloadDefinitionNotFound", 5*time.Second)
 	}
 	if err != nil {
@@ -150,7 +151,7 @@ func (r *InstanceReconciler) Reconcile(ctx context.Context, inst *client.Workloa
 	inst.Status.Namespace = render.Namespace(inst)
 	inst.Status.DefinitionGeneration = def.Generation
 	var out outcomes
-	var placements []client.PlacementStatus
+	var placements []api.PlacementStatus
 	for _, t := range targets {
 		ps := r.place(ctx, def, inst, deps, t, &out)
 		placements = append(placements, ps)
@@ -162,7 +163,7 @@ func (r *InstanceReconciler) Reconcile(ctx context.Context, inst *client.Workloa
 }
 
 // rollout applies the definition on one runtime and reports its health there.
-func (r *InstanceReconciler) rollout(ctx context.Context, def *client.WorkloadDefinition, inst *client.WorkloadInstance, deps *dependencies, rt *client.KubernetesRuntime, cl *kube.Cluster, ps *client.PlacementStatus) (reconcile.Result, error) {
+func (r *InstanceReconciler) rollout(ctx context.Context, def *api.WorkloadDefinition, inst *api.WorkloadInstance, deps *dependencies, rt *api.KubernetesRuntime, cl *kube.Cluster, ps *api.PlacementStatus) (reconcile.Result, error) {
 	if name := deps.missingOn(rt.ID); name != "" {
 		return reconcile.Result{}, reconcile.Wait(fmt.Sprintf("workload_instance %q", name), "not Ready on kubernetes_runtime "+strconv.Quote(rt.Name), "UsedInstanceNotPlaced", 5*time.Second)
 	}
@@ -171,7 +172,7 @@ func (r *InstanceReconciler) rollout(ctx context.Context, def *client.WorkloadDe
 		renderer = defaultRenderer
 	}
 	view := *inst
-	if p := inst.Spec.Placement; p != nil && p.Replicas != nil && p.Replicas.Mode == client.ReplicasWeighted {
+	if p := inst.Spec.Placement; p != nil && p.Replicas != nil && p.Replicas.Mode == api.ReplicasWeighted {
 		share := ps.Replicas // this placement's share of the instance's replicas
 		view.Spec.Replicas = &share
 	}
@@ -334,7 +335,7 @@ func unschedulable(rep kube.HealthReport) bool {
 }
 
 // apply applies the rendered objects, records drift, and prunes what is no longer rendered.
-func (r *InstanceReconciler) apply(ctx context.Context, cl *kube.Cluster, inst *client.WorkloadInstance, ps *client.PlacementStatus, owner kube.Owner, objs []*unstructured.Unstructured) ([]kube.AppliedRef, error) {
+func (r *InstanceReconciler) apply(ctx context.Context, cl *kube.Cluster, inst *api.WorkloadInstance, ps *api.PlacementStatus, owner kube.Owner, objs []*unstructured.Unstructured) ([]kube.AppliedRef, error) {
 	applied, err := kube.TryApply(ctx, cl, owner, objs)
 	if errors.Is(err, kube.ErrClusterBusy) {
 		return nil, err
@@ -352,7 +353,7 @@ func (r *InstanceReconciler) apply(ctx context.Context, cl *kube.Cluster, inst *
 	if len(owner.Previous) > 0 && !sameRefs(applied, owner.Previous) {
 		pruned, err := kube.Prune(ctx, cl, owner, applied)
 		for _, p := range pruned {
-			reconcile.Eventf(ctx, client.EventNormal, ReasonPruned, "deleted %s (no longer rendered)", p)
+			reconcile.Eventf(ctx, api.EventNormal, ReasonPruned, "deleted %s (no longer rendered)", p)
 		}
 		if err != nil {
 			ps.Objects = unknownHealth(mergeRefs(applied, owner.Previous))
@@ -438,19 +439,19 @@ func missing(rep kube.HealthReport) bool {
 // after the deletion was asked for, the status says so and names the way out (orphan) and what would
 // be left behind. Runtimes provisioned for the instance stay: they belong to their profile, which
 // reclaims them when idle.
-func (r *InstanceReconciler) Finalize(ctx context.Context, inst *client.WorkloadInstance) (reconcile.Result, error) {
+func (r *InstanceReconciler) Finalize(ctx context.Context, inst *api.WorkloadInstance) (reconcile.Result, error) {
 	if inst.DeletionOrphan {
 		for _, ps := range currentPlacements(inst) {
 			r.doneDeleting(inst.ID + "/" + ps.RuntimeID)
 		}
 		if len(inst.Status.Objects) > 0 {
-			reconcile.Eventf(ctx, client.EventWarning, ReasonOrphaned, "left in the cluster: %s", objectNames(inst.Status.Objects))
+			reconcile.Eventf(ctx, api.EventWarning, ReasonOrphaned, "left in the cluster: %s", objectNames(inst.Status.Objects))
 		}
 		return reconcile.Result{}, nil
 	}
 	var firstErr error
 	pending := false
-	var left []client.PlacementStatus
+	var left []api.PlacementStatus
 	for _, ps := range currentPlacements(inst) {
 		done, err := r.cleanup(ctx, inst, ps)
 		switch {
@@ -481,13 +482,13 @@ func (r *InstanceReconciler) Finalize(ctx context.Context, inst *client.Workload
 // delete events ask for the next pass as soon as the last of it is gone (kube.Cache.WhenGone), so that
 // the deletion ends moments after the namespace does, without polling the cluster or holding a worker.
 // A replica that did not make the first pass (or restarted since) makes it again.
-func (r *InstanceReconciler) cleanup(ctx context.Context, inst *client.WorkloadInstance, ps client.PlacementStatus) (bool, error) {
+func (r *InstanceReconciler) cleanup(ctx context.Context, inst *api.WorkloadInstance, ps api.PlacementStatus) (bool, error) {
 	key := inst.ID + "/" + ps.RuntimeID
-	if ps.Phase == client.PhasePending && len(ps.Objects) == 0 {
+	if ps.Phase == api.PhasePending && len(ps.Objects) == 0 {
 		return true, nil // it never reached the runtime (still being provisioned, say): nothing to delete
 	}
 	rt, cl, err := r.connect(ctx, ps.RuntimeID, true)
-	if client.IsNotFound(err) {
+	if api.IsNotFound(err) {
 		r.doneDeleting(key)
 		return true, nil
 	}
@@ -532,7 +533,7 @@ func (r *InstanceReconciler) awaitGone(cl *kube.Cluster, key, instanceID string,
 		defer cancel()
 		err := r.Client.WorkloadInstances().RequestReconcile(ctx, instanceID)
 		switch {
-		case client.IsNotFound(err):
+		case api.IsNotFound(err):
 			r.doneDeleting(key) // finalized already (by another replica, say): forget it
 		case err != nil:
 			reconcile.Logger(ctx).Warn("reconcile request after cleanup failed; the requeue will look again", "id", instanceID, "err", err)
@@ -570,7 +571,7 @@ const (
 
 // cleanupBlocked records, once the deletion has waited CleanupGrace, that it cannot finish and how to
 // abandon the objects instead.
-func (r *InstanceReconciler) cleanupBlocked(inst *client.WorkloadInstance, cause error) {
+func (r *InstanceReconciler) cleanupBlocked(inst *api.WorkloadInstance, cause error) {
 	grace := r.CleanupGrace
 	if grace <= 0 {
 		grace = 2 * time.Minute
@@ -583,11 +584,11 @@ func (r *InstanceReconciler) cleanupBlocked(inst *client.WorkloadInstance, cause
 	if len(inst.Status.Objects) > 0 {
 		msg += ": " + objectNames(inst.Status.Objects)
 	}
-	inst.Status.SetCondition(client.Condition{Type: client.ConditionCleanupBlocked, Status: client.ConditionTrue, Reason: "RuntimeUnreachable", Message: msg})
+	inst.Status.SetCondition(api.Condition{Type: api.ConditionCleanupBlocked, Status: api.ConditionTrue, Reason: "RuntimeUnreachable", Message: msg})
 }
 
 // objectNames lists applied objects as "Kind/namespace/name, ...".
-func objectNames(objs []client.AppliedObject) string {
+func objectNames(objs []api.AppliedObject) string {
 	names := make([]string, len(objs))
 	for i, o := range objs {
 		names[i] = kube.AppliedRef{Kind: o.Kind, Namespace: o.Namespace, Name: o.Name}.String()
@@ -606,8 +607,8 @@ func (r *InstanceReconciler) pollInterval() time.Duration {
 // and a Failed one a Terminal error with its reason (reconcile.Deps.RequireReady). Cleanup may use a
 // runtime being deleted (its cluster is still there until its own finalizer runs, which waits for its
 // dependents), and gets the client's not-found error when the runtime is gone.
-func (r *InstanceReconciler) connect(ctx context.Context, runtimeID string, cleanup bool) (*client.KubernetesRuntime, *kube.Cluster, error) {
-	var rt *client.KubernetesRuntime
+func (r *InstanceReconciler) connect(ctx context.Context, runtimeID string, cleanup bool) (*api.KubernetesRuntime, *kube.Cluster, error) {
+	var rt *api.KubernetesRuntime
 	var err error
 	if cleanup {
 		rt, err = r.deps().runtimes.Get(ctx, runtimeID)
@@ -616,7 +617,7 @@ func (r *InstanceReconciler) connect(ctx context.Context, runtimeID string, clea
 				return rt, nil, &reconcile.WaitError{On: fmt.Sprintf("kubernetes_runtime %q", rt.Name), State: c.Message, Reason: ReasonRuntimeUnreachable, After: 10 * time.Second}
 			}
 		}
-		if err == nil && rt.Status.Phase != client.PhaseReady && rt.Status.Phase != client.PhaseDeleting {
+		if err == nil && rt.Status.Phase != api.PhaseReady && rt.Status.Phase != api.PhaseDeleting {
 			err = reconcile.Wait(fmt.Sprintf("kubernetes_runtime %q", rt.Name), string(rt.Status.Phase), "KubernetesRuntimeNotReady", 5*time.Second)
 		}
 	} else {
@@ -634,7 +635,7 @@ func (r *InstanceReconciler) connect(ctx context.Context, runtimeID string, clea
 
 // ReasonRuntimeUnreachable is the Ready condition's reason of an instance whose deletion waits on a
 // runtime whose cluster does not answer (its Connected condition is False).
-const ReasonRuntimeUnreachable = client.ReasonRuntimeUnreachable
+const ReasonRuntimeUnreachable = api.ReasonRuntimeUnreachable
 
 // orphanHint names the way out of a deletion that waits on a cluster that does not answer.
 func orphanHint(instance, runtime string) string {
@@ -643,9 +644,9 @@ func orphanHint(instance, runtime string) string {
 }
 
 // unreachable returns the runtime's Connected condition when it says the cluster does not answer.
-func unreachable(rt *client.KubernetesRuntime) *client.Condition {
+func unreachable(rt *api.KubernetesRuntime) *api.Condition {
 	for i := range rt.Status.Conditions {
-		if c := &rt.Status.Conditions[i]; c.Type == "Connected" && c.Status == client.ConditionFalse {
+		if c := &rt.Status.Conditions[i]; c.Type == "Connected" && c.Status == api.ConditionFalse {
 			return c
 		}
 	}
@@ -654,21 +655,21 @@ func unreachable(rt *client.KubernetesRuntime) *client.Condition {
 
 // recordDrift emits a DriftCorrected event per corrected object and records the last correction as a
 // condition.
-func recordDrift(ctx context.Context, inst *client.WorkloadInstance, applied []kube.AppliedRef) {
+func recordDrift(ctx context.Context, inst *api.WorkloadInstance, applied []kube.AppliedRef) {
 	var msgs []string
 	for _, a := range applied {
 		if a.Drift == "" {
 			continue
 		}
 		msg := fmt.Sprintf("%s %q: %s", a.Kind, a.Name, a.Drift)
-		reconcile.Eventf(ctx, client.EventNormal, ConditionDriftCorrected, "%s", msg)
+		reconcile.Eventf(ctx, api.EventNormal, ConditionDriftCorrected, "%s", msg)
 		msgs = append(msgs, msg)
 	}
 	if len(msgs) == 0 {
 		return
 	}
-	inst.Status.SetCondition(client.Condition{
-		Type: ConditionDriftCorrected, Status: client.ConditionTrue, Reason: ConditionDriftCorrected,
+	inst.Status.SetCondition(api.Condition{
+		Type: ConditionDriftCorrected, Status: api.ConditionTrue, Reason: ConditionDriftCorrected,
 		Message: strings.Join(msgs, "; "), LastTransitionTime: time.Now().UTC(),
 	})
 }
@@ -708,10 +709,10 @@ func mergeRefs(a, b []kube.AppliedRef) []kube.AppliedRef {
 	return out
 }
 
-func unknownHealth(refs []kube.AppliedRef) []client.AppliedObject {
-	out := make([]client.AppliedObject, len(refs))
+func unknownHealth(refs []kube.AppliedRef) []api.AppliedObject {
+	out := make([]api.AppliedObject, len(refs))
 	for i, r := range refs {
-		out[i] = client.AppliedObject{APIVersion: r.APIVersion, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, Message: "not checked: the last apply failed"}
+		out[i] = api.AppliedObject{APIVersion: r.APIVersion, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, Message: "not checked: the last apply failed"}
 	}
 	return out
 }

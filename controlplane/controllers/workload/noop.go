@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/render"
@@ -27,8 +28,8 @@ type NoopInstanceReconciler struct {
 	Renderer *render.Renderer
 
 	depsOnce    sync.Once
-	definitions reconcile.Deps[client.WorkloadDefinitionSpec, client.WorkloadDefinitionStatus]
-	runtimes    reconcile.Deps[client.KubernetesRuntimeSpec, client.KubernetesRuntimeStatus]
+	definitions reconcile.Deps[api.WorkloadDefinitionSpec, api.WorkloadDefinitionStatus]
+	runtimes    reconcile.Deps[api.KubernetesRuntimeSpec, api.KubernetesRuntimeStatus]
 }
 
 // ErrNoopPlacement is returned (as a Terminal error) for an instance with a placement: the simulation
@@ -44,12 +45,12 @@ func (r *NoopInstanceReconciler) deps() *NoopInstanceReconciler {
 }
 
 // Reconcile implements reconcile.Reconciler without compute: see the type's documentation.
-func (r *NoopInstanceReconciler) Reconcile(ctx context.Context, inst *client.WorkloadInstance) (reconcile.Result, error) {
+func (r *NoopInstanceReconciler) Reconcile(ctx context.Context, inst *api.WorkloadInstance) (reconcile.Result, error) {
 	if inst.Spec.Placement != nil || inst.Spec.RuntimeID == "" {
 		return reconcile.Result{}, reconcile.Terminal(ErrNoopPlacement)
 	}
 	def, err := r.deps().definitions.Get(ctx, inst.Spec.DefinitionID)
-	if client.IsNotFound(err) {
+	if api.IsNotFound(err) {
 		return reconcile.Result{}, reconcile.Wait(fmt.Sprintf("workload_definition %q", inst.Spec.DefinitionID), "NotFound", "WorkloadDefinitionNotFound", 5*time.Second)
 	}
 	if err != nil {
@@ -68,23 +69,23 @@ func (r *NoopInstanceReconciler) Reconcile(ctx context.Context, inst *client.Wor
 		return reconcile.Result{}, reconcile.Terminal(fmt.Errorf("render workload_definition %q: %w", def.Name, err))
 	}
 	replicas := render.DesiredReplicas(def, inst)
-	ps := client.PlacementStatus{
-		RuntimeID: rt.ID, Runtime: rt.Name, Region: rt.Status.Region, Phase: client.PhaseReady,
+	ps := api.PlacementStatus{
+		RuntimeID: rt.ID, Runtime: rt.Name, Region: rt.Status.Region, Phase: api.PhaseReady,
 		Replicas: replicas, ReadyReplicas: replicas, AvailableReplicas: replicas,
 	}
 	for _, o := range objs {
-		ps.Objects = append(ps.Objects, client.AppliedObject{
+		ps.Objects = append(ps.Objects, api.AppliedObject{
 			APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName(), Ready: true,
 		})
 	}
 	inst.Status.Namespace = render.Namespace(inst)
 	inst.Status.DefinitionGeneration = def.Generation
-	inst.Status.Placements = []client.PlacementStatus{ps}
+	inst.Status.Placements = []api.PlacementStatus{ps}
 	summarize(inst)
 	return reconcile.Result{}, nil
 }
 
 // Finalize implements reconcile.Finalizer: nothing was applied, so the instance is released at once.
-func (r *NoopInstanceReconciler) Finalize(context.Context, *client.WorkloadInstance) (reconcile.Result, error) {
+func (r *NoopInstanceReconciler) Finalize(context.Context, *api.WorkloadInstance) (reconcile.Result, error) {
 	return reconcile.Result{}, nil
 }

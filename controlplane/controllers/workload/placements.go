@@ -8,6 +8,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/placement"
@@ -26,7 +27,7 @@ const (
 
 // targets returns where the instance should run: its pinned runtime, or its placement's decision, after
 // provisioning the runtimes the decision asks for.
-func (r *InstanceReconciler) targets(ctx context.Context, inst *client.WorkloadInstance, replicas int32) ([]placement.Target, error) {
+func (r *InstanceReconciler) targets(ctx context.Context, inst *api.WorkloadInstance, replicas int32) ([]placement.Target, error) {
 	if inst.Spec.Placement == nil {
 		return []placement.Target{{Runtime: &placement.Runtime{ID: inst.Spec.RuntimeID}, Replicas: replicas}}, nil
 	}
@@ -49,7 +50,7 @@ func (r *InstanceReconciler) targets(ctx context.Context, inst *client.WorkloadI
 	for i := range targets {
 		t := &targets[i]
 		if t.Replaces != "" {
-			reconcile.Eventf(ctx, client.EventWarning, ReasonFailover, "kubernetes_runtime %q in %q has been unreachable longer than %s; moving its %d replicas",
+			reconcile.Eventf(ctx, api.EventWarning, ReasonFailover, "kubernetes_runtime %q in %q has been unreachable longer than %s; moving its %d replicas",
 				t.Replaces, t.Region, inst.Spec.Placement.Failover.Toleration(), t.Replicas)
 		}
 		if t.Provision == nil {
@@ -67,33 +68,33 @@ func (r *InstanceReconciler) targets(ctx context.Context, inst *client.WorkloadI
 // provision creates a runtime from a profile for the instance's placement. The runtime is owned by the
 // profile (it outlives the instance, and is reclaimed when idle if the profile says so), and labelled
 // with the profile, the region and the instance it was first provisioned for.
-func (r *InstanceReconciler) provision(ctx context.Context, inst *client.WorkloadInstance, p *placement.Provision) (*client.KubernetesRuntime, error) {
+func (r *InstanceReconciler) provision(ctx context.Context, inst *api.WorkloadInstance, p *placement.Provision) (*api.KubernetesRuntime, error) {
 	spec := p.Profile.Spec
 	labels := maps.Clone(spec.RuntimeLabels)
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	labels[client.LabelProfile] = p.Profile.Name
-	labels[client.LabelRegion] = p.Region
-	labels[client.LabelProvisionedFor] = inst.Name
-	rt := &client.KubernetesRuntime{
-		Meta: client.Meta{Name: p.Name, Labels: labels, Owners: []client.ObjectRef{{Kind: client.KindRuntimeProfile, ID: p.Profile.ID, Name: p.Profile.Name}}},
-		Spec: client.KubernetesRuntimeSpec{Provider: spec.Provider, Region: p.Region, Nodes: spec.Nodes, MinNodes: spec.MinNodes, MaxNodes: spec.MaxNodes,
+	labels[api.LabelProfile] = p.Profile.Name
+	labels[api.LabelRegion] = p.Region
+	labels[api.LabelProvisionedFor] = inst.Name
+	rt := &api.KubernetesRuntime{
+		Meta: api.Meta{Name: p.Name, Labels: labels, Owners: []api.ObjectRef{{Kind: api.KindRuntimeProfile, ID: p.Profile.ID, Name: p.Profile.Name}}},
+		Spec: api.KubernetesRuntimeSpec{Provider: spec.Provider, Region: p.Region, Nodes: spec.Nodes, MinNodes: spec.MinNodes, MaxNodes: spec.MaxNodes,
 			KubernetesVersion: spec.KubernetesVersion, CloudAccountID: spec.CloudAccountID, NodeType: spec.NodeType},
 	}
 	created, err := r.Client.KubernetesRuntimes().Create(ctx, rt)
-	if client.IsConflict(err) {
+	if api.IsConflict(err) {
 		// Another instance provisioned it a moment ago: the next decision finds it.
 		return nil, fmt.Errorf("kubernetes_runtime %q was just created by another placement; deciding again: %w", p.Name, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("provision kubernetes_runtime %q from runtime_profile %q: %w", p.Name, p.Profile.Name, err)
 	}
-	reconcile.Eventf(ctx, client.EventNormal, ReasonProvisioning, "provisioning kubernetes_runtime %q in %q from runtime_profile %q: no matching runtime there",
+	reconcile.Eventf(ctx, api.EventNormal, ReasonProvisioning, "provisioning kubernetes_runtime %q in %q from runtime_profile %q: no matching runtime there",
 		created.Name, p.Region, p.Profile.Name)
-	ev := client.Event{Type: client.EventNormal, Reason: "Provisioned", Source: "controller/" + client.KindWorkloadInstance,
+	ev := api.Event{Type: api.EventNormal, Reason: "Provisioned", Source: "controller/" + api.KindWorkloadInstance,
 		Message: fmt.Sprintf("provisioned from runtime_profile %q for workload_instance %q: its placement needs a runtime in %q and none matched", p.Profile.Name, inst.Name, p.Region)}
-	if err := r.Client.KubernetesRuntimes().RecordEvent(ctx, created.ID, ev); err != nil && !client.IsNotFound(err) {
+	if err := r.Client.KubernetesRuntimes().RecordEvent(ctx, created.ID, ev); err != nil && !api.IsNotFound(err) {
 		reconcile.Logger(ctx).Warn("record provisioning event", "runtime", created.Name, "err", err)
 	}
 	return created, nil
@@ -136,7 +137,7 @@ func (o *outcomes) add(where string, res reconcile.Result, err error) {
 
 // result is the instance's outcome: a Failed placement fails it, then errors retry, then it waits on a
 // runtime, then it polls rollouts; Ready when every placement is.
-func (o *outcomes) result(inst *client.WorkloadInstance) (reconcile.Result, error) {
+func (o *outcomes) result(inst *api.WorkloadInstance) (reconcile.Result, error) {
 	switch {
 	case o.terminal != nil:
 		return reconcile.Result{}, o.terminal
@@ -152,8 +153,8 @@ func (o *outcomes) result(inst *client.WorkloadInstance) (reconcile.Result, erro
 }
 
 // place rolls the definition out on one target and returns the placement's status.
-func (r *InstanceReconciler) place(ctx context.Context, def *client.WorkloadDefinition, inst *client.WorkloadInstance, deps *dependencies, t placement.Target, out *outcomes) client.PlacementStatus {
-	ps := client.PlacementStatus{Region: t.Region, Replicas: t.Replicas, Phase: client.PhasePending}
+func (r *InstanceReconciler) place(ctx context.Context, def *api.WorkloadDefinition, inst *api.WorkloadInstance, deps *dependencies, t placement.Target, out *outcomes) api.PlacementStatus {
+	ps := api.PlacementStatus{Region: t.Region, Replicas: t.Replicas, Phase: api.PhasePending}
 	if t.Provision != nil {
 		ps.Profile = t.Provision.Profile.Name
 	}
@@ -187,21 +188,21 @@ func (r *InstanceReconciler) place(ctx context.Context, def *client.WorkloadDefi
 	if err != nil {
 		ps.Message = err.Error()
 		if reconcile.IsTerminal(err) {
-			ps.Phase = client.PhaseFailed
+			ps.Phase = api.PhaseFailed
 		}
 		out.add(where, reconcile.Result{}, err)
 		return ps
 	}
-	ps.Phase = client.PhaseReconciling
+	ps.Phase = api.PhaseReconciling
 	res, err := r.rollout(ctx, def, inst, deps, rt, cl, &ps)
 	switch {
 	case err != nil:
 		ps.Message = err.Error()
 		if reconcile.IsTerminal(err) {
-			ps.Phase = client.PhaseFailed
+			ps.Phase = api.PhaseFailed
 		}
 	case res.RequeueAfter == 0:
-		ps.Phase, ps.Message = client.PhaseReady, ""
+		ps.Phase, ps.Message = api.PhaseReady, ""
 	default:
 		if out.notReady == "" {
 			out.notReady = where + ps.Message
@@ -214,24 +215,24 @@ func (r *InstanceReconciler) place(ctx context.Context, def *client.WorkloadDefi
 // leave removes the instance from runtimes it is placed on but no longer should be (moved regions, a
 // failover, a pinned runtime changed). A runtime that cannot be reached keeps its placement, phase
 // Deleting, until it answers again or is deleted; it does not keep the instance from being Ready.
-func (r *InstanceReconciler) leave(ctx context.Context, inst *client.WorkloadInstance, targets []placement.Target, out *outcomes) []client.PlacementStatus {
+func (r *InstanceReconciler) leave(ctx context.Context, inst *api.WorkloadInstance, targets []placement.Target, out *outcomes) []api.PlacementStatus {
 	keep := map[string]bool{}
 	for _, t := range targets {
 		if t.Runtime != nil {
 			keep[t.Runtime.ID] = true
 		}
 	}
-	var left []client.PlacementStatus
+	var left []api.PlacementStatus
 	for _, ps := range currentPlacements(inst) {
 		if keep[ps.RuntimeID] || ps.RuntimeID == "" {
 			continue
 		}
 		done, err := r.cleanup(ctx, inst, ps)
 		if done {
-			reconcile.Eventf(ctx, client.EventNormal, ReasonMovedOff, "removed from kubernetes_runtime %q: the placement no longer uses it", ps.Runtime)
+			reconcile.Eventf(ctx, api.EventNormal, ReasonMovedOff, "removed from kubernetes_runtime %q: the placement no longer uses it", ps.Runtime)
 			continue
 		}
-		ps.Phase = client.PhaseDeleting
+		ps.Phase = api.PhaseDeleting
 		ps.Message = "moving off: objects still going away"
 		if err != nil {
 			ps.Message = fmt.Sprintf("moving off: its objects will be deleted when it answers again (%v)", err)
@@ -249,19 +250,19 @@ func (r *InstanceReconciler) leave(ctx context.Context, inst *client.WorkloadIns
 
 // currentPlacements returns the instance's placements, or for an instance written before placements
 // existed, its pinned runtime with the objects it applied.
-func currentPlacements(inst *client.WorkloadInstance) []client.PlacementStatus {
+func currentPlacements(inst *api.WorkloadInstance) []api.PlacementStatus {
 	if len(inst.Status.Placements) > 0 || inst.Spec.RuntimeID == "" {
 		return inst.Status.Placements
 	}
-	return []client.PlacementStatus{{RuntimeID: inst.Spec.RuntimeID, Objects: inst.Status.Objects}}
+	return []api.PlacementStatus{{RuntimeID: inst.Spec.RuntimeID, Objects: inst.Status.Objects}}
 }
 
 // summarize sums the placements into the instance's top-level status.
-func summarize(inst *client.WorkloadInstance) {
+func summarize(inst *api.WorkloadInstance) {
 	st := &inst.Status
 	st.Replicas, st.ReadyReplicas, st.AvailableReplicas, st.Objects = 0, 0, 0, nil
 	for _, ps := range st.Placements {
-		if ps.Phase == client.PhaseDeleting {
+		if ps.Phase == api.PhaseDeleting {
 			continue
 		}
 		st.Replicas += ps.Replicas

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/workload"
 )
 
@@ -33,7 +33,7 @@ func TestTheReconcileThatAppliesWaitsBrieflyForReadiness(t *testing.T) {
 	t.Run("a rollout that cannot become ready ends the wait at its bound and requeues", func(t *testing.T) {
 		t.Parallel()
 		spec := webSpec()
-		spec.Containers[0].Resources = &client.Resources{Requests: client.ResourceList{CPU: "100000", Memory: "32Mi"}} // fits no node
+		spec.Containers[0].Resources = &api.Resources{Requests: api.ResourceList{CPU: "100000", Memory: "32Mi"}} // fits no node
 		inst := e.instance(t, "stuck", e.definition(t, "stuck", spec), nil)
 		start := time.Now()
 		res, err := waiting(4*time.Second).Reconcile(ctx, inst)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 )
@@ -21,7 +22,7 @@ type SecretReconciler struct {
 }
 
 // Reconcile implements reconcile.Reconciler.
-func (r *SecretReconciler) Reconcile(ctx context.Context, s *client.Secret) (reconcile.Result, error) {
+func (r *SecretReconciler) Reconcile(ctx context.Context, s *api.Secret) (reconcile.Result, error) {
 	s.Status.Keys = slices.Sorted(maps.Keys(s.Spec.Values))
 	n, missing, err := r.notify(ctx, s)
 	if err != nil {
@@ -30,26 +31,26 @@ func (r *SecretReconciler) Reconcile(ctx context.Context, s *client.Secret) (rec
 	s.Status.Instances = n
 	if len(missing) > 0 {
 		// Ready all the same: the values are delivered to each instance as it comes.
-		reconcile.Eventf(ctx, client.EventNormal, "InstanceNotFound", "no workload_instance %s yet; its values are delivered once it exists", strings.Join(missing, ", "))
+		reconcile.Eventf(ctx, api.EventNormal, "InstanceNotFound", "no workload_instance %s yet; its values are delivered once it exists", strings.Join(missing, ", "))
 	}
 	return reconcile.Result{}, nil
 }
 
 // Finalize asks the instances to drop the secret.
-func (r *SecretReconciler) Finalize(ctx context.Context, s *client.Secret) (reconcile.Result, error) {
+func (r *SecretReconciler) Finalize(ctx context.Context, s *api.Secret) (reconcile.Result, error) {
 	_, _, err := r.notify(ctx, s)
 	return reconcile.Result{}, err
 }
 
 // notify asks every named instance that exists to reconcile, and returns how many exist and the ids of
 // those that do not.
-func (r *SecretReconciler) notify(ctx context.Context, s *client.Secret) (int, []string, error) {
+func (r *SecretReconciler) notify(ctx context.Context, s *api.Secret) (int, []string, error) {
 	n := 0
 	var missing []string
 	for _, id := range s.Spec.InstanceIDs {
 		err := r.Client.WorkloadInstances().RequestReconcile(ctx, id)
 		switch {
-		case client.IsNotFound(err):
+		case api.IsNotFound(err):
 			missing = append(missing, fmt.Sprintf("%q", id))
 		case err != nil:
 			return 0, nil, fmt.Errorf("notify workload_instance %q: %w", id, err)

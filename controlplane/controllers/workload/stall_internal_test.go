@@ -6,13 +6,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 )
 
 // report is a rollout waiting on its Deployment for the given reason.
 func report(msg string) kube.HealthReport {
-	return kube.HealthReport{Replicas: 1, Objects: []client.AppliedObject{
+	return kube.HealthReport{Replicas: 1, Objects: []api.AppliedObject{
 		{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "ns", Name: "web", Message: msg},
 	}}
 }

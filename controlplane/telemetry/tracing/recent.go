@@ -13,7 +13,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/telemetry"
 )
 
@@ -65,7 +65,7 @@ func (r *Recent) snapshot() []sdktrace.ReadOnlySpan {
 // one that made it what it is now, rather than a later re-check that found nothing to do), or else of
 // its most recent reconcile: every kept span of that trace. ok is false when the buffer holds no
 // reconcile of it.
-func (r *Recent) LastReconcile(objectID string) (t *client.Trace, ok bool) {
+func (r *Recent) LastReconcile(objectID string) (t *api.Trace, ok bool) {
 	spans := r.snapshot()
 	wroteStatus := map[trace.SpanID]bool{}
 	for _, s := range spans {
@@ -108,7 +108,7 @@ func isReconcileOf(s sdktrace.ReadOnlySpan, objectID string) bool {
 }
 
 // traceOf converts the spans of one trace for the API.
-func traceOf(all []sdktrace.ReadOnlySpan, id trace.TraceID, objectID string) *client.Trace {
+func traceOf(all []sdktrace.ReadOnlySpan, id trace.TraceID, objectID string) *api.Trace {
 	var spans []sdktrace.ReadOnlySpan
 	for _, s := range all {
 		if s.SpanContext().TraceID() == id {
@@ -116,9 +116,9 @@ func traceOf(all []sdktrace.ReadOnlySpan, id trace.TraceID, objectID string) *cl
 		}
 	}
 	slices.SortStableFunc(spans, func(a, b sdktrace.ReadOnlySpan) int { return a.StartTime().Compare(b.StartTime()) })
-	t := &client.Trace{TraceID: id.String(), ObjectID: objectID, Start: spans[0].StartTime().UTC(), Spans: make([]client.TraceSpan, 0, len(spans))}
+	t := &api.Trace{TraceID: id.String(), ObjectID: objectID, Start: spans[0].StartTime().UTC(), Spans: make([]api.TraceSpan, 0, len(spans))}
 	for _, s := range spans {
-		ts := client.TraceSpan{
+		ts := api.TraceSpan{
 			SpanID:     s.SpanContext().SpanID().String(),
 			Name:       s.Name(),
 			Kind:       s.SpanKind().String(),

@@ -1,4 +1,4 @@
-package client
+package api
 
 import (
 	"fmt"
@@ -47,11 +47,6 @@ type CloudAccountStatus struct {
 
 // CloudAccount is credentials or a role for a cloud.
 type CloudAccount = Object[CloudAccountSpec, CloudAccountStatus]
-
-// CloudAccounts is the cloud_accounts collection.
-func (c *Client) CloudAccounts() *Resource[CloudAccountSpec, CloudAccountStatus] {
-	return For[CloudAccountSpec, CloudAccountStatus](c, KindCloudAccount)
-}
 
 var (
 	accessKeyIDRE = regexp.MustCompile(`^[A-Z0-9]{16,128}$`)
@@ -211,4 +206,15 @@ type CloudResources struct {
 	ClusterARN string `json:"cluster_arn,omitempty"`
 	// NodeGroup is the managed node group's name.
 	NodeGroup string `json:"node_group,omitempty"`
+}
+
+func init() {
+	RegisterKind(KindDef[CloudAccountSpec, CloudAccountStatus]{
+		Kind:        KindCloudAccount,
+		Title:       "cloud account",
+		ShortNames:  []string{"account"},
+		Description: "Credentials, or a role to assume, for a cloud (AWS), used by `eks` runtimes and runtime profiles and by the RDS databases and S3 buckets that serve apps on them. It is Ready once STS GetCallerIdentity has accepted the credentials; the account id is in `account_id`. The secret access key and session token are write-only: encrypted at rest, returned to controllers only, never logged. See the AWS guide for the IAM policy QleetOS needs.",
+		Validate:    validateCloudAccount,
+		WriteOnly:   []string{"secret_access_key", "session_token"},
+	})
 }

@@ -1,4 +1,4 @@
-package client
+package api
 
 import (
 	"fmt"
@@ -91,11 +91,6 @@ type SupportServiceStatus struct {
 // SupportService is an add-on on a runtime.
 type SupportService = Object[SupportServiceSpec, SupportServiceStatus]
 
-// SupportServices is the support_services collection.
-func (c *Client) SupportServices() *Resource[SupportServiceSpec, SupportServiceStatus] {
-	return For[SupportServiceSpec, SupportServiceStatus](c, KindSupportService)
-}
-
 // GatewaySpec routes traffic to an instance, with TLS, on every runtime it is placed on.
 type GatewaySpec struct {
 	// InstanceID is the workload instance it routes to.
@@ -158,11 +153,6 @@ type GatewayStatus struct {
 // Gateway routes traffic to an instance.
 type Gateway = Object[GatewaySpec, GatewayStatus]
 
-// Gateways is the gateways collection.
-func (c *Client) Gateways() *Resource[GatewaySpec, GatewayStatus] {
-	return For[GatewaySpec, GatewayStatus](c, KindGateway)
-}
-
 // DNS providers of domain names.
 const (
 	// DNSProviderNone keeps the records in the domain name's status only (the local DNS record list).
@@ -202,11 +192,6 @@ type DomainNameStatus struct {
 
 // DomainName is a DNS zone.
 type DomainName = Object[DomainNameSpec, DomainNameStatus]
-
-// DomainNames is the domain_names collection.
-func (c *Client) DomainNames() *Resource[DomainNameSpec, DomainNameStatus] {
-	return For[DomainNameSpec, DomainNameStatus](c, KindDomainName)
-}
 
 // InZone reports whether host is in zone (the apex or below it).
 func InZone(host, zone string) bool {
@@ -328,4 +313,40 @@ func validateDomainNamePeers(s *DomainNameSpec, peers []Peer[DomainNameSpec]) []
 		}
 	}
 	return fe
+}
+
+func init() {
+	RegisterKind(KindDef[SupportServiceSpec, SupportServiceStatus]{
+		Kind:        KindSupportService,
+		Title:       "support service",
+		ShortNames:  []string{"support"},
+		Description: "An add-on on a runtime: `ingress`, `cert-manager`, `external-dns` or `metrics-server`, installed from its pinned upstream Helm chart (or a mirror, or the control plane's local chart directory). Controllers create the ones a dependency needs and remove them once nothing has used them for a grace period; one an operator declares stays until deleted.",
+		Validate:    validateSupportService,
+		Refs:        supportServiceRefs,
+	})
+}
+
+func init() {
+	RegisterKind(KindDef[GatewaySpec, GatewayStatus]{
+		Kind:        KindGateway,
+		Title:       "gateway",
+		ShortNames:  []string{"gateway", "gw"},
+		Description: "Ingress for a workload instance on every runtime it is placed on: hosts, paths, the service port, TLS (on by default when a host is set) with a certificate from cert-manager, and an HTTP to HTTPS redirect. Where a runtime lacks the `ingress` or `cert-manager` support service (or `external-dns`, when a domain name holds a host), it is installed, and removed again a grace period after the last gateway that used it. It is Ready once every runtime has an address and, with TLS, an issued certificate; `status.url` tells where to go.",
+		Default:     defaultGateway,
+		Validate:    validateGateway,
+		Refs:        gatewayRefs,
+		StatusRefs:  gatewayStatusRefs,
+	})
+}
+
+func init() {
+	RegisterKind(KindDef[DomainNameSpec, DomainNameStatus]{
+		Kind:          KindDomainName,
+		Title:         "domain name",
+		ShortNames:    []string{"domain"},
+		Description:   "A DNS zone. Gateways whose hosts are in it get records through external-dns, which is installed on their runtimes while they do. With `dns_provider = \"none\"` the records are listed in `status.records` only; with `route53` they are also written to the zone's public hosted zone (found by name, or created) in the cloud account of the gateways' eks runtimes, each with a `_qleetos.<host>` TXT ownership record; records QleetOS did not write are never changed.",
+		Default:       defaultDomainName,
+		Validate:      validateDomainName,
+		ValidatePeers: validateDomainNamePeers,
+	})
 }

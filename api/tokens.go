@@ -1,9 +1,6 @@
-package client
+package api
 
 import (
-	"context"
-	"net/http"
-	"net/url"
 	"time"
 )
 
@@ -52,29 +49,4 @@ type NewToken struct {
 	TokenInfo
 	// Token is the bearer token. Only its hash is stored: it cannot be shown again.
 	Token string `json:"token"`
-}
-
-// Tokens manages API tokens (admin role).
-type Tokens struct{ c *Client }
-
-// Tokens returns the token API.
-func (c *Client) Tokens() *Tokens { return &Tokens{c: c} }
-
-// Create makes a token and returns it, the only time it is shown.
-func (t *Tokens) Create(ctx context.Context, req TokenRequest) (*NewToken, error) {
-	out := new(NewToken)
-	return out, t.c.Do(ctx, http.MethodPost, "/v1/tokens", nil, nil, req, out)
-}
-
-// List returns every token's description, oldest first.
-func (t *Tokens) List(ctx context.Context) ([]TokenInfo, error) {
-	var out struct {
-		Items []TokenInfo `json:"items"`
-	}
-	return out.Items, t.c.Do(ctx, http.MethodGet, "/v1/tokens", nil, nil, nil, &out)
-}
-
-// Revoke deletes the token with that id; it is refused from then on.
-func (t *Tokens) Revoke(ctx context.Context, id string) error {
-	return t.c.Do(ctx, http.MethodDelete, "/v1/tokens/"+url.PathEscape(id), nil, nil, nil, nil)
 }

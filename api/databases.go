@@ -1,4 +1,4 @@
-package client
+package api
 
 import (
 	"fmt"
@@ -75,11 +75,6 @@ type DatabaseStatus struct {
 // Database is a database for an instance.
 type Database = Object[DatabaseSpec, DatabaseStatus]
 
-// Databases is the databases collection.
-func (c *Client) Databases() *Resource[DatabaseSpec, DatabaseStatus] {
-	return For[DatabaseSpec, DatabaseStatus](c, KindDatabase)
-}
-
 func defaultDatabase(s *DatabaseSpec) {
 	if s.Engine == "" {
 		s.Engine = EnginePostgres
@@ -116,34 +111,7 @@ func validateDatabase(s *DatabaseSpec) []FieldError {
 	return fe
 }
 
-// DatabaseEngine is how an engine runs in a cluster.
-type DatabaseEngine struct {
-	// Image is the container image, with the version as tag.
-	Image string
-	// Port is the port it listens on.
-	Port int32
-	// Scheme is the URL scheme of the connection string.
-	Scheme string
-	// DataDir is where it keeps its data.
-	DataDir string
-}
-
-// EngineOf returns how a database's engine runs.
-func EngineOf(s *DatabaseSpec) DatabaseEngine {
-	if s.Engine == EngineMySQL {
-		return DatabaseEngine{Image: "mysql:" + s.Version, Port: 3306, Scheme: "mysql", DataDir: "/var/lib/mysql"}
-	}
-	return DatabaseEngine{Image: "postgres:" + s.Version, Port: 5432, Scheme: "postgres", DataDir: "/var/lib/postgresql/data"}
-}
-
 var versionRE = regexp.MustCompile(`^[0-9]{1,3}(\.[0-9]{1,3}){0,2}$`)
-
-// DatabaseCredentialsSecret is the Secret in a database's namespace that holds its username, password
-// and database name.
-const DatabaseCredentialsSecret = "credentials"
-
-// DatabaseNamespace is the namespace a database lives in on each runtime.
-func DatabaseNamespace(name string) string { return "qleet-db-" + name }
 
 // DatabaseURL is the connection string of a database.
 func DatabaseURL(scheme, user, password, host string, port int32, name string) string {
@@ -179,22 +147,6 @@ type BucketStatus struct {
 // Bucket is an object store bucket for an instance.
 type Bucket = Object[BucketSpec, BucketStatus]
 
-// Buckets is the buckets collection.
-func (c *Client) Buckets() *Resource[BucketSpec, BucketStatus] {
-	return For[BucketSpec, BucketStatus](c, KindBucket)
-}
-
-// The in-cluster object store buckets run.
-const (
-	// BucketImage is the S3-compatible server.
-	BucketImage = "quay.io/minio/minio:RELEASE.2024-11-07T00-52-20Z"
-	// BucketPort is its port.
-	BucketPort = 9000
-)
-
-// BucketNamespace is the namespace a bucket lives in on each runtime.
-func BucketNamespace(name string) string { return "qleet-bucket-" + name }
-
 func defaultBucket(s *BucketSpec) {
 	if s.Size == "" {
 		s.Size = "1Gi"
@@ -213,4 +165,28 @@ func validateBucket(s *BucketSpec) []FieldError {
 		fe.add("spec.env_prefix", "must be upper case letters, digits and _, starting with a letter, not %q", s.EnvPrefix)
 	}
 	return fe
+}
+
+func init() {
+	RegisterKind(KindDef[DatabaseSpec, DatabaseStatus]{
+		Kind:        KindDatabase,
+		Title:       "database",
+		ShortNames:  []string{"database", "db"},
+		Description: "A database for a workload instance: in-cluster (a StatefulSet with a Service, a volume and generated credentials) on every runtime the instance runs on, or RDS on `eks` runtimes, Ready before the instance rolls out. The instance gets `<PREFIX>_URL`, `_HOST`, `_PORT`, `_NAME`, `_USER` and `_PASSWORD` from a Secret in its namespace; the password never passes through the API. It outlives its instance's redeploys, and `retain` keeps its data on delete.",
+		Default:     defaultDatabase,
+		Validate:    validateDatabase,
+		UsedBy:      func(s *DatabaseSpec) []FieldRef { return attachedTo(s.InstanceID) },
+	})
+}
+
+func init() {
+	RegisterKind(KindDef[BucketSpec, BucketStatus]{
+		Kind:        KindBucket,
+		Title:       "bucket",
+		ShortNames:  []string{"bucket"},
+		Description: "An S3-compatible bucket for a workload instance: an in-cluster object store on every runtime the instance runs on, or S3 on `eks` runtimes, Ready before the instance rolls out. The instance gets `<PREFIX>_ENDPOINT`, `_BUCKET`, `_REGION`, `_ACCESS_KEY_ID` and `_SECRET_ACCESS_KEY` from a Secret in its namespace; the keys never pass through the API. `retain` keeps its data on delete.",
+		Default:     defaultBucket,
+		Validate:    validateBucket,
+		UsedBy:      func(s *BucketSpec) []FieldRef { return attachedTo(s.InstanceID) },
+	})
 }

@@ -1,4 +1,4 @@
-package client
+package api
 
 // Kubernetes name syntax, re-implemented from k8s.io/apimachinery/pkg/util/validation
 // (Apache-2.0) so that the client need not import apimachinery. Each check returns the

@@ -1,8 +1,9 @@
-// Package client holds the QleetOS v1 API types and the Go client that speaks to the API server.
+// Package api holds the QleetOS v1 wire types, the kind registry (each kind described once) and the
+// validation that needs no database. It imports nothing from Kubernetes; the HTTP client is package client.
 //
 // Every object shares one envelope (Meta, a kind-specific Spec, and a Status that embeds the common
 // Status fields). The provider, the CLI, the controllers and the agent all use this package.
-package client
+package api
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package client
+package api
 
 // Kubernetes resource quantities ("250m", "1.5", "512Mi", "1e3"), re-implemented from
 // k8s.io/apimachinery/pkg/api/resource (Apache-2.0) so that the client need not import

@@ -1,4 +1,4 @@
-package client
+package api
 
 // These tests hold the standard-library replacements in k8snames.go, quantity.go and
 // yamldocs.go to the apimachinery functions they replace: same verdicts, same messages,

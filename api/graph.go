@@ -1,9 +1,7 @@
-package client
+package api
 
 import (
-	"context"
 	"fmt"
-	"net/url"
 	"time"
 )
 
@@ -117,18 +115,4 @@ func (g *Graph) RootCause(id string) []GraphNode {
 		n = next
 	}
 	return chain
-}
-
-// Graph returns the dependency graph: all of it when root is empty, else the objects connected to root
-// ("<kind>/<id or name>"), its providers and its consumers, transitively.
-func (c *Client) Graph(ctx context.Context, root string) (*Graph, error) {
-	q := url.Values{}
-	if root != "" {
-		q.Set("root", root)
-	}
-	var g Graph
-	if err := c.Do(ctx, "GET", "/v1/graph", q, nil, nil, &g); err != nil {
-		return nil, err
-	}
-	return &g, nil
 }

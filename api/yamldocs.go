@@ -1,4 +1,4 @@
-package client
+package api
 
 // Splitting a YAML stream into documents, re-implemented from
 // k8s.io/apimachinery/pkg/util/yaml's YAMLReader (Apache-2.0) so that the client need

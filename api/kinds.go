@@ -1,4 +1,4 @@
-package client
+package api
 
 import "time"
 
@@ -304,3 +304,40 @@ type WorkloadInstanceStatus struct {
 
 // WorkloadInstance says where and how to run a definition.
 type WorkloadInstance = Object[WorkloadInstanceSpec, WorkloadInstanceStatus]
+
+func init() {
+	RegisterKind(KindDef[KubernetesRuntimeSpec, KubernetesRuntimeStatus]{
+		Kind:        KindKubernetesRuntime,
+		Title:       "Kubernetes runtime",
+		ShortNames:  []string{"runtime"},
+		Description: "A Kubernetes cluster in the compute space that workloads run on: a `local` cluster (kubesim, run by `qleet server`), a cluster you bring by `kubeconfig`, or an `eks` cluster that QleetOS provisions with a cloud account (IAM roles, a VPC with subnets unless `subnet_ids` are given, the cluster and a managed node group, all tagged with the runtime's ownership). It is Ready once the control plane has connected to the cluster and found Ready nodes; deleting it deletes what QleetOS made in AWS, in reverse. The kubeconfig is write-only.",
+		Default:     defaultKubernetesRuntime,
+		Validate:    validateKubernetesRuntime,
+		Refs:        kubernetesRuntimeRefs,
+		WriteOnly:   []string{"kubeconfig"},
+	})
+}
+
+func init() {
+	RegisterKind(KindDef[WorkloadDefinitionSpec, WorkloadDefinitionStatus]{
+		Kind:        KindWorkloadDefinition,
+		Title:       "workload definition",
+		ShortNames:  []string{"definition"},
+		Description: "What to run: containers (one Deployment, with a Service when ports are declared), raw Kubernetes manifests, or a Helm chart, with a default replica count and optional autoscaling. Exactly one of `containers`, `manifests` and `helm` is set. Where it runs is a workload instance.",
+		Default:     defaultWorkloadDefinition,
+		Validate:    validateWorkloadDefinition,
+	})
+}
+
+func init() {
+	RegisterKind(KindDef[WorkloadInstanceSpec, WorkloadInstanceStatus]{
+		Kind:         KindWorkloadInstance,
+		Title:        "workload instance",
+		ShortNames:   []string{"instance"},
+		Description:  "Where and how to run a workload definition: a pinned Kubernetes runtime or a placement across regions, the namespace, and overrides of replicas, environment and images. It is Ready once the workload is rolled out and Ready everywhere it is placed.",
+		Validate:     validateWorkloadInstance,
+		Refs:         workloadInstanceRefs,
+		ValidateRefs: validateWorkloadInstanceRefs,
+		StatusRefs:   workloadInstanceStatusRefs,
+	})
+}

@@ -1,4 +1,4 @@
-package client
+package api
 
 import (
 	"fmt"
@@ -47,11 +47,6 @@ type RuntimeProfileStatus struct {
 
 // RuntimeProfile is an operator-defined recipe for clusters provisioned on demand.
 type RuntimeProfile = Object[RuntimeProfileSpec, RuntimeProfileStatus]
-
-// RuntimeProfiles is the runtime_profiles collection.
-func (c *Client) RuntimeProfiles() *Resource[RuntimeProfileSpec, RuntimeProfileStatus] {
-	return For[RuntimeProfileSpec, RuntimeProfileStatus](c, KindRuntimeProfile)
-}
 
 // Labels that QleetOS puts on the runtimes it provisions from a profile.
 const (
@@ -320,4 +315,17 @@ func workloadInstanceStatusRefs(s *WorkloadInstanceStatus) []FieldRef {
 		}
 	}
 	return refs
+}
+
+func init() {
+	RegisterKind(KindDef[RuntimeProfileSpec, RuntimeProfileStatus]{
+		Kind:          KindRuntimeProfile,
+		Title:         "runtime profile",
+		ShortNames:    []string{"profile"},
+		Description:   "An operator-defined recipe for Kubernetes clusters provisioned on demand: when a workload instance's `placement` needs a runtime in a region where none matches, QleetOS provisions one from the matching profile of highest priority. The runtime is owned by the profile, labelled `qleet.io/profile`, and reclaimed once idle for `reclaim_after` if set. Profiles that could serve the same placement (a region in common, labels that do not conflict) must differ in priority.",
+		Default:       defaultRuntimeProfile,
+		Validate:      validateRuntimeProfile,
+		Refs:          runtimeProfileRefs,
+		ValidatePeers: validateRuntimeProfilePeers,
+	})
 }

@@ -1,7 +1,6 @@
-package client
+package api
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -154,17 +153,6 @@ func (p *PlanResult) Implied() []PlanAction {
 		}
 	}
 	return out
-}
-
-// Plan previews changes: it returns what applying them would do, and changes nothing. A change that the
-// real write would refuse fails the plan the same way: a validation error (IsInvalid) names the field
-// under "changes[i].", and a delete refused for its dependents is a conflict listing them.
-func (c *Client) Plan(ctx context.Context, req PlanRequest) (*PlanResult, error) {
-	var out PlanResult
-	if err := c.Do(ctx, "POST", "/v1/plans", nil, nil, req, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
 }
 
 // ChangeOf builds a change for a typed object: its id, name, labels and spec, as the write would send them.

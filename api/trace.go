@@ -1,9 +1,6 @@
-package client
+package api
 
 import (
-	"context"
-	"net/http"
-	"net/url"
 	"time"
 )
 
@@ -44,20 +41,4 @@ type TraceSpan struct {
 	// Links are the trace ids this span links to (the reconcile that requeued it, or notifications it
 	// took over).
 	Links []string `json:"links,omitempty"`
-}
-
-// LastTrace returns the trace of the most recent reconcile of an object of kind (e.g.
-// "workload_instance"), from the API server's recent-span buffer. It answers not_found when none is
-// recorded (tracing off, or the reconcile ran in another process whose spans this server does not
-// hold).
-func (c *Client) LastTrace(ctx context.Context, kind, id string) (*Trace, error) {
-	ki, ok := LookupKind(kind)
-	if !ok {
-		return nil, Errorf(CodeInvalid, "unknown kind %q", kind)
-	}
-	var t Trace
-	if err := c.Do(ctx, http.MethodGet, "/v1/"+ki.Plural+"/"+url.PathEscape(id)+"/trace", nil, nil, nil, &t); err != nil {
-		return nil, err
-	}
-	return &t, nil
 }

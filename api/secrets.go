@@ -1,4 +1,4 @@
-package client
+package api
 
 import (
 	"fmt"
@@ -36,11 +36,6 @@ type SecretStatus struct {
 
 // Secret holds secret values for instances.
 type Secret = Object[SecretSpec, SecretStatus]
-
-// Secrets is the secrets collection.
-func (c *Client) Secrets() *Resource[SecretSpec, SecretStatus] {
-	return For[SecretSpec, SecretStatus](c, KindSecret)
-}
 
 // Use is another instance an instance uses: it is rolled out first, and the user gets
 // <PREFIX>_HOST, <PREFIX>_PORT and <PREFIX>_URL pointing at it.
@@ -105,4 +100,15 @@ func validateUses(fe *fieldErrors, uses []Use) {
 		}
 		prefixes[u.EnvPrefix] = true
 	}
+}
+
+func init() {
+	RegisterKind(KindDef[SecretSpec, SecretStatus]{
+		Kind:        KindSecret,
+		Title:       "secret",
+		ShortNames:  []string{"secret"},
+		Description: "Secret values for workload instances, delivered as a Kubernetes Secret in each instance's namespace on every runtime it runs on, as environment variables (one per key) or as files under `mount_path`. A change of the values rolls the instances' pods, and no copy of an old value stays in any cluster. The values are write-only: encrypted at rest, returned to controllers only, never logged.",
+		Validate:    validateSecret,
+		WriteOnly:   []string{"values"},
+	})
 }

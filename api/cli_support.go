@@ -1,9 +1,4 @@
-package client
-
-import (
-	"context"
-	"net/http"
-)
+package api
 
 // ImageChange is the body of the image hook (POST /v1/workload_definitions/{id}/image): the one
 // container whose image changes, and its new image.
@@ -20,15 +15,4 @@ type ImageChanged struct {
 	Definition *WorkloadDefinition `json:"definition"`
 	// UpdatedInstances are the definition's instances, which roll out the new image.
 	UpdatedInstances []ObjectRef `json:"updated_instances"`
-}
-
-// SetImage sets one container's image in a workload definition, the hook a CI pipeline calls after it
-// pushes an image; every instance of the definition rolls it out.
-func (c *Client) SetImage(ctx context.Context, definitionID string, change ImageChange) (*ImageChanged, error) {
-	var out ImageChanged
-	path := c.WorkloadDefinitions().path(definitionID, "image")
-	if err := c.Do(ctx, http.MethodPost, path, nil, nil, change, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
 }
