@@ -19,6 +19,7 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
 	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
 )
@@ -63,8 +64,7 @@ func TestStopNATSWhileWritesContinue(t *testing.T) {
 	}
 	require.Equal(t, http.StatusOK, readyz())
 	a.Broker.Embedded().Stop()
-	require.Eventually(t, func() bool { return readyz() == http.StatusServiceUnavailable }, 10*time.Second, 50*time.Millisecond,
-		"/readyz reflects the broker the relay and the controllers need")
+	await.True(t, 10*time.Second, func() bool { return readyz() == http.StatusServiceUnavailable }, "/readyz reflects the broker the relay and the controllers need")
 	var ids []string
 	deadline := time.Now().Add(outage)
 	for i := 0; time.Now().Before(deadline); i++ {
@@ -78,7 +78,7 @@ func TestStopNATSWhileWritesContinue(t *testing.T) {
 	require.NoError(t, err)
 	require.Positive(t, pending, "writes wait in the outbox while NATS is down")
 	require.NoError(t, a.Broker.Embedded().Start(ctx))
-	require.Eventually(t, func() bool { return readyz() == http.StatusOK }, 30*time.Second, 50*time.Millisecond, "ready again")
+	await.True(t, 30*time.Second, func() bool { return readyz() == http.StatusOK }, "ready again")
 
 	// Resync is an hour away: only the outbox can deliver these.
 	for _, id := range ids {

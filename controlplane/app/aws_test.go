@@ -22,6 +22,7 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/awscloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/dataservice"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 	"github.com/qleetos/terraform-provider-qleet/internal/awssim"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
 )
@@ -153,14 +154,14 @@ func TestAppOnEKS(t *testing.T) {
 	require.NoError(t, err)
 	kc, err := kubernetes.NewForConfig(rc)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
+	await.True(t, 30*time.Second, func() bool {
 		sa, err := kc.CoreV1().ServiceAccounts("shop").Get(ctx, "default", metav1.GetOptions{})
 		return err == nil && sa.Annotations["eks.amazonaws.com/role-arn"] == sdkaws.ToString(role.Role.Arn)
-	}, 30*time.Second, 100*time.Millisecond, "the instance's service account names the bucket's role")
-	require.Eventually(t, func() bool {
+	}, "the instance's service account names the bucket's role")
+	await.True(t, 30*time.Second, func() bool {
 		dep, err := kc.AppsV1().Deployments("shop").Get(ctx, "shop", metav1.GetOptions{})
 		return err == nil && dep.Spec.Template.Annotations[dataservice.RestartedForRole] == sdkaws.ToString(role.Role.Arn)
-	}, 30*time.Second, 100*time.Millisecond, "the instance's pods are restarted once for the role, so that they get it")
+	}, "the instance's pods are restarted once for the role, so that they get it")
 	t.Logf("apply: instance Ready in %s; AWS calls per service: %s", applied.Round(100*time.Millisecond), formatCounts(callCounts(applyCalls)))
 
 	sim.ResetCalls()

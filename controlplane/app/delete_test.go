@@ -11,6 +11,7 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
 	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
 )
@@ -51,7 +52,7 @@ func TestDeletingWhenTheClusterIsGone(t *testing.T) {
 		a := insts[0]
 		require.NoError(t, cl.WorkloadInstances().Delete(ctx, a.ID, client.DeleteOptions{}))
 		var got *api.WorkloadInstance
-		require.Eventually(t, func() bool {
+		await.True(t, time.Minute, func() bool {
 			got, err = cl.WorkloadInstances().Get(ctx, a.ID)
 			require.NoError(t, err)
 			for _, c := range got.Status.Conditions {
@@ -60,7 +61,7 @@ func TestDeletingWhenTheClusterIsGone(t *testing.T) {
 				}
 			}
 			return false
-		}, time.Minute, 200*time.Millisecond, "a CleanupBlocked condition appears after the grace")
+		}, "a CleanupBlocked condition appears after the grace")
 		require.Equal(t, api.PhaseDeleting, got.Status.Phase)
 		msg := ""
 		for _, c := range got.Status.Conditions {

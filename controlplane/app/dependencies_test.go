@@ -19,6 +19,7 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
 	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
 )
@@ -121,10 +122,10 @@ func TestSecretsAndUses(t *testing.T) {
 		cur.Spec.Values = map[string]string{"API_KEY": marker + "-rotated"}
 		_, err = cl.Secrets().Update(ctx, cur)
 		require.NoError(t, err)
-		require.Eventually(t, func() bool {
+		await.True(t, time.Minute, func() bool {
 			d := deployment(t, cs, "app", "app")
 			return d.Spec.Template.Annotations["qleetos.io/dependencies"] != before && d.Status.UpdatedReplicas == 1 && d.Status.AvailableReplicas == 1 && d.Status.Replicas == 1
-		}, time.Minute, 100*time.Millisecond, "a new pod template rolls out")
+		}, "a new pod template rolls out")
 		s, err := cs.CoreV1().Secrets("app").Get(ctx, "qleet-secret-api-key", metav1.GetOptions{})
 		require.NoError(t, err)
 		require.Equal(t, marker+"-rotated", string(s.Data["API_KEY"]))
@@ -199,18 +200,18 @@ func TestSecretsAndUses(t *testing.T) {
 
 	t.Run("deleting the secret, the app, then the node leaves nothing behind", func(t *testing.T) {
 		require.NoError(t, cl.Secrets().Delete(cptest.Wait(t, time.Minute), sec.ID, client.DeleteOptions{Wait: true}))
-		require.Eventually(t, func() bool {
+		await.True(t, time.Minute, func() bool {
 			_, err := cs.CoreV1().Secrets("app").Get(ctx, "qleet-secret-api-key", metav1.GetOptions{})
 			_, hasEnv := envOf(deployment(t, cs, "app", "app").Spec.Template.Spec.Containers[0])["API_KEY"]
 			return apierrors.IsNotFound(err) && !hasEnv
-		}, time.Minute, 100*time.Millisecond, "the secret leaves the cluster and the pods")
+		}, "the secret leaves the cluster and the pods")
 		require.NoError(t, cl.WorkloadInstances().Delete(cptest.Wait(t, time.Minute), app1.ID, client.DeleteOptions{Wait: true}))
 		require.NoError(t, cl.WorkloadInstances().Delete(cptest.Wait(t, time.Minute), rpc.ID, client.DeleteOptions{Wait: true}))
 		for _, ns := range []string{"app", "rpc"} {
-			require.Eventually(t, func() bool {
+			await.True(t, time.Minute, func() bool {
 				_, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 				return apierrors.IsNotFound(err)
-			}, time.Minute, 200*time.Millisecond, ns)
+			}, "%s", ns)
 		}
 	})
 }
@@ -306,10 +307,10 @@ func TestDatabaseRetainAndReattach(t *testing.T) { //nolint:maintidx // one stor
 		require.NoError(t, cl.Databases().Delete(cptest.Wait(t, time.Minute), db.ID, client.DeleteOptions{Wait: true}))
 		_, err := cs.AppsV1().StatefulSets("qleet-db-main").Get(ctx, "db", metav1.GetOptions{})
 		require.True(t, apierrors.IsNotFound(err), "%v", err)
-		require.Eventually(t, func() bool {
+		await.True(t, time.Minute, func() bool {
 			_, hasURL := envOf(deployment(t, cs, "app", "app").Spec.Template.Spec.Containers[0])["DATABASE_URL"]
 			return !hasURL
-		}, time.Minute, 100*time.Millisecond, "the app no longer gets the details")
+		}, "the app no longer gets the details")
 		pvc, err := cs.CoreV1().PersistentVolumeClaims("qleet-db-main").Get(ctx, "data-db-0", metav1.GetOptions{})
 		require.NoError(t, err, "the volume stays")
 		require.Equal(t, pvcUID, string(pvc.UID))
@@ -323,10 +324,10 @@ func TestDatabaseRetainAndReattach(t *testing.T) { //nolint:maintidx // one stor
 		pvc, err = cs.CoreV1().PersistentVolumeClaims("qleet-db-main").Get(ctx, "data-db-0", metav1.GetOptions{})
 		require.NoError(t, err)
 		require.Equal(t, pvcUID, string(pvc.UID), "the same volume")
-		require.Eventually(t, func() bool {
+		await.True(t, time.Minute, func() bool {
 			_, hasURL := envOf(deployment(t, cs, "app", "app").Spec.Template.Spec.Containers[0])["DATABASE_URL"]
 			return hasURL
-		}, time.Minute, 100*time.Millisecond, "the app gets the details again")
+		}, "the app gets the details again")
 	})
 
 	t.Run("a namespace QleetOS did not make is refused, and left intact", func(t *testing.T) {
@@ -361,10 +362,10 @@ func TestDatabaseRetainAndReattach(t *testing.T) { //nolint:maintidx // one stor
 		require.NoError(t, cl.Databases().Delete(cptest.Wait(t, 2*time.Minute), db.ID, client.DeleteOptions{Wait: true}))
 		require.NoError(t, cl.Buckets().Delete(cptest.Wait(t, 2*time.Minute), bucket.ID, client.DeleteOptions{Wait: true}))
 		for _, ns := range []string{"app", "qleet-db-main", "qleet-bucket-files"} {
-			require.Eventually(t, func() bool {
+			await.True(t, time.Minute, func() bool {
 				_, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 				return apierrors.IsNotFound(err)
-			}, time.Minute, 200*time.Millisecond, ns)
+			}, "%s", ns)
 		}
 	})
 }

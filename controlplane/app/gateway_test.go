@@ -20,6 +20,7 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
 	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
 )
@@ -137,12 +138,12 @@ func TestGatewaysWithTLS(t *testing.T) {
 
 	t.Run("the domain name lists the gateway's record", func(t *testing.T) {
 		require.Equal(t, []api.ObjectRef{{Kind: api.KindDomainName, ID: zone.ID, Name: "example"}}, gws["web"].Status.DomainNames)
-		require.Eventually(t, func() bool {
+		await.True(t, 30*time.Second, func() bool {
 			d, err := cl.DomainNames().Get(ctx, zone.ID)
 			require.NoError(t, err)
 			return len(d.Status.Records) == 1 && d.Status.Records[0].Name == "app.example.test" &&
 				d.Status.Records[0].Targets[0] == gws["web"].Status.Runtimes[0].Address
-		}, 30*time.Second, 100*time.Millisecond)
+		}, "condition")
 	})
 
 	t.Run("the graph shows the gateway waiting on nothing, using its support services", func(t *testing.T) {
@@ -177,10 +178,10 @@ func TestGatewaysWithTLS(t *testing.T) {
 		require.True(t, apierrors.IsNotFound(err), "the TLS secret issued for it is gone: %v", err)
 		_, err = cl.SupportServices().Get(ctx, ingressID)
 		require.NoError(t, err, "not before the grace")
-		require.Eventually(t, func() bool {
+		await.True(t, time.Minute, func() bool {
 			on := supportServicesOn(t, cl, rt.ID)
 			return len(on[api.SupportIngress]) == 0 && len(on[api.SupportCertManager]) == 0 && len(on[api.SupportExternalDNS]) == 0
-		}, time.Minute, 100*time.Millisecond, "removed after the grace")
+		}, "removed after the grace")
 		require.GreaterOrEqual(t, time.Since(gone), grace)
 		t.Logf("support services removed %s after the last gateway (grace %s)", time.Since(gone).Round(time.Millisecond), grace)
 
@@ -190,7 +191,7 @@ func TestGatewaysWithTLS(t *testing.T) {
 	})
 
 	t.Run("nothing is left in the cluster but what an operator declared", func(t *testing.T) {
-		require.Eventually(t, func() bool {
+		await.True(t, time.Minute, func() bool {
 			for _, ns := range []string{"qleet-ingress", "qleet-cert-manager", "qleet-external-dns"} {
 				if _, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 					return false
@@ -198,7 +199,7 @@ func TestGatewaysWithTLS(t *testing.T) {
 			}
 			_, err := cs.NetworkingV1().IngressClasses().Get(ctx, api.IngressClassName, metav1.GetOptions{})
 			return apierrors.IsNotFound(err)
-		}, time.Minute, 200*time.Millisecond)
+		}, "condition")
 		crds, err := cs.Discovery().ServerResourcesForGroupVersion("cert-manager.io/v1")
 		require.True(t, apierrors.IsNotFound(err) || len(crds.APIResources) == 0, "cert-manager's CRDs are gone: %v", err)
 		got, err := cl.SupportServices().Get(ctx, declared.ID)
@@ -240,10 +241,10 @@ func TestDeletingTheInstanceWithCascadeLeavesNothing(t *testing.T) {
 	require.NoError(t, cl.KubernetesRuntimes().Delete(cptest.Wait(t, 2*time.Minute), rt.ID, client.DeleteOptions{Wait: true}))
 	require.Empty(t, supportServicesOn(t, cl, rt.ID))
 	for _, ns := range []string{"web", "qleet-ingress", "qleet-cert-manager"} {
-		require.Eventually(t, func() bool {
+		await.True(t, time.Minute, func() bool {
 			_, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 			return apierrors.IsNotFound(err)
-		}, time.Minute, 200*time.Millisecond, "namespace %s is gone", ns)
+		}, "namespace %s is gone", ns)
 	}
 	_, err = cs.NetworkingV1().IngressClasses().Get(ctx, api.IngressClassName, metav1.GetOptions{})
 	require.True(t, apierrors.IsNotFound(err), "%v", err)
@@ -275,12 +276,12 @@ func TestAutoscalingOnSimulatedLoad(t *testing.T) {
 	require.NoError(t, err)
 
 	// At rest (a tenth of the request, 10%) the autoscaler reads the metrics and keeps one replica.
-	require.Eventually(t, func() bool {
+	await.True(t, 2*time.Minute, func() bool {
 		hpa, err := cs.AutoscalingV2().HorizontalPodAutoscalers("busy").Get(ctx, "busy", metav1.GetOptions{})
 		require.NoError(t, err)
 		return len(hpa.Status.CurrentMetrics) > 0 && hpa.Status.CurrentMetrics[0].Resource != nil &&
 			hpa.Status.CurrentMetrics[0].Resource.Current.AverageUtilization != nil
-	}, 2*time.Minute, 500*time.Millisecond, "the autoscaler reads pod metrics")
+	}, "the autoscaler reads pod metrics")
 
 	// Load: 300m per pod is 300% of the request against a 50% target, so it scales to its maximum.
 	d := deployment(t, cs, "busy", "busy")
@@ -291,18 +292,18 @@ func TestAutoscalingOnSimulatedLoad(t *testing.T) {
 	_, err = cs.AppsV1().Deployments("busy").Update(ctx, d, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	loaded := time.Now()
-	require.Eventually(t, func() bool {
+	await.True(t, 2*time.Minute, func() bool {
 		d := deployment(t, cs, "busy", "busy")
 		return d.Spec.Replicas != nil && *d.Spec.Replicas == 4 && d.Status.AvailableReplicas == 4
-	}, 2*time.Minute, 500*time.Millisecond, "the autoscaler scales to its maximum")
+	}, "the autoscaler scales to its maximum")
 	t.Logf("HPA: load applied -> 4 replicas available in %s", time.Since(loaded).Round(time.Millisecond))
 	got, err := cl.WorkloadInstances().Get(ctx, inst.ID)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
+	await.True(t, time.Minute, func() bool {
 		got, err = cl.WorkloadInstances().Get(ctx, inst.ID)
 		require.NoError(t, err)
 		return got.Status.Replicas == 4
-	}, time.Minute, 200*time.Millisecond, "the instance reports the autoscaled replicas")
+	}, "the instance reports the autoscaled replicas")
 }
 
 // TestSupportServiceLeavesForeignObjects: an ingress support service whose IngressClass someone else made

@@ -16,6 +16,7 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
 	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
 )
@@ -94,10 +95,10 @@ func TestPlacementAcrossRegions(t *testing.T) {
 		var ae *api.Error
 		require.ErrorAs(t, err, &ae)
 		require.Contains(t, ae.Dependents, api.ObjectRef{Kind: api.KindWorkloadInstance, ID: first.ID, Name: "web-a"})
-		require.Eventually(t, func() bool {
+		await.True(t, 30*time.Second, func() bool {
 			p, err := cl.RuntimeProfiles().Get(ctx, prof.ID)
 			return err == nil && p.Status.Runtimes == 2
-		}, 30*time.Second, 100*time.Millisecond, "the profile counts its runtimes")
+		}, "the profile counts its runtimes")
 	})
 
 	var second *api.WorkloadInstance
@@ -128,7 +129,7 @@ func TestPlacementAcrossRegions(t *testing.T) {
 		// Scaling down counts as rolled out at once (as for kubectl rollout status); the extra pod goes.
 		us := localCluster(t, a, runtimes["us-east"].ID)
 		require.Equal(t, int32(1), *deployment(t, us, "web-b", "web-b").Spec.Replicas)
-		require.Eventually(t, func() bool { return runningPods(t, us, "web-b") == 1 }, time.Minute, 100*time.Millisecond)
+		await.True(t, time.Minute, func() bool { return runningPods(t, us, "web-b") == 1 }, "condition")
 	})
 
 	t.Run("moving out of a region removes the app's objects there", func(t *testing.T) {
@@ -142,10 +143,10 @@ func TestPlacementAcrossRegions(t *testing.T) {
 		_, err = us.CoreV1().Namespaces().Get(ctx, "web-b", metav1.GetOptions{})
 		require.True(t, apierrors.IsNotFound(err) || err == nil, "got %v", err)
 		if err == nil {
-			require.Eventually(t, func() bool {
+			await.True(t, time.Minute, func() bool {
 				_, err := us.CoreV1().Namespaces().Get(ctx, "web-b", metav1.GetOptions{})
 				return apierrors.IsNotFound(err)
-			}, time.Minute, 200*time.Millisecond, "the namespace it made in us-east goes")
+			}, "the namespace it made in us-east goes")
 		}
 		_, err = us.AppsV1().Deployments("web-b").Get(ctx, "web-b", metav1.GetOptions{})
 		require.True(t, apierrors.IsNotFound(err), "got %v", err)
@@ -230,13 +231,13 @@ func TestFailover(t *testing.T) {
 	killed := time.Now()
 	require.NoError(t, edge.Stop(ctx))
 	var placements map[string]int32
-	require.Eventually(t, func() bool {
+	await.True(t, 3*time.Minute, func() bool {
 		got, err = cl.WorkloadInstances().Get(ctx, inst.ID)
 		require.NoError(t, err)
 		placements = placedOn(got)
 		_, onSpare := placements["eu-west/spare-eu-west"]
 		return api.Reconciled(got.Generation, &got.Status.Status) && onSpare
-	}, 3*time.Minute, 100*time.Millisecond, "the instance is Ready on a runtime provisioned from the profile")
+	}, "the instance is Ready on a runtime provisioned from the profile")
 	t.Logf("failover: cluster killed -> instance Ready elsewhere in %s (toleration %s, includes provisioning a cluster)", time.Since(killed).Round(time.Millisecond), toleration)
 	require.GreaterOrEqual(t, time.Since(killed), toleration, "not before the toleration")
 	require.Equal(t, api.PhaseDeleting, statusOf(got, "edge").Phase, "the dead runtime's objects are deleted when it answers again")
@@ -258,11 +259,11 @@ func TestFailover(t *testing.T) {
 	// instance does, so orphan that one first).
 	require.NoError(t, cl.WorkloadInstances().Delete(cptest.Wait(t, time.Minute), pinned.ID, client.DeleteOptions{Orphan: true, Wait: true}))
 	require.NoError(t, cl.KubernetesRuntimes().Delete(cptest.Wait(t, time.Minute), rt.ID, client.DeleteOptions{Wait: true}))
-	require.Eventually(t, func() bool {
+	await.True(t, time.Minute, func() bool {
 		got, err = cl.WorkloadInstances().Get(ctx, inst.ID)
 		require.NoError(t, err)
 		return len(got.Status.Placements) == 1 && api.Reconciled(got.Generation, &got.Status.Status)
-	}, time.Minute, 100*time.Millisecond, "the moved-off placement is dropped once its runtime is gone")
+	}, "the moved-off placement is dropped once its runtime is gone")
 }
 
 func statusOf(inst *api.WorkloadInstance, runtime string) api.PlacementStatus {
@@ -297,11 +298,11 @@ func TestNodeAutoscaling(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("node scale-up: 3 pods of 20 CPUs on 1 node -> Ready on 3 nodes in %s", time.Since(start).Round(time.Millisecond))
 	require.Equal(t, 3, nodeCount(t, cs))
-	require.Eventually(t, func() bool {
+	await.True(t, 30*time.Second, func() bool {
 		got, err := cl.KubernetesRuntimes().Get(ctx, rt.ID)
 		require.NoError(t, err)
 		return got.Status.NodesReady == 3 && got.Status.NodesAdded == 2 && got.Status.Phase == api.PhaseReady
-	}, 30*time.Second, 100*time.Millisecond)
+	}, "condition")
 
 	t.Run("max_nodes bounds the scale-up", func(t *testing.T) {
 		inst, err := cl.WorkloadInstances().Get(ctx, inst.ID)
@@ -320,7 +321,7 @@ func TestNodeAutoscaling(t *testing.T) {
 		_, err = cl.WorkloadInstances().Update(ctx, inst)
 		require.NoError(t, err)
 		start := time.Now()
-		require.Eventually(t, func() bool { return nodeCount(t, cs) == 1 }, time.Minute, 200*time.Millisecond)
+		await.True(t, time.Minute, func() bool { return nodeCount(t, cs) == 1 }, "condition")
 		t.Logf("node scale-down: 3 -> 1 nodes in %s (delay 2s)", time.Since(start).Round(time.Millisecond))
 		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		require.NoError(t, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/telemetry"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
 	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
 )
@@ -58,11 +59,11 @@ func TestNoCredentialOfAKubeconfigURLIsShown(t *testing.T) {
 	})
 	t.Run("the unreachable runtime says where it cannot reach, without the token", func(t *testing.T) {
 		var got *api.KubernetesRuntime
-		require.Eventually(t, func() bool {
+		await.True(t, time.Minute, func() bool {
 			got, err = rts.Get(ctx, away.ID)
 			require.NoError(t, err)
 			return strings.Contains(got.Status.Message, "127.0.0.1:1")
-		}, time.Minute, 50*time.Millisecond)
+		}, "condition")
 		require.Contains(t, got.Status.Message, "https://xxxxx@127.0.0.1:1")
 		require.Equal(t, "https://xxxxx@127.0.0.1:1", got.Status.Endpoint)
 	})

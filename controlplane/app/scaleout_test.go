@@ -16,6 +16,7 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
 	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
 	"github.com/qleetos/terraform-provider-qleet/internal/pgtest"
@@ -79,10 +80,10 @@ func TestScaleOut(t *testing.T) {
 		require.NoError(t, err)
 		stopped.Broker.Conn().Close()
 		for _, path := range []string{"/readyz", "/healthz"} {
-			require.Eventually(t, func() bool {
+			await.True(t, 10*time.Second, func() bool {
 				body, code := httpGet(t, stopped.HealthEndpoint+path)
 				return code == 503 && strings.Contains(body, "nats")
-			}, 10*time.Second, 50*time.Millisecond, path)
+			}, "%s", path)
 		}
 		stopped.Close(context.Background())
 	})

@@ -130,10 +130,10 @@ func TestOneDefinitionOnTwoRuntimes(t *testing.T) {
 		d.Spec.Replicas = ptr(int32(1))
 		_, err = cs.AppsV1().Deployments(d.Namespace).Update(ctx, d, metav1.UpdateOptions{FieldManager: "kubectl"})
 		require.NoError(t, err)
-		require.Eventually(t, func() bool {
+		await.True(t, 60*time.Second, func() bool {
 			return *deployment(t, cs, inst.Status.Namespace, inst.Name).Spec.Replicas == 3
-		}, 60*time.Second, 200*time.Millisecond)
-		require.Eventually(t, func() bool {
+		}, "condition")
+		await.True(t, 30*time.Second, func() bool {
 			evs, err := cl.WorkloadInstances().Events(ctx, inst.ID)
 			require.NoError(t, err)
 			for _, e := range evs {
@@ -142,7 +142,7 @@ func TestOneDefinitionOnTwoRuntimes(t *testing.T) {
 				}
 			}
 			return false
-		}, 30*time.Second, 200*time.Millisecond)
+		}, "condition")
 	})
 
 	t.Run("a definition with instances is protected; cascade deletes the instances and their objects", func(t *testing.T) {
@@ -200,10 +200,10 @@ func TestRestartKeepsLocalRuntimesAndInstances(t *testing.T) {
 	// The stored status was Ready before the restart; what matters is the cluster coming back with the
 	// Deployment still in it.
 	cs := clientset(t, dir+"/runtimes/"+rt.ID+"/kubeconfig")
-	require.Eventually(t, func() bool {
+	await.True(t, 2*time.Minute, func() bool {
 		d, err := cs.AppsV1().Deployments(after.Status.Namespace).Get(ctx, "api", metav1.GetOptions{})
 		return err == nil && d.Status.AvailableReplicas == 2 && d.UID == uid
-	}, 2*time.Minute, 500*time.Millisecond, "the local cluster is back with the same Deployment in it")
+	}, "the local cluster is back with the same Deployment in it")
 }
 
 func TestAStalledRolloutEndsTheWaitWithItsReason(t *testing.T) {

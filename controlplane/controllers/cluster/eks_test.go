@@ -17,6 +17,7 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
 	"github.com/qleetos/terraform-provider-qleet/internal/apitest"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 	"github.com/qleetos/terraform-provider-qleet/internal/awssim"
 )
 
@@ -81,11 +82,11 @@ func (s *eksSetup) runtime(t *testing.T, name string) *api.KubernetesRuntime {
 // converge calls f (Ensure or Remove) as the reconcile runtime would, until it has nothing left to wait for.
 func converge(t *testing.T, f func(context.Context, *api.KubernetesRuntime) (time.Duration, error), rt *api.KubernetesRuntime) {
 	t.Helper()
-	require.Eventually(t, func() bool {
+	await.True(t, 20*time.Second, func() bool {
 		after, err := f(context.Background(), rt)
 		require.NoError(t, err)
 		return after == 0
-	}, 20*time.Second, 50*time.Millisecond)
+	}, "condition")
 }
 
 // mutations are the calls that change something, as service:Action, in order.
@@ -290,11 +291,11 @@ func TestEKSTokenIsRenewed(t *testing.T) {
 		return n
 	}
 	require.Zero(t, refused())
-	require.Eventually(t, func() bool {
+	await.True(t, 15*time.Second, func() bool {
 		_, err := cs.Discovery().ServerVersion()
 		require.NoError(t, err, "no request fails when its token has expired")
 		return refused() > 0
-	}, 15*time.Second, 200*time.Millisecond, "the first token expires")
+	}, "the first token expires")
 	calls := sim.Calls()
 	last := calls[len(calls)-1]
 	require.Equal(t, "eks-token", last.Params["via"])

@@ -14,6 +14,7 @@ import (
 
 	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/cluster"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
 	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
 )
@@ -79,12 +80,12 @@ func TestHungClusterIsReportedWithinSeconds(t *testing.T) {
 
 	t.Run("Connected turns False within seconds, saying the API server does not answer", func(t *testing.T) {
 		var c *api.Condition
-		require.Eventually(t, func() bool {
+		await.True(t, 20*time.Second, func() bool {
 			got, err := rts.Get(ctx, rt.ID)
 			require.NoError(t, err)
 			c = connected(got)
 			return c != nil && c.Status == api.ConditionFalse
-		}, 20*time.Second, 100*time.Millisecond, "Connected still True 20s into the outage (probe every 5s, 3s each)")
+		}, "Connected still True 20s into the outage (probe every 5s, 3s each)")
 		t.Logf("Connected=False %s after SIGSTOP: %s", time.Since(stopped).Round(100*time.Millisecond), c.Message)
 		require.Equal(t, "APIServerUnreachable", c.Reason)
 		require.Contains(t, c.Message, "no answer within")
@@ -98,12 +99,12 @@ func TestHungClusterIsReportedWithinSeconds(t *testing.T) {
 
 	t.Run("Connected turns True again within seconds of the server answering", func(t *testing.T) {
 		var c *api.Condition
-		require.Eventually(t, func() bool {
+		await.True(t, 30*time.Second, func() bool {
 			got, err := rts.Get(ctx, rt.ID)
 			require.NoError(t, err)
 			c = connected(got)
 			return c != nil && c.Status == api.ConditionTrue && got.Status.Phase == api.PhaseReady
-		}, 30*time.Second, 100*time.Millisecond, "not Connected 30s after SIGCONT")
+		}, "not Connected 30s after SIGCONT")
 		t.Logf("Connected=True %s after SIGCONT", time.Since(resumed).Round(100*time.Millisecond))
 	})
 }

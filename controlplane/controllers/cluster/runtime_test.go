@@ -17,6 +17,7 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/cluster"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
 	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
 )
@@ -49,11 +50,11 @@ func TestKubeconfigRuntime(t *testing.T) {
 			Spec: api.KubernetesRuntimeSpec{Provider: api.ProviderKubeconfig, Kubeconfig: dead}})
 		require.NoError(t, err)
 		var got *api.KubernetesRuntime
-		require.Eventually(t, func() bool {
+		await.True(t, 30*time.Second, func() bool {
 			got, err = rts.Get(ctx, rt.ID)
 			require.NoError(t, err)
 			return got.Status.ObservedGeneration == got.Generation && got.Status.Message != ""
-		}, 30*time.Second, 100*time.Millisecond)
+		}, "condition")
 		require.Equal(t, api.PhaseReconciling, got.Status.Phase, "connection refused is transient: %s", got.Status.Message)
 		require.Contains(t, got.Status.Message, "127.0.0.1:1")
 		require.Contains(t, got.Status.Message, "unreachable since")
@@ -130,7 +131,7 @@ func TestLocalRuntimeStartsAndRemovesItsCluster(t *testing.T) {
 		pid := kubesimPID(t, dir)
 		killed := time.Now()
 		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
-		require.Eventually(t, func() bool {
+		await.True(t, 10*time.Second, func() bool {
 			evs, err := cl.KubernetesRuntimes().Events(ctx, rt.ID)
 			require.NoError(t, err)
 			for _, e := range evs {
@@ -139,9 +140,9 @@ func TestLocalRuntimeStartsAndRemovesItsCluster(t *testing.T) {
 				}
 			}
 			return false
-		}, 10*time.Second, 50*time.Millisecond, "the exit is recorded within seconds")
+		}, "the exit is recorded within seconds")
 		noticed := time.Since(killed)
-		require.Eventually(t, func() bool {
+		await.True(t, 2*time.Minute, func() bool {
 			p, ok := findKubesimPID(dir)
 			if !ok || p == pid {
 				return false
@@ -149,7 +150,7 @@ func TestLocalRuntimeStartsAndRemovesItsCluster(t *testing.T) {
 			got, err := cl.KubernetesRuntimes().Get(ctx, rt.ID)
 			require.NoError(t, err)
 			return got.Status.Phase == api.PhaseReady && got.Status.NodesReady == 2
-		}, 2*time.Minute, 100*time.Millisecond, "the cluster is started again")
+		}, "the cluster is started again")
 		t.Logf("kubesim killed: event after %s, Ready again after %s", noticed.Round(time.Millisecond), time.Since(killed).Round(time.Millisecond))
 	})
 

@@ -11,6 +11,7 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/workload"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
 	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
 )
@@ -76,11 +77,11 @@ func TestDeletingWhenTheClusterDoesNotAnswerSaysSoAtOnce(t *testing.T) {
 
 	deleted := time.Now()
 	var got *api.WorkloadInstance
-	require.Eventually(t, func() bool {
+	await.True(t, 30*time.Second, func() bool {
 		got, err = cl.WorkloadInstances().Get(ctx, inst.ID)
 		require.NoError(t, err)
 		return strings.Contains(got.Status.Message, "--orphan")
-	}, 30*time.Second, 100*time.Millisecond, "the deletion does not say what blocks it within 30s")
+	}, "the deletion does not say what blocks it within 30s")
 	t.Logf("blocked deletion explained %s after the delete: %s", time.Since(deleted).Round(100*time.Millisecond), got.Status.Message)
 	require.Contains(t, got.Status.Message, `kubernetes_runtime "doomed"`)
 	require.Contains(t, got.Status.Message, "qleet delete instance web --orphan")
