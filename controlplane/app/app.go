@@ -59,7 +59,7 @@ type Config struct {
 	LockTTL time.Duration
 	// FailedRecheckInterval is how often Failed objects are reconciled again (default 5m).
 	FailedRecheckInterval time.Duration
-	// ProgressDeadline is how long a rollout may make no progress before it is Stalled (default 10m).
+	// ProgressDeadline is how long a rollout may make no progress before it is Stalled (default workload.DefaultProgressDeadline, 5m).
 	ProgressDeadline time.Duration
 	// CleanupGrace is how long a deletion waits for an unreachable cluster before the object's status
 	// offers orphaning (default 2m).
