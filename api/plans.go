@@ -36,6 +36,10 @@ const (
 	ActionDepend = "depend"
 	// ActionRoll is a workload instance whose pods would roll because something it uses changes.
 	ActionRoll = "roll"
+	// ActionKeep is what outlives the plan's deletes: a runtime provisioned for a deleted instance,
+	// which runs on until its profile's reclaim_after (or for good without one), or the data of a
+	// database or bucket deleted with retain.
+	ActionKeep = "keep"
 )
 
 // PlanUnknownPrefix starts a reference to an object known only after apply, e.g. "unknown:" for the
@@ -76,11 +80,18 @@ type PlanRequest struct {
 	// Changes are the creates, updates and deletes. Their order does not matter: the plan orders them
 	// as Terraform would (creates from providers to consumers, deletes in reverse).
 	Changes []PlanChange `json:"changes"`
+	// Assume are changes taken as made, in the same order as Changes, without being reported: the plan
+	// previews Changes in the world they make. A Terraform plan sends the objects that other resources
+	// of the same run create, change or delete (e.g. the runtime_profile that an instance created with
+	// it will be provisioned from), so that one resource's preview sees them. Actions requested by an
+	// assumed change, or implied by one, are left out of the result, and so are its warnings. A create
+	// here may be referenced by its placeholder id, like one in Changes.
+	Assume []PlanChange `json:"assume,omitempty"`
 }
 
 // PlanAction is one thing that would happen, and why.
 type PlanAction struct {
-	// Action is create, update, delete, provision, install, remove, depend or roll.
+	// Action is create, update, delete, provision, install, remove, depend, roll or keep.
 	Action string `json:"action"`
 	// Kind is the kind of the object the action is about.
 	Kind string `json:"kind"`
@@ -200,6 +211,8 @@ func (p *PlanResult) Summary() []string {
 			lines = append(lines, fmt.Sprintf("will roll %s %q (%s)", a.Kind, a.Name, a.Reason))
 		case ActionDelete:
 			lines = append(lines, fmt.Sprintf("will delete %s %q (%s)", a.Kind, a.Name, a.Reason))
+		case ActionKeep:
+			lines = append(lines, fmt.Sprintf("will keep %s %q: %s", a.Kind, a.Name, a.Reason))
 		}
 	}
 	var out []string

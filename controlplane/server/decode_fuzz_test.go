@@ -258,12 +258,12 @@ func FuzzPlanDecoder(f *testing.F) {
 		var req api.PlanRequest
 		err := decodeStrict(data, &req, "")
 		requireInvalid(t, err, data)
-		if err != nil || len(req.Changes) > maxPlanChanges {
+		if err != nil || len(req.Changes)+len(req.Assume) > maxPlanChanges {
 			return
 		}
 		view := &planView{objs: map[string]*store.Object{}, deleted: map[string]bool{}, planned: map[string]bool{}, changed: map[string]bool{}}
 		p := &planner{view: view, placed: map[string][]api.PlacementStatus{}, uses: map[string][]string{}}
-		_, err = p.decode(req.Changes)
+		_, err = p.decode(req.Changes, req.Assume)
 		requireClientError(t, err, data)
 	})
 }

@@ -385,7 +385,7 @@ var fieldDocs = map[string]string{
 	"PlacementStatus.Replicas":                    "Replicas is the desired replica count there.",
 	"PlacementStatus.Runtime":                     "Runtime is the runtime's name.",
 	"PlacementStatus.RuntimeID":                   "RuntimeID is the runtime.",
-	"PlanAction.Action":                           "Action is create, update, delete, provision, install, remove, depend or roll.",
+	"PlanAction.Action":                           "Action is create, update, delete, provision, install, remove, depend, roll or keep.",
 	"PlanAction.Cause":                            "Cause is the object whose change implies this action (absent for requested ones).",
 	"PlanAction.ID":                               "ID is the object's id: the existing one, or for an object the plan creates, the change's placeholder or \"planned:<kind>/<name>\".",
 	"PlanAction.Kind":                             "Kind is the kind of the object the action is about.",
@@ -425,6 +425,7 @@ var fieldDocs = map[string]string{
 	"RuntimeData.Namespace":                       "Namespace holds its volume and credentials on the runtime.",
 	"RuntimeData.Retained":                        "Retained says it was deleted with retain: only its volume and credentials remain.",
 	"RuntimeData.Volumes":                         "Volumes name its volume claims, with their size, e.g. \"data-db-0 (1Gi)\".",
+	"PlanRequest.Assume":                          "Assume are changes taken as made, in the same order as Changes, without being reported: the plan previews Changes in the world they make. A Terraform plan sends the objects that other resources of the same run create, change or delete (e.g. the runtime_profile that an instance created with it will be provisioned from), so that one resource's preview sees them. Actions requested by an assumed change, or implied by one, are left out of the result, and so are its warnings. A create here may be referenced by its placeholder id, like one in Changes.",
 	"RuntimeProfileSpec.CloudAccountID":           "CloudAccountID is the cloud_account that \"eks\" clusters are provisioned with.",
 	"RuntimeProfileSpec.KubernetesVersion":        "KubernetesVersion is the version the clusters run, e.g. \"v1.31\" (local clusters run kubesim's).",
 	"RuntimeProfileSpec.MaxNodes":                 "MaxNodes is the upper node bound; 0 turns node autoscaling off.",
@@ -530,3 +531,4 @@ var fieldDocs = map[string]string{
 	"writeRules.chartDir":                         "chartDir is the directory local Helm charts are read from (Config.ChartDir); \"\" when not known.",
 	"writeRules.maxReplicas":                      "maxReplicas caps, per role, the replicas a spec asks for (Config.MaxReplicasPerRole).",
 }
+	"planner.assumed":                             "assumed are the ids of the request's assumed changes: what they do is not reported.",

@@ -143,6 +143,48 @@ func (v *planView) dependents(id string) []string {
 	return out
 }
 
+// users returns the ids of the objects that depend on id, live or not, as the store's reference rows
+// name them while a delete runs (Server.dependents, with the users the object's spec attaches it to).
+func (v *planView) users(id string) []string {
+	var out []string
+	for _, oid := range v.order {
+		o := v.objs[oid]
+		if o == nil {
+			continue
+		}
+		ki, ok := api.LookupKind(o.Kind)
+		if !ok {
+			continue
+		}
+		for _, e := range graphEdges(ki, o) {
+			if e.To == id && e.Type != api.EdgeOwner && v.objs[e.From] != nil && e.From != id && !slices.Contains(out, e.From) {
+				out = append(out, e.From)
+			}
+		}
+	}
+	return out
+}
+
+// tooDeep walks a cascading delete as Server.requestDeletion does (depth first, each object once it is
+// marked, objects already being deleted skipped) and reports whether it reaches maxCascadeDepth.
+func (p *planner) tooDeep(id string, depth int, marked map[string]bool, budget *int) bool {
+	o := p.view.objs[id]
+	if o == nil || o.DeletionRequestedAt != nil || marked[id] || *budget <= 0 {
+		return false
+	}
+	*budget--
+	if depth >= maxCascadeDepth {
+		return true
+	}
+	for _, d := range p.view.users(id) {
+		if p.tooDeep(d, depth+1, marked, budget) {
+			return true
+		}
+	}
+	marked[id] = true
+	return false
+}
+
 // gone reports whether an object is absent, being deleted or deleted by the plan.
 func (v *planView) gone(id string) bool {
 	o := v.objs[id]
@@ -160,11 +202,20 @@ type planner struct {
 	uses map[string][]string
 	// warnings say what the controllers could not do.
 	warnings []string
+	// assumed are the ids of the request's assumed changes: what they do is not reported.
+	assumed map[string]bool
+}
+
+// warn records a warning about an object, unless an assumed change made it.
+func (p *planner) warn(about string, msg string) {
+	if !p.assumed[about] {
+		p.warnings = append(p.warnings, msg)
+	}
 }
 
 // decodedChange is a change that decoded: its kind, spec and target.
 type decodedChange struct {
-	index int
+	at    string // where the request holds it: "changes[i]" or "assume[i]"
 	ch    *api.PlanChange
 	ki    *api.KindInfo
 	spec  any // a pointer to the kind's spec type (create and update)
@@ -174,8 +225,8 @@ type decodedChange struct {
 
 // preview computes the plan for req.
 func (s *Server) preview(ctx context.Context, req *api.PlanRequest) (*api.PlanResult, error) {
-	if len(req.Changes) > maxPlanChanges {
-		return nil, invalid("changes", fmt.Sprintf("at most %d changes per plan (got %d)", maxPlanChanges, len(req.Changes)))
+	if n := len(req.Changes) + len(req.Assume); n > maxPlanChanges {
+		return nil, invalid("changes", fmt.Sprintf("at most %d changes per plan, assumed ones included (got %d)", maxPlanChanges, n))
 	}
 	view := &planView{objs: map[string]*store.Object{}, deleted: map[string]bool{}, planned: map[string]bool{}, changed: map[string]bool{},
 		rules: s.writeRules()}
@@ -187,10 +238,15 @@ func (s *Server) preview(ctx context.Context, req *api.PlanRequest) (*api.PlanRe
 			return nil, err
 		}
 	}
-	p := &planner{view: view, placed: map[string][]api.PlacementStatus{}, uses: map[string][]string{}}
-	changes, err := p.decode(req.Changes)
+	p := &planner{view: view, placed: map[string][]api.PlacementStatus{}, uses: map[string][]string{}, assumed: map[string]bool{}}
+	changes, err := p.decode(req.Changes, req.Assume)
 	if err != nil {
 		return nil, err
+	}
+	for _, dc := range changes {
+		if strings.HasPrefix(dc.at, "assume") {
+			p.assumed[dc.id] = true
+		}
 	}
 	var fes []api.FieldError
 	var deletes []*decodedChange
@@ -222,23 +278,52 @@ func (s *Server) preview(ctx context.Context, req *api.PlanRequest) (*api.PlanRe
 	p.gateways()
 	p.rolls(changes)
 	p.removals()
-	return &api.PlanResult{Actions: p.nonNil(), Graph: p.graph(), Warnings: p.warnings}, nil
+	p.keeps()
+	return &api.PlanResult{Actions: p.reported(), Graph: p.graph(), Warnings: p.warnings}, nil
 }
 
-func (p *planner) nonNil() []api.PlanAction {
-	if p.actions == nil {
-		return []api.PlanAction{}
+// reported are the actions the result shows: all of them, but for those of assumed changes (requested
+// by one, or implied by one, through any chain of causes).
+func (p *planner) reported() []api.PlanAction {
+	cause := map[string]string{}
+	for _, a := range p.actions {
+		// Only what an action brings about or takes away has a cause of its own to follow.
+		made := a.Action == api.ActionProvision || a.Action == api.ActionInstall || a.Action == api.ActionDelete || a.Action == api.ActionRemove
+		if a.Cause != nil && !a.Requested && made {
+			if _, ok := cause[a.ID]; !ok {
+				cause[a.ID] = a.Cause.ID
+			}
+		}
 	}
-	return p.actions
+	fromAssumed := func(id string) bool {
+		for range len(cause) + 1 {
+			if p.assumed[id] {
+				return true
+			}
+			next, ok := cause[id]
+			if !ok {
+				return false
+			}
+			id = next
+		}
+		return false
+	}
+	out := []api.PlanAction{}
+	for _, a := range p.actions {
+		if a.Requested && p.assumed[a.ID] || a.Cause != nil && fromAssumed(a.Cause.ID) {
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
 }
 
 // inChange puts a change's errors under changes[i]: its fields, or its message.
-func inChange(i int, err error) error {
+func inChange(prefix string, err error) error {
 	var ce *api.Error
 	if !errors.As(err, &ce) {
 		return err
 	}
-	prefix := fmt.Sprintf("changes[%d]", i)
 	if ce.Code == api.CodeInvalid && len(ce.Fields) > 0 {
 		fields := make([]api.FieldError, len(ce.Fields))
 		for k, f := range ce.Fields {
@@ -258,13 +343,24 @@ func inChange(i int, err error) error {
 }
 
 // decode checks each change's shape: op, kind, target, and the object strictly decoded as its write would be.
-func (p *planner) decode(changes []api.PlanChange) ([]*decodedChange, error) {
+// Assumed changes come first, as they are taken as made before the changes.
+func (p *planner) decode(changes, assume []api.PlanChange) ([]*decodedChange, error) {
 	var out []*decodedChange
 	var fes []api.FieldError
 	created := map[string]bool{}
+	type listed struct {
+		at string
+		ch *api.PlanChange
+	}
+	var all []listed
+	for i := range assume {
+		all = append(all, listed{fmt.Sprintf("assume[%d]", i), &assume[i]})
+	}
 	for i := range changes {
-		ch := &changes[i]
-		dc, err := p.decodeOne(i, ch, created)
+		all = append(all, listed{fmt.Sprintf("changes[%d]", i), &changes[i]})
+	}
+	for _, l := range all {
+		dc, err := p.decodeOne(l.at, l.ch, created)
 		if err != nil {
 			var ce *api.Error
 			if errors.As(err, &ce) && ce.Code == api.CodeInvalid {
@@ -281,9 +377,9 @@ func (p *planner) decode(changes []api.PlanChange) ([]*decodedChange, error) {
 	return out, nil
 }
 
-func (p *planner) decodeOne(i int, ch *api.PlanChange, created map[string]bool) (*decodedChange, error) {
+func (p *planner) decodeOne(at string, ch *api.PlanChange, created map[string]bool) (*decodedChange, error) {
 	field := func(f, msg string) error {
-		return api.Invalid(api.FieldError{Field: fmt.Sprintf("changes[%d].%s", i, f), Message: msg})
+		return api.Invalid(api.FieldError{Field: at + "." + f, Message: msg})
 	}
 	ki, ok := api.LookupKind(ch.Kind)
 	if !ok {
@@ -292,7 +388,7 @@ func (p *planner) decodeOne(i int, ch *api.PlanChange, created map[string]bool) 
 	if !ok {
 		return nil, field("kind", fmt.Sprintf("unknown kind %q", ch.Kind))
 	}
-	dc := &decodedChange{index: i, ch: ch, ki: ki}
+	dc := &decodedChange{at: at, ch: ch, ki: ki}
 	switch ch.Op {
 	case api.PlanCreate:
 		dc.id = ch.ID
@@ -319,7 +415,7 @@ func (p *planner) decodeOne(i int, ch *api.PlanChange, created map[string]bool) 
 			return nil, field("id", "is required for an update or delete (or name the object)")
 		}
 		if dc.cur == nil {
-			return nil, inChange(i, api.Errorf(api.CodeNotFound, "%s %q not found", ki.Kind, cmpOr(ch.ID, ch.Name)))
+			return nil, inChange(at, api.Errorf(api.CodeNotFound, "%s %q not found", ki.Kind, cmpOr(ch.ID, ch.Name)))
 		}
 		dc.id = dc.cur.ID
 		if ch.Op == api.PlanDelete {
@@ -337,12 +433,12 @@ func (p *planner) decodeOne(i int, ch *api.PlanChange, created map[string]bool) 
 	}
 	body, err := json.Marshal(writeBody{Name: name, Labels: ch.Labels, Spec: ch.Spec})
 	if err != nil {
-		return nil, fmt.Errorf("encode change %d: %w", i, err)
+		return nil, fmt.Errorf("encode %s: %w", at, err)
 	}
 	var wb writeBody
 	spec, err := decodeWrite(ki, body, &wb)
 	if err != nil {
-		return nil, inChange(i, err)
+		return nil, inChange(at, err)
 	}
 	dc.spec = spec
 	return dc, nil
@@ -400,7 +496,7 @@ func (p *planner) write(ctx context.Context, dc *decodedChange) error {
 	if dc.cur != nil {
 		name = dc.cur.Name
 		if dc.cur.DeletionRequestedAt != nil {
-			return inChange(dc.index, api.Errorf(api.CodeConflict, "%s %q is being deleted", ki.Kind, name))
+			return inChange(dc.at, api.Errorf(api.CodeConflict, "%s %q is being deleted", ki.Kind, name))
 		}
 	}
 	subj := subject{id: dc.id, name: name}
@@ -409,13 +505,13 @@ func (p *planner) write(ctx context.Context, dc *decodedChange) error {
 	}
 	c, err := checkIn(ctx, v, ki, subj, ch.Labels, dc.spec)
 	if err != nil {
-		return inChange(dc.index, err)
+		return inChange(dc.at, err)
 	}
 	self := &api.ObjectRef{Kind: ki.Kind, ID: dc.id, Name: name}
 	before := map[string]bool{}
 	if dc.cur == nil {
 		if other := v.byName(ki.Kind, name); other != nil {
-			return inChange(dc.index, api.Errorf(api.CodeConflict, "%s name %q already taken", ki.Kind, name))
+			return inChange(dc.at, api.Errorf(api.CodeConflict, "%s name %q already taken", ki.Kind, name))
 		}
 		status, err := initialStatus(ki)
 		if err != nil {
@@ -527,7 +623,7 @@ func (p *planner) deleteAll(deletes []*decodedChange) error {
 			}
 			msg := "object has dependents; delete them first or delete with cascade=true"
 			if dc != nil {
-				msg = fmt.Sprintf("changes[%d]: %s", dc.index, msg)
+				msg = fmt.Sprintf("%s: %s", dc.at, msg)
 			}
 			return &api.Error{Code: api.CodeConflict, Message: msg, Dependents: refs}
 		}
@@ -538,6 +634,13 @@ func (p *planner) deleteAll(deletes []*decodedChange) error {
 				cascade[d] = true
 			}
 			queue = append(queue, d)
+		}
+	}
+	// The real cascade walks the dependents depth first and refuses to go deeper than maxCascadeDepth.
+	marked, budget := map[string]bool{}, 100000
+	for _, dc := range deletes {
+		if dc.ch.Cascade && p.tooDeep(dc.id, 0, marked, &budget) {
+			return &api.Error{Code: api.CodeConflict, Message: fmt.Sprintf("%s: cascading delete deeper than %d levels", dc.at, maxCascadeDepth)}
 		}
 	}
 	// Emit consumers before providers.
@@ -693,7 +796,7 @@ func (p *planner) place() {
 		for _, t := range placement.Decide(in) {
 			switch {
 			case t.Problem != "":
-				p.warnings = append(p.warnings, fmt.Sprintf("workload_instance %q: %s", inst.Name, t.Problem))
+				p.warn(inst.ID, fmt.Sprintf("workload_instance %q: %s", inst.Name, t.Problem))
 			case t.Provision != nil:
 				rt := p.provision(inst, t.Provision)
 				p.placed[inst.ID] = append(p.placed[inst.ID], api.PlacementStatus{RuntimeID: rt.ID, Runtime: rt.Name, Region: t.Region, Profile: t.Provision.Profile.Name})
@@ -928,6 +1031,97 @@ func (p *planner) removals() {
 		}
 		p.actions = append(p.actions, a)
 	}
+}
+
+// keeps lists what outlives the plan's deletes: a runtime provisioned for a deleted instance that
+// nothing else runs on, which its profile's reclaim_after removes (or nothing, without one); the data
+// of a database or bucket deleted with retain.
+func (p *planner) keeps() {
+	v := p.view
+	kept := map[string]bool{}
+	for _, id := range v.order {
+		o := v.objs[id]
+		if o == nil || !v.deleted[id] {
+			continue
+		}
+		switch o.Kind {
+		case api.KindWorkloadInstance:
+			var status api.WorkloadInstanceStatus
+			_ = json.Unmarshal(o.Status, &status)
+			for _, pl := range status.Placements {
+				if kept[pl.RuntimeID] {
+					continue
+				}
+				if a, ok := p.keepRuntime(o, pl.RuntimeID); ok {
+					kept[pl.RuntimeID] = true
+					p.actions = append(p.actions, a)
+				}
+			}
+		case api.KindDatabase, api.KindBucket:
+			var data struct {
+				Spec struct {
+					Retain bool `json:"retain"`
+				}
+				Status struct {
+					Runtimes []struct {
+						Runtime string `json:"runtime"`
+					} `json:"runtimes"`
+				}
+			}
+			_ = json.Unmarshal(o.Spec, &data.Spec)
+			_ = json.Unmarshal(o.Status, &data.Status)
+			if !data.Spec.Retain {
+				continue
+			}
+			where := "where it ran"
+			var rts []string
+			for _, r := range data.Status.Runtimes {
+				if r.Runtime != "" && !slices.Contains(rts, r.Runtime) {
+					rts = append(rts, r.Runtime)
+				}
+			}
+			if len(rts) > 0 {
+				where = fmt.Sprintf("on kubernetes_runtime %s", strings.Join(quoteAll(rts), ", "))
+			}
+			p.actions = append(p.actions, api.PlanAction{Action: api.ActionKeep, Kind: o.Kind, ID: id, Name: o.Name, Cause: v.ref(id),
+				Reason: fmt.Sprintf("deleted with retain: its volume and credentials stay %s, and keep a runtime that may be reclaimed from being reclaimed; a %s named %q created later takes them back", where, o.Kind, o.Name)})
+		}
+	}
+}
+
+// keepRuntime is the keep action of a runtime a deleted instance ran on, when the runtime was
+// provisioned from a profile that stays, and nothing else runs on it or will.
+func (p *planner) keepRuntime(inst *store.Object, rtID string) (api.PlanAction, bool) {
+	v := p.view
+	rt := v.objs[rtID]
+	if rt == nil || v.gone(rtID) || len(v.dependents(rtID)) > 0 || p.usedByPlan(rtID) {
+		return api.PlanAction{}, false
+	}
+	var profile *store.Object
+	for _, ow := range rt.Owners {
+		if ow.Kind == api.KindRuntimeProfile && !v.gone(ow.ID) {
+			profile = v.objs[ow.ID]
+		}
+	}
+	if profile == nil {
+		return api.PlanAction{}, false // declared by a user, or garbage once its profile goes
+	}
+	var ps api.RuntimeProfileSpec
+	_ = json.Unmarshal(profile.Spec, &ps)
+	reason := fmt.Sprintf("provisioned from runtime_profile %q, nothing runs on it once workload_instance %q is deleted, and the profile has no reclaim_after: it keeps running until it is deleted, or its profile is", profile.Name, inst.Name)
+	if ps.ReclaimAfter != "" {
+		reason = fmt.Sprintf("provisioned from runtime_profile %q, nothing runs on it once workload_instance %q is deleted: it keeps running until it has been idle for the profile's reclaim_after (%s), unless it holds data", profile.Name, inst.Name, ps.ReclaimAfter)
+	}
+	return api.PlanAction{Action: api.ActionKeep, Kind: rt.Kind, ID: rt.ID, Name: rt.Name, Runtime: rt.Name, Region: runtimeObject(rt).Spec.Region,
+		Profile: profile.Name, Cause: v.ref(inst.ID), Reason: reason}, true
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = fmt.Sprintf("%q", s)
+	}
+	return out
 }
 
 // usedByPlan reports whether the plan's controllers would use the object: a gateway's support service,
