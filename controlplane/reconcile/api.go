@@ -8,7 +8,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/qleetos/terraform-provider-qleet/api"
 )
@@ -97,7 +99,42 @@ type WaitError struct {
 	After time.Duration
 }
 
-func (e *WaitError) Error() string { return fmt.Sprintf("waiting for %s (%s)", e.On, e.State) }
+func (e *WaitError) Error() string { return fmt.Sprintf("waiting for %s (%s)", e.On, e.state()) }
+
+// message is the status message of the wait, with how long it has lasted.
+func (e *WaitError) message(since time.Duration) string {
+	return fmt.Sprintf("waiting for %s (%s, %s)", e.On, e.state(), since)
+}
+
+// state is State as a waiting message may say it: a wait is never on something that is Ready, so a
+// dependency's phase passed as it stands says what holds it instead. A bare "Ready" is a phase of an
+// older generation (its latest change is not reconciled yet); "Ready on ..." is how it stands elsewhere
+// (reconciled there); an empty state is a dependency that has not been reconciled at all.
+func (e *WaitError) state() string {
+	st := strings.TrimSpace(e.State)
+	rest, ready := cutWord(st, string(api.PhaseReady))
+	switch {
+	case st == "":
+		return "not reconciled yet"
+	case ready && rest == "":
+		return "its latest change is not reconciled yet"
+	case ready:
+		return "reconciled" + rest
+	}
+	return st
+}
+
+// cutWord cuts word from the start of s, whatever its case, when a letter does not follow it.
+func cutWord(s, word string) (string, bool) {
+	if len(s) < len(word) || !strings.EqualFold(s[:len(word)], word) {
+		return s, false
+	}
+	rest := s[len(word):]
+	if rest != "" && unicode.IsLetter(rune(rest[0])) {
+		return s, false
+	}
+	return rest, true
+}
 
 // Wait returns a *WaitError.
 func Wait(on, state, reason string, after time.Duration) error {

@@ -684,7 +684,7 @@ func (c *Controller[S, T]) outcome(obj *api.Object[S, T], st *api.Status, deleti
 				since = time.Since(cond.LastTransitionTime).Truncate(time.Second)
 			}
 		}
-		msg := fmt.Sprintf("waiting for %s (%s, %s)", we.On, we.State, since)
+		msg := we.message(since)
 		st.Phase = notReadyPhase(st.Phase, deleting)
 		st.Message = msg
 		cond := api.Condition{Type: "Ready", Status: api.ConditionFalse, Reason: we.Reason, Message: msg, WaitingOn: we.On}
@@ -698,7 +698,7 @@ func (c *Controller[S, T]) outcome(obj *api.Object[S, T], st *api.Status, deleti
 		}
 		// The event leaves out how long it has waited, so that each pass of one wait is the same event,
 		// counted on one record (the status says how long).
-		return outcome{name: outcomeWaiting, reason: we.Reason, msg: fmt.Sprintf("waiting for %s (%s)", we.On, we.State), delay: after}
+		return outcome{name: outcomeWaiting, reason: we.Reason, msg: we.Error(), delay: after}
 	case IsTerminal(err):
 		c.clearFailures(id)
 		st.Phase = api.PhaseFailed
