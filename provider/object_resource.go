@@ -148,6 +148,7 @@ func (r *objectResource[S, T, M]) Create(ctx context.Context, req resource.Creat
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	r.forgetPlanned(api.PlanCreate, "", obj.Name)
 	created, err := r.k.api(r.c).Create(ctx, obj)
 	if err != nil {
 		resp.Diagnostics.Append(r.apiError(ctx, "create", obj.Name, err)...)
@@ -201,6 +202,7 @@ func (r *objectResource[S, T, M]) Update(ctx context.Context, req resource.Updat
 	obj.ID = id.ValueString()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	r.forgetPlanned(api.PlanUpdate, obj.ID, obj.Name)
 	updated, err := r.k.api(r.c).Update(ctx, obj)
 	if err != nil {
 		resp.Diagnostics.Append(r.apiError(ctx, "update", obj.Name, err)...)
@@ -222,7 +224,31 @@ func (r *objectResource[S, T, M]) Delete(ctx context.Context, req resource.Delet
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	meta := metaOf(&m)
-	resp.Diagnostics.Append(r.deleteAndWait(ctx, meta.ID.ValueString(), meta.Name.ValueString())...)
+	id, name := meta.ID.ValueString(), meta.Name.ValueString()
+	r.forgetPlanned(api.PlanDelete, id, name)
+	// What outlives the delete is read before it: a runtime kept until its profile's reclaim_after, the
+	// data of a database or bucket deleted with retain.
+	kept := keptBy(previewChange(ctx, r.c, api.PlanRequest{Changes: []api.PlanChange{{Op: api.PlanDelete, Kind: r.k.name, ID: id}}}))
+	diags = r.deleteAndWait(ctx, id, name)
+	resp.Diagnostics.Append(diags...)
+	if !diags.HasError() && len(kept) > 0 {
+		resp.Diagnostics.AddWarning(fmt.Sprintf("%s %q was deleted; some of what it used stays", r.k.title(), name),
+			"QleetOS "+strings.Join(kept, "\nQleetOS "))
+	}
+}
+
+// keptBy returns what a delete's preview says outlives it, one line each ("will keep ...").
+func keptBy(res *api.PlanResult) []string {
+	if res == nil {
+		return nil
+	}
+	var out []string
+	for _, a := range res.Actions {
+		if a.Action == api.ActionKeep {
+			out = append(out, fmt.Sprintf("will keep %s %q: %s", a.Kind, a.Name, a.Reason))
+		}
+	}
+	return out
 }
 
 // deleteAndWait deletes the object and waits until it is gone. When its cleanup is blocked (its cluster
@@ -234,7 +260,18 @@ func (r *objectResource[S, T, M]) deleteAndWait(ctx context.Context, id, name st
 	res := r.k.api(r.c)
 	// Detach: a data service that names its instance in spec.instance_id depends on it in Terraform's
 	// graph, so Terraform deletes it first; the configuration's removal of it is the user's consent.
-	if err := res.Delete(ctx, id, client.DeleteOptions{Detach: true}); err != nil {
+	err := res.Delete(ctx, id, client.DeleteOptions{Detach: true})
+	if released, ok := r.releaseUsers(ctx, id, err); ok {
+		// Terraform deletes a removed dependency before it updates the instances that used it (their
+		// update depends on the delete), so a delete refused for those uses could never succeed in the
+		// same apply: the uses go first, as the configuration that removed the resource asks.
+		diags.AddWarning(fmt.Sprintf("%s %q was removed from the instances that used it", r.k.title(), name),
+			fmt.Sprintf("Before deleting it, QleetOS removed it from %s, which still listed it: Terraform deletes a removed "+
+				"dependency before it updates its users. If their configuration still names it, their next apply fails with its id not found.",
+				strings.Join(released, ", ")))
+		err = res.Delete(ctx, id, client.DeleteOptions{Detach: true})
+	}
+	if err != nil {
 		return append(diags, r.apiError(ctx, "delete", name, err)...)
 	}
 	for {
@@ -281,11 +318,13 @@ func conditionTrue(st *api.Status, t string) *api.Condition {
 // makes (an unset attribute going back to the API default, see serverDefault) must do so too, or the
 // new status would contradict the plan.
 //
-// For a create or an update it also previews the change through the API (POST /v1/plans) and warns with
-// what it implies beyond the resource itself: runtimes provisioned, support services installed or
-// removed, instances rolled. The preview never fails the plan: without an answer it says nothing.
+// For a create, an update or a delete it also previews the change through the API (POST /v1/plans), in
+// the world the run's other changes make (see the plan registry), and warns with what it implies beyond
+// the resource itself: runtimes provisioned, support services installed or removed, dependencies placed,
+// instances rolled, deletes cascading, and what outlives a delete. The preview never fails the plan:
+// without an answer it says nothing.
 func (r *objectResource[S, T, M]) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
-	if !req.Plan.Raw.IsNull() && !req.Plan.Raw.Equal(req.State.Raw) {
+	if !req.Plan.Raw.Equal(req.State.Raw) {
 		r.previewWarning(ctx, req.Plan, req.State, &resp.Diagnostics)
 	}
 	if req.State.Raw.IsNull() || req.Plan.Raw.IsNull() || req.Plan.Raw.Equal(req.State.Raw) {

@@ -221,10 +221,10 @@ const previewTimeout = 3 * time.Second
 // to serve /v1/plans), so that one plan asks at most once.
 var previewUnavailable sync.Map // *client.Client -> struct{}
 
-// previewChange asks the API what a resource's create (id empty) or update would imply beyond itself.
+// previewChange asks the API what a resource's change would imply beyond itself.
 // It returns nil whenever it cannot tell: values unknown beyond references, the API unreachable or
 // refusing; the plan must never fail for a preview.
-func previewChange(ctx context.Context, c *client.Client, ch api.PlanChange) *api.PlanResult {
+func previewChange(ctx context.Context, c *client.Client, req api.PlanRequest) *api.PlanResult {
 	if c == nil {
 		return nil
 	}
@@ -233,7 +233,7 @@ func previewChange(ctx context.Context, c *client.Client, ch api.PlanChange) *ap
 	}
 	ctx, cancel := context.WithTimeout(ctx, previewTimeout)
 	defer cancel()
-	res, err := c.Plan(ctx, api.PlanRequest{Changes: []api.PlanChange{ch}})
+	res, err := c.Plan(ctx, req)
 	if err != nil {
 		var ae *api.Error
 		if !errors.As(err, &ae) || ae.Code == api.CodeNotFound || ae.Code == api.CodeUnavailable || ae.Code == api.CodeInternal {
@@ -248,8 +248,9 @@ func previewChange(ctx context.Context, c *client.Client, ch api.PlanChange) *ap
 var previewSkip = map[string]bool{"id": true, "status": true, "created_at": true, "timeouts": true, "wait_for_ready": true}
 
 // knownForPreview makes a planned resource value convertible to the object it would write: an unknown
-// reference (an attribute named *_id or *_ids, or databases and buckets) becomes api.PlanUnknownPrefix,
-// which the plan accepts as an object known after apply; any other unknown value becomes null, which the
+// reference (an attribute named *_id or *_ids, or databases and buckets) becomes api.PlanUnknownPrefix
+// followed by its path (e.g. "unknown:instance_id"), which the plan accepts as an object known after
+// apply, and which resolveUnknown may resolve to a create of the same run; any other unknown value becomes null, which the
 // API defaults. Computed attributes stay as they are.
 func knownForPreview(raw tftypes.Value) (tftypes.Value, error) {
 	return tftypes.Transform(raw, func(p *tftypes.AttributePath, v tftypes.Value) (tftypes.Value, error) {
@@ -261,59 +262,110 @@ func knownForPreview(raw tftypes.Value) (tftypes.Value, error) {
 			return v, nil
 		}
 		last := ""
-		for _, s := range steps {
-			if n, ok := s.(tftypes.AttributeName); ok {
-				last = string(n)
+		var where []string
+		for i, s := range steps {
+			switch s := s.(type) {
+			case tftypes.AttributeName:
+				last = string(s)
+				where = append(where, stepString(i == 0, string(s), 0, false))
+			case tftypes.ElementKeyInt:
+				where = append(where, stepString(false, "", int64(s), true))
+			case tftypes.ElementKeyString:
+				where = append(where, fmt.Sprintf("[%q]", string(s)))
+			default:
+				where = append(where, "[?]")
 			}
 		}
 		isRef := strings.HasSuffix(last, "_id") || strings.HasSuffix(last, "_ids") || last == "databases" || last == "buckets"
 		if isRef && v.Type().Is(tftypes.String) {
-			return tftypes.NewValue(tftypes.String, api.PlanUnknownPrefix), nil
+			return tftypes.NewValue(tftypes.String, unknownMarker(where)), nil
 		}
 		return tftypes.NewValue(v.Type(), nil), nil
 	})
 }
 
-// previewWarning previews a resource's create or update and, when it implies more than the resource
-// itself, warns with a summary of it.
+// previewWarning previews a resource's create, update or delete in the world the other resources of the
+// run make (the plan registry), records it there for the others, and when it implies more than the
+// resource itself, warns with a summary of it: runtimes provisioned (from which profile, in which
+// region), support services installed or removed, dependencies placed, instances rolled, deletes
+// cascading, and what outlives a delete.
 func (r *objectResource[S, T, M]) previewWarning(ctx context.Context, plan tfsdk.Plan, state tfsdk.State, diags *diag.Diagnostics) {
 	if r.c == nil {
 		return
 	}
-	raw, err := knownForPreview(plan.Raw)
-	if err != nil {
+	ch, ok := r.plannedChange(ctx, plan, state)
+	if !ok {
 		return
 	}
-	_, m, _, d := r.read(ctx, tfsdk.Plan{Schema: plan.Schema, Raw: raw})
-	if d.HasError() {
-		return
+	reg := registryOf(r.c)
+	reg.record(ch)
+	others := reg.others(ch)
+	if ch.Op != api.PlanDelete {
+		ch = resolveUnknown(ch, others)
 	}
-	obj, d := r.k.toObject(ctx, &m)
-	if d.HasError() {
-		return
+	res := previewChange(ctx, r.c, api.PlanRequest{Changes: []api.PlanChange{ch}, Assume: others})
+	if res == nil && len(others) > 0 {
+		// What the others plan may be refused where this change alone is not: preview it alone.
+		res = previewChange(ctx, r.c, api.PlanRequest{Changes: []api.PlanChange{ch}})
 	}
-	op := api.PlanCreate
-	obj.ID = ""
-	if !state.Raw.IsNull() {
-		var id types.String
-		if d := state.GetAttribute(ctx, path.Root("id"), &id); d.HasError() || id.ValueString() == "" {
-			return
-		}
-		op, obj.ID = api.PlanUpdate, id.ValueString()
-	}
-	ch, err := api.ChangeOf(op, r.k.name, obj)
-	if err != nil {
-		return
-	}
-	res := previewChange(ctx, r.c, ch)
 	if res == nil {
 		return
 	}
-	// The API's warnings are left out: in a plan of a whole configuration, what this preview misses (a
-	// profile created in the same apply) would make them wrong.
-	res.Warnings = nil
+	name := ch.Name
+	if name == "" {
+		name = ch.ID
+	}
 	if lines := res.Summary(); len(lines) > 0 {
-		diags.AddWarning(fmt.Sprintf("%s %q: the QleetOS controllers will do more than this change", r.k.title(), obj.Name),
+		what := "change"
+		if ch.Op == api.PlanDelete {
+			what = "delete"
+		}
+		diags.AddWarning(fmt.Sprintf("%s %q: the QleetOS controllers will do more than this %s", r.k.title(), name, what),
 			strings.Join(lines, "; "))
+	}
+}
+
+// plannedChange is the change a resource's plan makes, as the API would be asked for it: a create (a
+// placeholder id that other resources' previews resolve their unknown references to), an update, or
+// a delete (the plan is null).
+func (r *objectResource[S, T, M]) plannedChange(ctx context.Context, plan tfsdk.Plan, state tfsdk.State) (api.PlanChange, bool) {
+	stateID := ""
+	if !state.Raw.IsNull() {
+		var id types.String
+		if d := state.GetAttribute(ctx, path.Root("id"), &id); d.HasError() || id.ValueString() == "" {
+			return api.PlanChange{}, false
+		}
+		stateID = id.ValueString()
+	}
+	if plan.Raw.IsNull() {
+		var name types.String
+		_ = state.GetAttribute(ctx, path.Root("name"), &name)
+		return api.PlanChange{Op: api.PlanDelete, Kind: r.k.name, ID: stateID, Name: name.ValueString()}, stateID != ""
+	}
+	raw, err := knownForPreview(plan.Raw)
+	if err != nil {
+		return api.PlanChange{}, false
+	}
+	_, m, _, d := r.read(ctx, tfsdk.Plan{Schema: plan.Schema, Raw: raw})
+	if d.HasError() {
+		return api.PlanChange{}, false
+	}
+	obj, d := r.k.toObject(ctx, &m)
+	if d.HasError() {
+		return api.PlanChange{}, false
+	}
+	op := api.PlanCreate
+	obj.ID = plannedID(r.k.name, obj.Name)
+	if stateID != "" {
+		op, obj.ID = api.PlanUpdate, stateID
+	}
+	ch, err := api.ChangeOf(op, r.k.name, obj)
+	return ch, err == nil
+}
+
+// forgetPlanned drops a change from the plan registry once it is applied: the API has it from then on.
+func (r *objectResource[S, T, M]) forgetPlanned(op, id, name string) {
+	if r.c != nil {
+		registryOf(r.c).forget(api.PlanChange{Op: op, Kind: r.k.name, ID: id, Name: name})
 	}
 }

@@ -273,7 +273,7 @@ func TestPreviewUnreachable(t *testing.T) {
 	}
 	ch := api.PlanChange{Op: api.PlanCreate, Kind: api.KindWorkloadDefinition, Name: "web"}
 	start := time.Now()
-	if res := previewChange(context.Background(), c, ch); res != nil {
+	if res := previewChange(context.Background(), c, api.PlanRequest{Changes: []api.PlanChange{ch}}); res != nil {
 		t.Fatalf("want no preview, got %+v", res)
 	}
 	if took := time.Since(start); took > previewTimeout {
@@ -284,7 +284,7 @@ func TestPreviewUnreachable(t *testing.T) {
 	}
 }
 
-// TestKnownForPreview: unknown references become "unknown:", other unknown values null (the API's
+// TestKnownForPreview: unknown references become "unknown:<path>", other unknown values null (the API's
 // default), and computed attributes stay unknown.
 func TestKnownForPreview(t *testing.T) {
 	list := tftypes.List{ElementType: tftypes.String}
@@ -304,9 +304,9 @@ func TestKnownForPreview(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := tftypes.NewValue(typ, map[string]tftypes.Value{
-		"definition_id": tftypes.NewValue(tftypes.String, api.PlanUnknownPrefix), "namespace": tftypes.NewValue(tftypes.String, nil),
+		"definition_id": tftypes.NewValue(tftypes.String, api.PlanUnknownPrefix+"definition_id"), "namespace": tftypes.NewValue(tftypes.String, nil),
 		"replicas":     tftypes.NewValue(tftypes.Number, nil),
-		"instance_ids": tftypes.NewValue(list, []tftypes.Value{tftypes.NewValue(tftypes.String, api.PlanUnknownPrefix), tftypes.NewValue(tftypes.String, "i-1")}),
+		"instance_ids": tftypes.NewValue(list, []tftypes.Value{tftypes.NewValue(tftypes.String, api.PlanUnknownPrefix+"instance_ids[0]"), tftypes.NewValue(tftypes.String, "i-1")}),
 		"databases":    tftypes.NewValue(list, nil), "status": unknown(status),
 	})
 	if !got.Equal(want) {

@@ -394,10 +394,12 @@ func printEvents(w io.Writer, evs []api.Event, output string, header bool) error
 func printEventHeader(w io.Writer, output string) {
 	if output == outWide {
 		fmt.Fprintln(w, "  AGE\tTYPE\tREASON\tGEN\tDURATION\tSOURCE\tTIME\tMESSAGE")
+			kept := deleteKeeps(cmd.Context(), res.Client(), res.Kind(), obj.ID, cascade)
 		return
 	}
 	fmt.Fprintln(w, "  AGE\tTYPE\tREASON\tGEN\tDURATION\tMESSAGE")
 }
+			printKeeps(cmd.OutOrStdout(), kept)
 
 // printEventRows writes one tab-separated line per event.
 func printEventRows(tw io.Writer, evs []api.Event, output string) {

@@ -214,3 +214,31 @@ func actionDetail(a api.PlanAction) string {
 	}
 	return ""
 }
+
+// deleteKeeps asks the delete's preview what outlives it: a runtime provisioned for the object that
+// runs on until its profile's reclaim_after, the data of a database or bucket deleted with retain. It
+// says nothing when the preview cannot tell (the delete itself reports a refusal).
+func deleteKeeps(ctx context.Context, cl *client.Client, kind, id string, cascade bool) []api.PlanAction {
+	res, err := cl.Plan(ctx, api.PlanRequest{Changes: []api.PlanChange{{Op: api.PlanDelete, Kind: kind, ID: id, Cascade: cascade}}})
+	if err != nil {
+		return nil
+	}
+	var out []api.PlanAction
+	for _, a := range res.Actions {
+		if a.Action == api.ActionKeep {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// printKeeps writes what outlives a delete, one line each.
+func printKeeps(w io.Writer, kept []api.PlanAction) {
+	if len(kept) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "What stays after it:")
+	for _, a := range kept {
+		fmt.Fprintf(w, "  %s %q: %s\n", a.Kind, a.Name, a.Reason)
+	}
+}
