@@ -270,72 +270,17 @@ func (q *cli) describeCmd() *cobra.Command {
 	return cmd
 }
 
+// cmdDescribe prints an object for people (see describe.go), or with -o json/yaml the object and its
+// events as data.
 func cmdDescribe(ctx context.Context, w io.Writer, res *client.Resource[json.RawMessage, json.RawMessage], name, output string) error {
-	obj, err := res.GetByName(ctx, name)
-	if err != nil {
-		return err
-	}
-	evs, err := res.Events(ctx, obj.ID)
+	d, err := describeObject(ctx, res, name)
 	if err != nil {
 		return err
 	}
 	if structured(output) {
-		return printStructured(w, output, map[string]any{"object": obj, "events": evs})
+		return printStructured(w, output, map[string]any{"object": d.Object, "events": d.Events})
 	}
-	st := client.CommonStatus(obj)
-	fmt.Fprintf(w, "Kind:        %s\nName:        %s\nID:          %s\n", res.Kind(), obj.Name, obj.ID)
-	if len(obj.Labels) > 0 {
-		fmt.Fprintf(w, "Labels:      %v\n", obj.Labels)
-	}
-	fmt.Fprintf(w, "Generation:  %d (observed %d)\nPhase:       %s\n", obj.Generation, st.ObservedGeneration, orDash(string(st.Phase)))
-	reconciled := api.Reconciled(obj.Generation, st)
-	fmt.Fprintf(w, "Reconciled:  %v\n", reconciled)
-	if st.Message != "" {
-		fmt.Fprintf(w, "Message:     %s\n", st.Message)
-	}
-	if obj.DeletionRequestedAt != nil {
-		fmt.Fprintf(w, "Deleting:    since %s\n", obj.DeletionRequestedAt.Format(time.RFC3339))
-	}
-	for _, c := range st.Conditions {
-		if c.WaitingOn != "" && c.Status != api.ConditionTrue {
-			fmt.Fprintf(w, "Waiting on:  %s (for %s)\n", c.WaitingOn, age(c.LastTransitionTime))
-		}
-	}
-	if !reconciled {
-		if chain, err := waitChain(ctx, res.Client(), res.Kind(), obj.ID); err == nil && chain != "" {
-			fmt.Fprintf(w, "Root cause:  %s\n", chain)
-		}
-	}
-	fmt.Fprintln(w, "Spec:")
-	printIndented(w, obj.Spec)
-	fmt.Fprintln(w, "Status:")
-	printIndented(w, obj.Status)
-	if len(st.Conditions) > 0 {
-		fmt.Fprintln(w, "Conditions:")
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  TYPE\tSTATUS\tREASON\tAGE\tMESSAGE")
-		for _, c := range st.Conditions {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", c.Type, c.Status, orDash(c.Reason), age(c.LastTransitionTime), c.Message)
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-	}
-	fmt.Fprintln(w, "Events:")
-	if len(evs) > 10 {
-		evs = evs[len(evs)-10:]
-	}
-	return printEvents(w, evs, outTable, true)
-}
-
-func printIndented(w io.Writer, raw json.RawMessage) {
-	var v any
-	if json.Unmarshal(raw, &v) != nil {
-		fmt.Fprintf(w, "  %s\n", raw)
-		return
-	}
-	out, _ := json.MarshalIndent(v, "  ", "  ")
-	fmt.Fprintf(w, "  %s\n", out)
+	return d.write(w, time.Now())
 }
 
 func (q *cli) eventsCmd() *cobra.Command {
@@ -394,12 +339,10 @@ func printEvents(w io.Writer, evs []api.Event, output string, header bool) error
 func printEventHeader(w io.Writer, output string) {
 	if output == outWide {
 		fmt.Fprintln(w, "  AGE\tTYPE\tREASON\tGEN\tDURATION\tSOURCE\tTIME\tMESSAGE")
-			kept := deleteKeeps(cmd.Context(), res.Client(), res.Kind(), obj.ID, cascade)
 		return
 	}
 	fmt.Fprintln(w, "  AGE\tTYPE\tREASON\tGEN\tDURATION\tMESSAGE")
 }
-			printKeeps(cmd.OutOrStdout(), kept)
 
 // printEventRows writes one tab-separated line per event.
 func printEventRows(tw io.Writer, evs []api.Event, output string) {
@@ -451,10 +394,12 @@ func (q *cli) deleteCmd() *cobra.Command {
 					fmt.Fprintln(cmd.ErrOrStderr(), hint)
 				}
 			}
+			kept := deleteKeeps(cmd.Context(), res.Client(), res.Kind(), obj.ID, cascade)
 			if err := res.Delete(cmd.Context(), obj.ID, client.DeleteOptions{Cascade: cascade, Orphan: orphan, Wait: wait}); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s %q deletion requested\n", res.Kind(), args[1])
+			printKeeps(cmd.OutOrStdout(), kept)
 			return nil
 		},
 	}

@@ -58,11 +58,14 @@ func printStructured(w io.Writer, output string, v any) error {
 }
 
 // age is how long ago t was, in kubectl's short style.
-func age(t time.Time) string {
+func age(t time.Time) string { return ageAt(time.Now(), t) }
+
+// ageAt is how long before now t was, in kubectl's short style; "-" for a zero time.
+func ageAt(now, t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
-	d := time.Since(t)
+	d := max(now.Sub(t), 0)
 	switch {
 	case d < time.Minute:
 		return fmt.Sprintf("%ds", int(d.Seconds()))
