@@ -315,7 +315,7 @@ func (r *objectResource[S, T, M]) previewWarning(ctx context.Context, plan tfsdk
 	if name == "" {
 		name = ch.ID
 	}
-	if lines := res.Summary(); len(lines) > 0 {
+	if lines := previewLines(res); len(lines) > 0 {
 		what := "change"
 		if ch.Op == api.PlanDelete {
 			what = "delete"
@@ -323,6 +323,18 @@ func (r *objectResource[S, T, M]) previewWarning(ctx context.Context, plan tfsdk
 		diags.AddWarning(fmt.Sprintf("%s %q: the QleetOS controllers will do more than this %s", r.k.title(), name, what),
 			strings.Join(lines, "; "))
 	}
+}
+
+// previewLines are the summary of a preview, and where it places instances: `will place
+// workload_instance "web" on kubernetes_runtime "default-eu-west" in eu-west`.
+func previewLines(res *api.PlanResult) []string {
+	lines := res.Summary()
+	for _, a := range res.Actions {
+		if a.Action == api.ActionDepend && a.Provider != nil && a.Provider.Kind == api.KindKubernetesRuntime {
+			lines = append(lines, fmt.Sprintf("will place %s %q on %s %q in %s", a.Kind, a.Name, a.Provider.Kind, a.Provider.Name, a.Region))
+		}
+	}
+	return lines
 }
 
 // plannedChange is the change a resource's plan makes, as the API would be asked for it: a create (a

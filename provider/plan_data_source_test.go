@@ -234,7 +234,8 @@ resource "qleet_workload_instance" "web" {
 	w.run("init", "-input=false", "-backend=false")
 	warnings, took := w.planWarnings()
 	t.Logf("terraform plan with previews: %s", took.Round(time.Millisecond))
-	want := fmt.Sprintf(`workload instance %[1]q: the QleetOS controllers will do more than this change: will provision kubernetes_runtime "%[1]s-%[1]s-r" in %[1]s-r from runtime_profile %[1]q`, name)
+	want := fmt.Sprintf(`workload instance %[1]q: the QleetOS controllers will do more than this change: will provision kubernetes_runtime "%[1]s-%[1]s-r" in %[1]s-r from runtime_profile %[1]q; `+
+		`will place workload_instance %[1]q on kubernetes_runtime "%[1]s-%[1]s-r" in %[1]s-r`, name)
 	if len(warnings) != 1 || warnings[0] != want {
 		t.Fatalf("want one warning\n  %s\ngot %q", want, warnings)
 	}
