@@ -58,6 +58,9 @@ func describeObject(ctx context.Context, res *client.Resource[json.RawMessage, j
 	if err != nil {
 		return nil, fmt.Errorf("the dependency graph of %s %q: %w", res.Kind(), obj.Name, err)
 	}
+	if obj.Kind == "" {
+		obj.Kind = res.Kind()
+	}
 	d := &description{Object: obj, Events: evs, Graph: g}
 	if !api.Reconciled(obj.Generation, client.CommonStatus(obj)) {
 		if d.RootCause, err = waitChain(ctx, res.Client(), res.Kind(), obj.ID); err != nil {

@@ -301,3 +301,25 @@ func TestDescribeShowsFieldsItDoesNotKnow(t *testing.T) {
 	require.Regexp(t, `(?m)^  Failover:\n    Standby Zone:\s+b$`, out)
 	require.Regexp(t, `(?m)^    KIND\s+NAME\s+SINCE$\n^    workload_instance\s+web\s+x$\n^    workload_instance\s+api\s+-$`, out)
 }
+
+// Text of several lines is a block of its own, indented as it was written; of many events, the latest
+// show, and the heading says how to see them all.
+func TestDescribeTextBlocksAndManyEvents(t *testing.T) {
+	t.Parallel()
+	var evs []api.Event
+	for i := range 12 {
+		evs = append(evs, api.Event{Type: api.EventNormal, Reason: fmt.Sprintf("Step%d", i), Message: "line one\nline two", CreatedAt: at(i)})
+	}
+	d := &description{Object: &api.RawObject{
+		Meta:   api.Meta{Kind: api.KindWorkloadDefinition, Name: "raw", ID: "id-1", Generation: 1},
+		Spec:   json.RawMessage(`{"manifests":"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n","cluster_scoped":true}`),
+		Status: json.RawMessage(`{"phase":"Ready","observed_generation":1,"instances":0}`),
+	}, Events: evs}
+	var b strings.Builder
+	require.NoError(t, d.write(&b, at(30)))
+	out := b.String()
+	require.Contains(t, out, "Spec:\n  Cluster Scoped:  true\n  Manifests:\n    apiVersion: v1\n    kind: ConfigMap\n    metadata:\n      name: a\nStatus:\n  Instances:  0\n")
+	require.Contains(t, out, "Events (the last 10 of 12; qleet events workload_definition raw lists them all):")
+	require.NotRegexp(t, `Step[01]\s`, out, "the two oldest are left out")
+	require.Regexp(t, `(?m)^  Normal\s+Step11\s+19m0s\s+1\s+line one line two$`, out, "the latest, its message on one line")
+}
