@@ -15,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+
 	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/internal/await"
@@ -238,4 +241,67 @@ resource "qleet_database" "db" {
 	if out := w.run("plan", "-input=false", "-lock=false", "-detailed-exitcode"); !bytes.Contains(out, []byte("No changes")) {
 		t.Fatalf("want no changes after the apply, got\n%s", out)
 	}
+}
+
+// TestAccPlanDataSourceIsThePlansAPI: qleet_plan answers what POST /v1/plans does for the same changes,
+// action for action, with the same summary and warnings.
+func TestAccPlanDataSourceIsThePlansAPI(t *testing.T) {
+	env := testAccEnv(t)
+	name := randomName("acc-plansame")
+	planProfile(t, env, name)
+	instSpec := fmt.Sprintf(`{"definition_id":"def","placement":{"regions":["%[1]s-r","%[1]s-nowhere"]}}`, name)
+	defSpec := `{"containers":[{"name":"web","image":"nginx:1.27"}]}`
+	gwSpec := `{"instance_id":"inst","hosts":["` + name + `.example.test"]}`
+	req := api.PlanRequest{Changes: []api.PlanChange{
+		{Op: api.PlanCreate, Kind: api.KindWorkloadInstance, ID: "inst", Name: name, Spec: json.RawMessage(instSpec)},
+		{Op: api.PlanCreate, Kind: api.KindWorkloadDefinition, ID: "def", Name: name, Spec: json.RawMessage(defSpec)},
+		{Op: api.PlanCreate, Kind: api.KindGateway, Name: name, Spec: json.RawMessage(gwSpec)},
+	}}
+	config := fmt.Sprintf(`
+data "qleet_plan" "p" {
+  changes = [
+    { op = "create", kind = "workload_instance", id = "inst", name = %[1]q, spec_json = %[2]s },
+    { op = "create", kind = "workload_definition", id = "def", name = %[1]q, spec_json = %[3]s },
+    { op = "create", kind = "gateway", name = %[1]q, spec_json = %[4]s },
+  ]
+}
+`, name, hclString(instSpec), hclString(defSpec), hclString(gwSpec))
+	same := func(s *terraform.State) error {
+		want, err := env.api.Plan(context.Background(), req)
+		if err != nil {
+			return err
+		}
+		got := s.RootModule().Resources["data.qleet_plan.p"].Primary.Attributes
+		if len(want.Warnings) == 0 {
+			return fmt.Errorf("want a warning for %s-nowhere", name)
+		}
+		check := func(key, want string) error {
+			if got[key] != want {
+				return fmt.Errorf("%s: data source %q, API %q", key, got[key], want)
+			}
+			return nil
+		}
+		errs := []error{check("actions.#", fmt.Sprint(len(want.Actions))), check("summary.#", fmt.Sprint(len(want.Summary()))),
+			check("warnings.#", fmt.Sprint(len(want.Warnings)))}
+		for i, a := range want.Actions {
+			errs = append(errs, check(fmt.Sprintf("actions.%d.description", i), a.String()), check(fmt.Sprintf("actions.%d.id", i), a.ID),
+				check(fmt.Sprintf("actions.%d.requested", i), fmt.Sprint(a.Requested)))
+		}
+		for i, l := range want.Summary() {
+			errs = append(errs, check(fmt.Sprintf("summary.%d", i), l))
+		}
+		for i, l := range want.Warnings {
+			errs = append(errs, check(fmt.Sprintf("warnings.%d", i), l))
+		}
+		for _, err := range errs {
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: testProviders,
+		Steps:                    []resource.TestStep{{Config: config, Check: same}},
+	})
 }

@@ -80,8 +80,8 @@ func (d *planDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, r
 	resp.Schema = dschema.Schema{
 		Description: "Previews changes without making them: what the QleetOS controllers would do if the changes were applied " +
 			"(`POST /v1/plans`). The actions list the runtimes provisioned (from which runtime profile, in which region), " +
-			"support services installed or removed, dependencies created, workload instances rolled and deletes cascading, " +
-			"in the order they would happen, each with its reason. A change the API would refuse fails the read with the same error.",
+			"support services installed or removed, dependencies created, workload instances rolled, deletes cascading and " +
+			"what outlives a delete, in the order they would happen, each with its reason. A change the API would refuse fails the read with the same error.",
 		Attributes: map[string]dschema.Attribute{
 			"changes": dschema.ListNestedAttribute{
 				Description: "The creates, updates and deletes to preview, in any order (the plan orders them as an apply would).",
@@ -105,7 +105,7 @@ func (d *planDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, r
 				Description: "What would happen, in order.",
 				Computed:    true,
 				NestedObject: dschema.NestedAttributeObject{Attributes: map[string]dschema.Attribute{
-					"action":        str("create, update, delete, provision, install, remove, depend or roll."),
+					"action":        str("create, update, delete, provision, install, remove, depend, roll or keep (what outlives a delete)."),
 					"kind":          str("The kind of the object the action is about."),
 					"id":            str("The object's ID; for an object the plan creates, its placeholder or `planned:<kind>/<name>`."),
 					"name":          str("The object's name (for a provisioned runtime or an installed support service, the name it would get)."),

@@ -215,12 +215,12 @@ func (p *planner) warn(about string, msg string) {
 
 // decodedChange is a change that decoded: its kind, spec and target.
 type decodedChange struct {
-	at    string // where the request holds it: "changes[i]" or "assume[i]"
-	ch    *api.PlanChange
-	ki    *api.KindInfo
-	spec  any // a pointer to the kind's spec type (create and update)
-	id    string
-	cur   *store.Object // the object an update or delete targets
+	at   string // where the request holds it: "changes[i]" or "assume[i]"
+	ch   *api.PlanChange
+	ki   *api.KindInfo
+	spec any // a pointer to the kind's spec type (create and update)
+	id   string
+	cur  *store.Object // the object an update or delete targets
 }
 
 // preview computes the plan for req.

@@ -69,7 +69,9 @@ resource "qleet_workload_instance" "hello" {
   placement = {
     regions = ["eu-west", "us-east"]
   }
-  # The profile provisions the clusters the placement needs: keep it until the instance is gone.
+  # The profile provisions the clusters the placement needs: keep it until the instance is gone. This
+  # also has terraform plan the profile first, so that the instance's plan warns with the clusters the
+  # profile will provision for it.
   depends_on = [qleet_runtime_profile.default]
   env = {
     GREETING = "hello from QleetOS"
