@@ -245,7 +245,7 @@ func (p *printer) table(indent int, header []string, rows [][]string) {
 		p.line(indent, "<none>")
 		return
 	}
-	_ = p.tw.Flush()
+	p.endBlock()
 	pad := strings.Repeat("  ", indent)
 	fmt.Fprintf(p.tw, "%s%s\n", pad, strings.Join(header, "\t"))
 	for _, r := range rows {
@@ -255,7 +255,7 @@ func (p *printer) table(indent int, header []string, rows [][]string) {
 		}
 		fmt.Fprintf(p.tw, "%s%s\n", pad, strings.Join(cells, "\t"))
 	}
-	_ = p.tw.Flush()
+	p.endBlock()
 }
 
 // edges writes a table of the objects at the other end of edges: Dependencies or Used by.
@@ -371,6 +371,7 @@ func (p *printer) value(indent int, label string, v any, t reflect.Type, path st
 		}
 		p.heading(indent, label)
 		p.object(indent+1, v, t, path, nil)
+		p.endBlock()
 	case []any:
 		if len(v) == 0 {
 			p.field(indent, label, "<none>")
@@ -413,6 +414,7 @@ func (p *printer) items(indent int, items []any, et reflect.Type, path string) {
 		if name, ok := m["name"].(string); ok && name != "" && len(m) > 1 {
 			p.heading(indent, name)
 			p.object(indent+1, m, et, path, map[string]bool{"name": true})
+			p.endBlock()
 			continue
 		}
 		p.bullet = true
@@ -420,8 +422,13 @@ func (p *printer) items(indent int, items []any, et reflect.Type, path string) {
 			p.line(indent+1, "{}")
 		}
 		p.bullet = false
+		p.endBlock()
 	}
 }
+
+// endBlock ends the alignment of the lines above, so that the fields after a nested block (the next
+// item's, say) line up among themselves and not with the block's.
+func (p *printer) endBlock() { _ = p.tw.Flush() }
 
 // column is one column of a table of records.
 type column struct {

@@ -292,7 +292,8 @@ func TestDescribeShowsFieldsItDoesNotKnow(t *testing.T) {
 		Meta: api.Meta{Kind: api.KindDatabase, Name: "db", ID: "id-1", Generation: 1},
 		Spec: json.RawMessage(`{"engine":"postgres","shard_count":3}`),
 		Status: json.RawMessage(`{"phase":"Ready","observed_generation":1,"failover":{"standby_zone":"b"},` +
-			`"consumers":[{"kind":"workload_instance","name":"web","since":"x"},{"kind":"workload_instance","name":"api"}]}`),
+			`"consumers":[{"kind":"workload_instance","name":"web","since":"x"},{"kind":"workload_instance","name":"api"}],` +
+			`"routes":[{"host":"a.example","backend":{"port":80}},{"host":"b.example"}]}`),
 	}}
 	var b strings.Builder
 	require.NoError(t, d.write(&b, base))
@@ -300,6 +301,8 @@ func TestDescribeShowsFieldsItDoesNotKnow(t *testing.T) {
 	require.Regexp(t, `(?m)^  Shard Count:\s+3$`, out)
 	require.Regexp(t, `(?m)^  Failover:\n    Standby Zone:\s+b$`, out)
 	require.Regexp(t, `(?m)^    KIND\s+NAME\s+SINCE$\n^    workload_instance\s+web\s+x$\n^    workload_instance\s+api\s+-$`, out)
+	require.Contains(t, out, "  Routes:\n    - Host:  a.example\n      Backend:\n        Port:  80\n    - Host:  b.example\n",
+		"records that are not flat: items, each marked with -")
 }
 
 // Text of several lines is a block of its own, indented as it was written; of many events, the latest
