@@ -21,7 +21,7 @@ type CloudAccountSpec struct {
 	// Region is the default region of the calls made with the account, e.g. "us-east-1".
 	Region string `json:"region"`
 	// AccessKeyID is the access key id of static credentials; set together with SecretAccessKey.
-	AccessKeyID string `json:"access_key_id,omitempty"`
+	AccessKeyID string `json:"access_key_id,omitempty" ref:"-"`
 	// SecretAccessKey is the secret of the access key. Write-only: returned only to controllers.
 	SecretAccessKey string `json:"secret_access_key,omitempty"`
 	// SessionToken goes with temporary access keys. Write-only: returned only to controllers.
@@ -30,7 +30,7 @@ type CloudAccountSpec struct {
 	// the control plane's own credentials), e.g. "arn:aws:iam::123456789012:role/qleetos".
 	RoleARN string `json:"role_arn,omitempty"`
 	// ExternalID is the external id the role's trust policy asks for; only with RoleARN.
-	ExternalID string `json:"external_id,omitempty"`
+	ExternalID string `json:"external_id,omitempty" ref:"-"`
 	// Endpoint overrides the URL of every AWS service the account is used with (a private cloud, or a
 	// local stand-in in tests), e.g. "https://aws.internal:4566".
 	Endpoint string `json:"endpoint,omitempty"`
@@ -40,7 +40,7 @@ type CloudAccountSpec struct {
 type CloudAccountStatus struct {
 	Status
 	// AccountID is the AWS account the credentials belong to, from STS GetCallerIdentity.
-	AccountID string `json:"account_id,omitempty"`
+	AccountID string `json:"account_id,omitempty" ref:"-"`
 	// CallerARN is the identity QleetOS acts as (the assumed role's session when RoleARN is set).
 	CallerARN string `json:"caller_arn,omitempty"`
 }
@@ -191,15 +191,15 @@ type CloudResources struct {
 	// Step names the step in progress, e.g. "cluster: waiting for ACTIVE (CREATING)"; empty when done.
 	Step string `json:"step,omitempty"`
 	// AccountID is the AWS account.
-	AccountID string `json:"account_id,omitempty"`
+	AccountID string `json:"account_id,omitempty" ref:"-"`
 	// ClusterRoleARN is the EKS cluster's IAM role.
 	ClusterRoleARN string `json:"cluster_role_arn,omitempty"`
 	// NodeRoleARN is the node group's IAM role.
 	NodeRoleARN string `json:"node_role_arn,omitempty"`
 	// VPCID is the VPC QleetOS made (empty when the spec gave subnets).
-	VPCID string `json:"vpc_id,omitempty"`
+	VPCID string `json:"vpc_id,omitempty" ref:"-"`
 	// SubnetIDs are the cluster's subnets.
-	SubnetIDs []string `json:"subnet_ids,omitempty"`
+	SubnetIDs []string `json:"subnet_ids,omitempty" ref:"-"`
 	// ClusterName is the EKS cluster's name.
 	ClusterName string `json:"cluster_name,omitempty"`
 	// ClusterARN is the EKS cluster's ARN.

@@ -18,7 +18,7 @@ const MaxSecretBytes = 512 << 10
 // or as files under MountPath; a change of the values rolls the instance's pods.
 type SecretSpec struct {
 	// InstanceIDs are the workload instances the values serve.
-	InstanceIDs []string `json:"instance_ids"`
+	InstanceIDs []string `json:"instance_ids" ref:"workload_instance,usedby"`
 	// Values are the secret values by key. Write-only: encrypted at rest and returned only to controllers.
 	Values map[string]string `json:"values,omitempty"`
 	// MountPath, when set, mounts the values as files (one per key) in every container instead of env.

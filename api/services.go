@@ -94,7 +94,7 @@ type SupportService = Object[SupportServiceSpec, SupportServiceStatus]
 // GatewaySpec routes traffic to an instance, with TLS, on every runtime it is placed on.
 type GatewaySpec struct {
 	// InstanceID is the workload instance it routes to.
-	InstanceID string `json:"instance_id"`
+	InstanceID string `json:"instance_id" ref:"workload_instance,attached"`
 	// Hosts are the host names it serves; none serves any host (no TLS).
 	Hosts []string `json:"hosts,omitempty"`
 	// Paths are URL path prefixes (default "/").

@@ -61,7 +61,7 @@ func (s *Server) buildGraph(ctx context.Context) (*api.Graph, error) {
 		err := s.eachObject(ctx, ki, func(o *store.Object) {
 			exists[o.ID] = true
 			g.Nodes = append(g.Nodes, graphNode(o))
-			g.Edges = append(g.Edges, graphEdges(ki, o)...)
+			g.Edges = append(g.Edges, objectEdges(ki, o)...)
 		})
 		if err != nil {
 			return nil, err
@@ -111,6 +111,47 @@ func graphNode(o *store.Object) api.GraphNode {
 	return n
 }
 
+// objectEdges are all the edges an object makes: those that protect deletes (graphEdges), then one for
+// every other reference field of its spec and status (api.KindInfo.References: found by construction, so
+// that a field added to a kind is an edge without a list to keep up by hand). An edge already made by
+// graphEdges is not repeated.
+func objectEdges(ki *api.KindInfo, o *store.Object) []api.GraphEdge {
+	out := graphEdges(ki, o)
+	have := map[[3]string]bool{}
+	for _, e := range out {
+		have[[3]string{e.From, e.To, e.Why}] = true
+	}
+	spec, status := ki.NewSpec(), ki.NewStatus()
+	if json.Unmarshal(o.Spec, spec) != nil {
+		spec = nil
+	}
+	if len(o.Status) == 0 || json.Unmarshal(o.Status, status) != nil {
+		status = nil
+	}
+	for _, r := range ki.References(spec, status) {
+		e := api.GraphEdge{From: o.ID, To: r.ID, Type: api.EdgeReference, Why: r.Field, Attached: r.Direction == api.RefAttached}
+		if strings.HasPrefix(r.Field, "status.") {
+			e.Type = api.EdgePlacement
+		}
+		if r.Direction == api.RefUsedBy {
+			e.From, e.To, e.Why = r.ID, o.ID, o.Kind+" "+r.Field
+		}
+		if k := [3]string{e.From, e.To, e.Why}; !have[k] {
+			have[k] = true
+			out = append(out, e)
+		} else if e.Attached {
+			for i := range out {
+				if out[i].From == e.From && out[i].To == e.To && out[i].Why == e.Why {
+					out[i].Attached = true
+				}
+			}
+		}
+	}
+	return out
+}
+
+// graphEdges are the edges an object makes that protect deletes, as the store's reference rows say: its
+// spec's references (KindInfo.Refs and UsedBy), its status's (KindInfo.StatusRefs), and its owners.
 func graphEdges(ki *api.KindInfo, o *store.Object) []api.GraphEdge {
 	var out []api.GraphEdge
 	spec := ki.NewSpec()
@@ -137,15 +178,19 @@ func graphEdges(ki *api.KindInfo, o *store.Object) []api.GraphEdge {
 	return out
 }
 
-// connected keeps root, everything it depends on and everything that depends on it, transitively. Each
-// walk follows an index of the edges by endpoint, so that it costs the edges it meets, not every edge per
-// object reached (which was quadratic: seconds at 10,000 instances of one definition).
+// connected keeps root, everything it needs (its providers and the consumers attached to it, such as its
+// gateways, and what those need in turn: api.Graph.Needs), and everything that depends on it, transitively.
+// Each walk follows an index of the edges by endpoint, so that it costs the edges it meets, not every edge
+// per object reached (which was quadratic: seconds at 10,000 instances of one definition).
 func connected(g *api.Graph, root string) *api.Graph {
-	providers := make(map[string][]string, len(g.Nodes))
+	needs := make(map[string][]string, len(g.Nodes))
 	consumers := make(map[string][]string, len(g.Nodes))
 	for _, e := range g.Edges {
-		providers[e.From] = append(providers[e.From], e.To)
+		needs[e.From] = append(needs[e.From], e.To)
 		consumers[e.To] = append(consumers[e.To], e.From)
+		if e.Attached {
+			needs[e.To] = append(needs[e.To], e.From)
+		}
 	}
 	walk := func(next map[string][]string) map[string]bool {
 		reached := map[string]bool{root: true}
@@ -162,7 +207,7 @@ func connected(g *api.Graph, root string) *api.Graph {
 		}
 		return reached
 	}
-	keep := walk(providers)
+	keep := walk(needs)
 	for id := range walk(consumers) {
 		keep[id] = true
 	}
