@@ -179,7 +179,8 @@ type DNSRecord struct {
 	Type string `json:"type"`
 	// Targets are the addresses.
 	Targets []string `json:"targets"`
-	// Gateway is the gateway the record is for.
+	// Gateway names the gateways the record is for: several, comma-separated, when they serve its host
+	// on paths of their own.
 	Gateway string `json:"gateway"`
 }
 

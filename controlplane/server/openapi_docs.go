@@ -185,7 +185,7 @@ var fieldDocs = map[string]string{
 	"ContainerPort.ContainerPort":                 "ContainerPort is the port number, 1-65535.",
 	"ContainerPort.Name":                          "Name is an optional IANA_SVC_NAME.",
 	"ContainerPort.Protocol":                      "Protocol is TCP (default), UDP or SCTP.",
-	"DNSRecord.Gateway":                           "Gateway is the gateway the record is for.",
+	"DNSRecord.Gateway":                           "Gateway names the gateways the record is for: several, comma-separated, when they serve its host on paths of their own.",
 	"DNSRecord.Name":                              "Name is the record's full name, e.g. \"app.example.com\".",
 	"DNSRecord.Targets":                           "Targets are the addresses.",
 	"DNSRecord.Type":                              "Type is \"A\" or \"CNAME\".",

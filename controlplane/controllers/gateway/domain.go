@@ -3,8 +3,10 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/qleetos/terraform-provider-qleet/api"
@@ -61,7 +63,7 @@ func (r *DomainReconciler) Finalize(ctx context.Context, d *api.DomainName) (rec
 
 // records are the zone's gateways' records, and the runtimes they run on.
 func (r *DomainReconciler) records(ctx context.Context, d *api.DomainName) ([]api.DNSRecord, []string, error) {
-	var records []api.DNSRecord
+	var gateways []*api.Gateway
 	var runtimes []string
 	for gw, err := range r.Client.Gateways().All(ctx, client.ListOptions{}) {
 		if err != nil {
@@ -70,26 +72,70 @@ func (r *DomainReconciler) records(ctx context.Context, d *api.DomainName) ([]ap
 		if gw.DeletionRequestedAt != nil {
 			continue
 		}
+		gateways = append(gateways, gw)
+		if len(zoneRecords(d.Spec.Zone, []*api.Gateway{gw})) == 0 {
+			continue
+		}
+		for _, rs := range gw.Status.Runtimes {
+			if !slices.Contains(runtimes, rs.RuntimeID) {
+				runtimes = append(runtimes, rs.RuntimeID)
+			}
+		}
+	}
+	return zoneRecords(d.Spec.Zone, gateways), runtimes, nil
+}
+
+// zoneRecords are the records of the zone: one per host name that a gateway with an address serves in it,
+// however many gateways serve it (each on its own paths) and however its name is spelt (case, a final
+// dot), with every address of those gateways. A record says what it is: A when every address is an IP,
+// else CNAME to the first load balancer name, as Route53 is written (recordSet).
+func zoneRecords(zone string, gateways []*api.Gateway) []api.DNSRecord {
+	byName := map[string]*api.DNSRecord{}
+	var names []string
+	for _, gw := range gateways {
 		var targets []string
 		for _, rs := range gw.Status.Runtimes {
 			if rs.Address != "" {
 				targets = append(targets, rs.Address)
 			}
 		}
-		sort.Strings(targets)
-		inZone := false
-		for _, h := range gw.Spec.Hosts {
-			if api.InZone(h, d.Spec.Zone) && len(targets) > 0 {
-				records = append(records, api.DNSRecord{Name: h, Type: "A", Targets: targets, Gateway: gw.Name})
-				inZone = true
-			}
+		if len(targets) == 0 {
+			continue
 		}
-		for _, rs := range gw.Status.Runtimes {
-			if inZone && !slices.Contains(runtimes, rs.RuntimeID) {
-				runtimes = append(runtimes, rs.RuntimeID)
+		for _, h := range gw.Spec.Hosts {
+			if !api.InZone(h, zone) {
+				continue
+			}
+			name := strings.TrimSuffix(strings.ToLower(h), ".")
+			rec := byName[name]
+			if rec == nil {
+				rec = &api.DNSRecord{Name: name}
+				byName[name] = rec
+				names = append(names, name)
+			}
+			for _, t := range targets {
+				if !slices.Contains(rec.Targets, t) {
+					rec.Targets = append(rec.Targets, t)
+				}
+			}
+			if !slices.Contains(strings.Split(rec.Gateway, ", "), gw.Name) {
+				rec.Gateway = strings.TrimPrefix(rec.Gateway+", "+gw.Name, ", ")
 			}
 		}
 	}
-	sort.Slice(records, func(i, j int) bool { return records[i].Name < records[j].Name })
-	return records, runtimes, nil
+	sort.Strings(names)
+	out := make([]api.DNSRecord, 0, len(names))
+	for _, n := range names {
+		rec := byName[n]
+		sort.Strings(rec.Targets)
+		gws := strings.Split(rec.Gateway, ", ")
+		sort.Strings(gws)
+		rec.Gateway = strings.Join(gws, ", ")
+		rec.Type = "A"
+		if slices.ContainsFunc(rec.Targets, func(t string) bool { return net.ParseIP(t) == nil }) {
+			rec.Type, rec.Targets = "CNAME", rec.Targets[:1]
+		}
+		out = append(out, *rec)
+	}
+	return out
 }
