@@ -16,14 +16,22 @@ const (
 	EngineMySQL = "mysql"
 )
 
-// DatabaseSpec is a database for an instance. Off AWS it runs in-cluster (a StatefulSet with a Service, a
-// volume and generated credentials) on every runtime the instance runs on; the instance gets the
-// connection details as env from a Secret (<PREFIX>_URL and the parts), never through the API or state.
-// It has its own lifecycle: it outlives a redeploy of its instance, and Retain keeps its data on delete.
+// DatabaseSpec is a database for an instance. It has one home: a runtime where it runs (off AWS in-cluster,
+// a StatefulSet with a Service, a volume and generated credentials; on an eks runtime an RDS instance in
+// that runtime's region). Every consumer, on any runtime in any region, is given that one database: on
+// other runtimes QleetOS puts an alias Service and a copy of the credentials beside it. The instance gets
+// the connection details as env from a Secret (<PREFIX>_URL and the parts), never through the API or
+// state. It has its own lifecycle: it outlives a redeploy of its instance, and Retain keeps its data on
+// delete.
 type DatabaseSpec struct {
 	// InstanceID is the workload instance it serves, if it names one; instances may also list it in their
-	// spec.databases. It runs on every runtime its instances run on.
+	// spec.databases.
 	InstanceID string `json:"instance_id,omitempty"`
+	// RuntimeID pins its home to a runtime. At most one of RuntimeID and Region is set.
+	RuntimeID string `json:"runtime_id,omitempty"`
+	// Region is its home region: it runs on a runtime there, a consumer's if one runs there. The default
+	// is the primary region of its first consumer. The home never moves once it holds data.
+	Region string `json:"region,omitempty"`
 	// Engine is postgres (default) or mysql.
 	Engine string `json:"engine,omitempty"`
 	// Version is the engine's major version (default 16 for postgres, 8.4 for mysql): one that every
@@ -38,12 +46,43 @@ type DatabaseSpec struct {
 	EnvPrefix string `json:"env_prefix,omitempty"`
 }
 
+// Roles of a data service on a runtime.
+const (
+	// DataRoleHome is the one runtime where the data service runs and keeps its data.
+	DataRoleHome = "home"
+	// DataRoleAccess gives the consumers on a runtime the home: an alias Service that reaches it and a
+	// copy of its credentials; no data is there.
+	DataRoleAccess = "access"
+)
+
+// DataHome is where a data service's data lives.
+type DataHome struct {
+	// RuntimeID is the home runtime.
+	RuntimeID string `json:"runtime_id"`
+	// Runtime is its name.
+	Runtime string `json:"runtime"`
+	// Region is its region.
+	Region string `json:"region,omitempty"`
+	// Reason says why it is there: spec.runtime_id, spec.region, the first consumer's primary region, or
+	// the copy that held data when the data service got one home.
+	Reason string `json:"reason"`
+	// Address is where the other runtimes reach it (a load balancer's address off AWS, the RDS or S3
+	// endpoint on AWS); empty while no other runtime needs it.
+	Address string `json:"address,omitempty"`
+}
+
 // DataRuntimeStatus is a database or a bucket on one runtime.
 type DataRuntimeStatus struct {
 	// RuntimeID is the runtime.
 	RuntimeID string `json:"runtime_id"`
 	// Runtime is the runtime's name.
 	Runtime string `json:"runtime"`
+	// Role is home (it runs and keeps its data there) or access (consumers there reach the home through
+	// an alias Service).
+	Role string `json:"role,omitempty"`
+	// Copy says that the runtime also holds a separate copy of the data from before the data service had
+	// one home: kept as it was, given to no consumer, deleted (or retained) with the data service.
+	Copy bool `json:"copy,omitempty"`
 	// Host is the Service address in the cluster.
 	Host string `json:"host,omitempty"`
 	// Port is its port.
@@ -68,7 +107,9 @@ type DataRuntimeStatus struct {
 // DatabaseStatus is the observed state of a database.
 type DatabaseStatus struct {
 	Status
-	// Runtimes is the database on each runtime its instance runs on.
+	// Home is where its data lives; empty until its first consumer is placed.
+	Home *DataHome `json:"home,omitempty"`
+	// Runtimes is the database on each runtime: its home, and every runtime its consumers run on.
 	Runtimes []DataRuntimeStatus `json:"runtimes,omitempty"`
 }
 
@@ -108,7 +149,25 @@ func validateDatabase(s *DatabaseSpec) []FieldError {
 	if !envPrefixRE.MatchString(s.EnvPrefix) {
 		fe.add("spec.env_prefix", "must be upper case letters, digits and _, starting with a letter, not %q", s.EnvPrefix)
 	}
+	validateHome(&fe, s.RuntimeID, s.Region)
 	return fe
+}
+
+// validateHome checks a data service's home: a runtime or a region, not both.
+func validateHome(fe *fieldErrors, runtimeID, region string) {
+	if runtimeID != "" && region != "" {
+		fe.add("spec.region", "must not be set with spec.runtime_id (a pinned home); set one of them")
+	}
+	if region != "" {
+		fe.msgs("spec.region", isDNS1123Label(region))
+	}
+}
+
+func dataServiceRefs(runtimeID string) []FieldRef {
+	if runtimeID == "" {
+		return nil
+	}
+	return []FieldRef{{Field: "spec.runtime_id", Kind: KindKubernetesRuntime, ID: runtimeID}}
 }
 
 var versionRE = regexp.MustCompile(`^[0-9]{1,3}(\.[0-9]{1,3}){0,2}$`)
@@ -121,13 +180,18 @@ func DatabaseURL(scheme, user, password, host string, port int32, name string) s
 // KindBucket is an object store bucket serving a workload instance.
 const KindBucket = "bucket"
 
-// BucketSpec is an S3-compatible bucket for an instance. Off AWS it is an in-cluster object store (MinIO)
-// on every runtime the instance runs on; the instance gets the endpoint, the bucket name and the
-// credentials as env from a Secret. Retain keeps its data on delete.
+// BucketSpec is an S3-compatible bucket for an instance. It has one home, like a database: off AWS an
+// in-cluster object store (MinIO) on one runtime, on an eks runtime an S3 bucket in its region; every
+// consumer in any region is given that one bucket. The instance gets the endpoint, the bucket name and
+// the credentials as env from a Secret. Retain keeps its data on delete.
 type BucketSpec struct {
 	// InstanceID is the workload instance it serves, if it names one; instances may also list it in their
-	// spec.buckets. It runs on every runtime its instances run on.
+	// spec.buckets.
 	InstanceID string `json:"instance_id,omitempty"`
+	// RuntimeID pins its home to a runtime. At most one of RuntimeID and Region is set.
+	RuntimeID string `json:"runtime_id,omitempty"`
+	// Region is its home region, as a database's (default: the primary region of its first consumer).
+	Region string `json:"region,omitempty"`
 	// Size is the volume size, a Kubernetes quantity (default 1Gi).
 	Size string `json:"size,omitempty"`
 	// Retain keeps the volume and the credentials when the bucket is deleted; a bucket of the same name
@@ -140,7 +204,9 @@ type BucketSpec struct {
 // BucketStatus is the observed state of a bucket.
 type BucketStatus struct {
 	Status
-	// Runtimes is the bucket on each runtime its instance runs on.
+	// Home is where its data lives; empty until its first consumer is placed.
+	Home *DataHome `json:"home,omitempty"`
+	// Runtimes is the bucket on each runtime: its home, and every runtime its consumers run on.
 	Runtimes []DataRuntimeStatus `json:"runtimes,omitempty"`
 }
 
@@ -164,6 +230,7 @@ func validateBucket(s *BucketSpec) []FieldError {
 	if !envPrefixRE.MatchString(s.EnvPrefix) {
 		fe.add("spec.env_prefix", "must be upper case letters, digits and _, starting with a letter, not %q", s.EnvPrefix)
 	}
+	validateHome(&fe, s.RuntimeID, s.Region)
 	return fe
 }
 
@@ -172,9 +239,10 @@ func init() {
 		Kind:        KindDatabase,
 		Title:       "database",
 		ShortNames:  []string{"database", "db"},
-		Description: "A database for a workload instance: in-cluster (a StatefulSet with a Service, a volume and generated credentials) on every runtime the instance runs on, or RDS on `eks` runtimes, Ready before the instance rolls out. The instance gets `<PREFIX>_URL`, `_HOST`, `_PORT`, `_NAME`, `_USER` and `_PASSWORD` from a Secret in its namespace; the password never passes through the API. It outlives its instance's redeploys, and `retain` keeps its data on delete.",
+		Description: "A database for a workload instance: with one home (a `runtime_id` or a `region`; by default the primary region of its first consumer): in-cluster (a StatefulSet with a Service, a volume and generated credentials), or RDS on an `eks` home. Every consumer in any region is given that one database. It is Ready before its consumers roll out. The instance gets `<PREFIX>_URL`, `_HOST`, `_PORT`, `_NAME`, `_USER` and `_PASSWORD` from a Secret in its namespace; the password never passes through the API. It outlives its instance's redeploys, and `retain` keeps its data on delete.",
 		Default:     defaultDatabase,
 		Validate:    validateDatabase,
+		Refs:        func(s *DatabaseSpec) []FieldRef { return dataServiceRefs(s.RuntimeID) },
 		UsedBy:      func(s *DatabaseSpec) []FieldRef { return attachedTo(s.InstanceID) },
 	})
 }
@@ -184,9 +252,10 @@ func init() {
 		Kind:        KindBucket,
 		Title:       "bucket",
 		ShortNames:  []string{"bucket"},
-		Description: "An S3-compatible bucket for a workload instance: an in-cluster object store on every runtime the instance runs on, or S3 on `eks` runtimes, Ready before the instance rolls out. The instance gets `<PREFIX>_ENDPOINT`, `_BUCKET`, `_REGION`, `_ACCESS_KEY_ID` and `_SECRET_ACCESS_KEY` from a Secret in its namespace; the keys never pass through the API. `retain` keeps its data on delete.",
+		Description: "An S3-compatible bucket for a workload instance, with one home like a database: an in-cluster object store, or S3 on an `eks` home. Every consumer in any region is given that one bucket. It is Ready before its consumers roll out. The instance gets `<PREFIX>_ENDPOINT`, `_BUCKET`, `_REGION`, `_ACCESS_KEY_ID` and `_SECRET_ACCESS_KEY` from a Secret in its namespace; the keys never pass through the API. `retain` keeps its data on delete.",
 		Default:     defaultBucket,
 		Validate:    validateBucket,
+		Refs:        func(s *BucketSpec) []FieldRef { return dataServiceRefs(s.RuntimeID) },
 		UsedBy:      func(s *BucketSpec) []FieldRef { return attachedTo(s.InstanceID) },
 	})
 }

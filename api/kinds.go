@@ -228,8 +228,9 @@ type WorkloadDefinition = Object[WorkloadDefinitionSpec, WorkloadDefinitionStatu
 type WorkloadInstanceSpec struct {
 	// DefinitionID is the workload definition to run.
 	DefinitionID string `json:"definition_id"`
-	// RuntimeID pins the instance to one kubernetes runtime, which it never fails over from. Exactly one
-	// of RuntimeID and Placement is set.
+	// RuntimeID pins the instance to one kubernetes runtime, which it never fails over from. At most one
+	// of RuntimeID and Placement is set; with neither, the instance runs only where the instances that
+	// use it with placement with_consumers run.
 	RuntimeID string `json:"runtime_id,omitempty"`
 	// Placement places the instance across regions on matching runtimes, provisioned from runtime
 	// profiles where none exists.
@@ -242,9 +243,10 @@ type WorkloadInstanceSpec struct {
 	Env []EnvVar `json:"env,omitempty"`
 	// Images overrides the image per container name.
 	Images map[string]string `json:"images,omitempty"`
-	// Uses are other instances this one uses: each is rolled out first, on the same runtimes, and this
-	// one gets <PREFIX>_HOST, <PREFIX>_PORT and <PREFIX>_URL for it. A used instance cannot be deleted
-	// while used.
+	// Uses are other instances this one uses: each is rolled out first on every runtime this one runs on
+	// (placed there by QleetOS with placement with_consumers, else it must be placed there by its own
+	// spec), and this one gets <PREFIX>_HOST, <PREFIX>_PORT and <PREFIX>_URL for it. A used instance
+	// cannot be deleted while used.
 	Uses []Use `json:"uses,omitempty"`
 	// Databases are databases the instance uses (by id), beyond those that name it: each is Ready on the
 	// instance's runtimes before it rolls out, and cannot be deleted while used.

@@ -65,7 +65,9 @@ func TestValidatePlacement(t *testing.T) {
 	}
 	require.Empty(t, check(api.WorkloadInstanceSpec{Placement: &api.Placement{Regions: []string{"eu-west", "us-east"},
 		Replicas: &api.PlacementReplicas{Mode: "weighted", Weights: map[string]int{"eu-west": 3, "us-east": 1}}}}))
-	require.Contains(t, check(api.WorkloadInstanceSpec{})["spec.runtime_id"], "unless spec.placement is set")
+	require.Empty(t, check(api.WorkloadInstanceSpec{}), "with neither, it runs where its consumers with placement with_consumers run")
+	require.Contains(t, check(api.WorkloadInstanceSpec{Uses: []api.Use{{InstanceID: "u", EnvPrefix: "U", Placement: "everywhere"}}})["spec.uses[0].placement"],
+		`must be "own" or "with_consumers", not "everywhere"`)
 	require.Contains(t, check(api.WorkloadInstanceSpec{RuntimeID: "r", Placement: &api.Placement{Regions: []string{"a"}}})["spec.placement"], "must not be set with spec.runtime_id")
 
 	errs := check(api.WorkloadInstanceSpec{Placement: &api.Placement{Regions: []string{"eu-west", "us-east"}, Spread: "runtimes", Runtimes: 1,

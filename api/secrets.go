@@ -44,7 +44,19 @@ type Use struct {
 	InstanceID string `json:"instance_id"`
 	// EnvPrefix prefixes the variables, e.g. "RPC" for RPC_HOST, RPC_PORT and RPC_URL.
 	EnvPrefix string `json:"env_prefix"`
+	// Placement says where the used instance runs: "own" (default: where its own spec places it) or
+	// "with_consumers" (also on every runtime where this instance runs, rolled out there first, and
+	// removed from a runtime when no consumer is left there).
+	Placement string `json:"placement,omitempty"`
 }
+
+// Placements of a used instance (Use.Placement).
+const (
+	// UseOwnPlacement leaves the used instance where its own spec places it.
+	UseOwnPlacement = "own"
+	// UseWithConsumers places the used instance on every runtime where its consumers run.
+	UseWithConsumers = "with_consumers"
+)
 
 var (
 	envKeyRE    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -99,6 +111,11 @@ func validateUses(fe *fieldErrors, uses []Use) {
 			fe.add(p+".env_prefix", "prefix %q is given twice", u.EnvPrefix)
 		}
 		prefixes[u.EnvPrefix] = true
+		switch u.Placement {
+		case "", UseOwnPlacement, UseWithConsumers:
+		default:
+			fe.add(p+".placement", "must be %q or %q, not %q", UseOwnPlacement, UseWithConsumers, u.Placement)
+		}
 	}
 }
 

@@ -79,6 +79,11 @@ func TestValidateLayerKinds(t *testing.T) {
 		require.Contains(t, errs["spec.version"], `not "latest"`)
 		require.Contains(t, errs["spec.size"], "positive")
 		require.Contains(t, errs["spec.env_prefix"], "upper case")
+		errs = check(t, api.KindDatabase, &api.DatabaseSpec{RuntimeID: "r", Region: "eu-west"})
+		require.Contains(t, errs["spec.region"], "must not be set with spec.runtime_id")
+		require.Contains(t, check(t, api.KindBucket, &api.BucketSpec{Region: "EU West"})["spec.region"], "lower case")
+		ki, _ := api.LookupKind(api.KindDatabase)
+		require.Equal(t, []api.FieldRef{{Field: "spec.runtime_id", Kind: api.KindKubernetesRuntime, ID: "r"}}, ki.Refs(&api.DatabaseSpec{RuntimeID: "r"}))
 		b := &api.BucketSpec{}
 		require.Empty(t, check(t, api.KindBucket, b))
 		require.Equal(t, "S3", b.EnvPrefix)

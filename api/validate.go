@@ -505,7 +505,7 @@ func validateWorkloadInstance(s *WorkloadInstanceSpec) []FieldError {
 	}
 	switch {
 	case s.RuntimeID == "" && s.Placement == nil:
-		fe.add("spec.runtime_id", "is required unless spec.placement is set (a pinned runtime, or a placement across regions)")
+		// Placed only where its consumers run: those that use it with placement with_consumers.
 	case s.RuntimeID != "" && s.Placement != nil:
 		fe.add("spec.placement", "must not be set with spec.runtime_id (a pinned runtime); set one of them")
 	case s.Placement != nil:

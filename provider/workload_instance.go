@@ -39,11 +39,17 @@ type workloadInstanceModel struct {
 type useModel struct {
 	InstanceID types.String `tfsdk:"instance_id"`
 	EnvPrefix  types.String `tfsdk:"env_prefix"`
+	Placement  types.String `tfsdk:"placement"`
 }
 
 var useAttributes = map[string]rschema.Attribute{
 	"instance_id": rschema.StringAttribute{Description: "The ID of the qleet_workload_instance used.", Required: true},
 	"env_prefix":  rschema.StringAttribute{Description: "The prefix of the variables this instance gets, e.g. `RPC` for RPC_HOST, RPC_PORT and RPC_URL.", Required: true},
+	"placement": rschema.StringAttribute{
+		Description: "Where the used instance runs: `own` (the default: where its own runtime_id or placement puts it) or `with_consumers` (QleetOS also places it on every runtime this instance runs on, rolled out there first, and removes it from a runtime when no consumer is left there).",
+		Optional:    true,
+		Validators:  []validator.String{stringvalidator.OneOf(api.UseOwnPlacement, api.UseWithConsumers)},
+	},
 }
 
 var useType = objectTypeOf(useAttributes)
@@ -209,9 +215,9 @@ var workloadInstanceKind = &kind[api.WorkloadInstanceSpec, api.WorkloadInstanceS
 			Validators:  []validator.String{stringvalidator.LengthAtLeast(1)},
 		},
 		"runtime_id": rschema.StringAttribute{
-			Description: "The ID of the qleet_kubernetes_runtime to pin the instance to; it never fails over. Exactly one of runtime_id and placement is set.",
+			Description: "The ID of the qleet_kubernetes_runtime to pin the instance to; it never fails over. At most one of runtime_id and placement is set; with neither, the instance runs only where the instances that use it with `placement = \"with_consumers\"` run.",
 			Optional:    true,
-			Validators:  []validator.String{stringvalidator.LengthAtLeast(1), stringvalidator.ExactlyOneOf(path.MatchRoot("runtime_id"), path.MatchRoot("placement"))},
+			Validators:  []validator.String{stringvalidator.LengthAtLeast(1), stringvalidator.ConflictsWith(path.MatchRoot("placement"))},
 		},
 		"uses": rschema.ListNestedAttribute{
 			Description: "Other instances this one uses, e.g. an app using an RPC node: each is rolled out first, on the same " +
@@ -293,7 +299,7 @@ var workloadInstanceKind = &kind[api.WorkloadInstanceSpec, api.WorkloadInstanceS
 		diags.Append(d...)
 		var apiUses []api.Use
 		for _, u := range uses {
-			apiUses = append(apiUses, api.Use{InstanceID: u.InstanceID.ValueString(), EnvPrefix: u.EnvPrefix.ValueString()})
+			apiUses = append(apiUses, api.Use{InstanceID: u.InstanceID.ValueString(), EnvPrefix: u.EnvPrefix.ValueString(), Placement: u.Placement.ValueString()})
 		}
 		dbs, d := stringsOf(ctx, m.Databases)
 		diags.Append(d...)
@@ -320,7 +326,10 @@ var workloadInstanceKind = &kind[api.WorkloadInstanceSpec, api.WorkloadInstanceS
 		m.Placement, diags = placementValue(ctx, m.Placement, s.Placement)
 		uses := make([]useModel, len(s.Uses))
 		for i, u := range s.Uses {
-			uses[i] = useModel{InstanceID: types.StringValue(u.InstanceID), EnvPrefix: types.StringValue(u.EnvPrefix)}
+			uses[i] = useModel{InstanceID: types.StringValue(u.InstanceID), EnvPrefix: types.StringValue(u.EnvPrefix), Placement: types.StringNull()}
+			if u.Placement != "" {
+				uses[i].Placement = types.StringValue(u.Placement)
+			}
 		}
 		var d diag.Diagnostics
 		m.Uses, d = objectListValue(ctx, useType, m.Uses, uses)

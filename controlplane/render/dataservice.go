@@ -30,6 +30,25 @@ func EngineOf(s *api.DatabaseSpec) DatabaseEngine {
 // and database name.
 const DatabaseCredentialsSecret = "credentials"
 
+// AccessCredentialsSecret is the copy of a data service's credentials on a runtime that is not its home,
+// beside the alias Service (AccessService) that reaches the home.
+const AccessCredentialsSecret = "credentials-home"
+
+// AccessService is the alias Service, on a runtime that is not a data service's home, that reaches the
+// home; ExposeService is the LoadBalancer Service on the home that the other runtimes reach.
+const (
+	AccessService = "db-home"
+	ExposeService = "db-remote"
+)
+
+// CredentialsSecretFor is the Secret that holds a data service's credentials on a runtime of the role.
+func CredentialsSecretFor(role string) string {
+	if role == api.DataRoleAccess {
+		return AccessCredentialsSecret
+	}
+	return DatabaseCredentialsSecret
+}
+
 // DatabaseNamespace is the namespace a database lives in on each runtime.
 func DatabaseNamespace(name string) string { return "qleet-db-" + name }
 

@@ -1,7 +1,9 @@
-# The seeds' shape: an RPC node, an app that uses it, a database and a secret, on a cluster provisioned
-# from a profile. The node and the database are Ready before the app rolls out; the app gets RPC_HOST,
-# RPC_PORT, RPC_URL, DATABASE_URL (and the parts) and API_TOKEN as environment variables. No password
-# or secret value passes through the API or lands in the state, except the token you write here.
+# The seeds' shape: an app in two regions, on clusters provisioned from a profile, with the RPC node it
+# needs, one database and a secret. The app declares the node with placement = "with_consumers", so
+# QleetOS installs the node wherever the app runs, before the app. The database has one home (the app's
+# first region, eu-west): the app in us-east is given that same database, not a second one. The app gets
+# RPC_HOST, RPC_PORT, RPC_URL, DATABASE_URL (and the parts) and API_TOKEN as environment variables. No
+# password or secret value passes through the API or lands in the state, except the token you write here.
 #
 #   qleet server --support-chart-dir charts/support &
 #   export QLEET_ENDPOINT=http://127.0.0.1:8080 QLEET_TOKEN=$(cat .qleet/admin.token)
@@ -25,7 +27,7 @@ variable "api_token" {
 resource "qleet_runtime_profile" "default" {
   name          = "seeds"
   provider_type = "local"
-  regions       = ["eu-west"]
+  regions       = ["eu-west", "us-east"]
   nodes         = 2
 }
 
@@ -38,13 +40,15 @@ resource "qleet_workload_definition" "rpc" {
   }]
 }
 
+# No runtime_id or placement: the node runs where the instances that use it with
+# placement = "with_consumers" run, and leaves a cluster when the last of them does.
 resource "qleet_workload_instance" "rpc" {
   name          = "rpc"
   definition_id = qleet_workload_definition.rpc.id
-  placement     = { regions = ["eu-west"] }
-  depends_on    = [qleet_runtime_profile.default]
 }
 
+# One database, at home in the app's first region; set region (or runtime_id) to choose another.
+# `qleet describe database seeds` shows its home and the access it gives the other region.
 resource "qleet_database" "main" {
   name   = "seeds"
   retain = true
@@ -62,8 +66,8 @@ resource "qleet_workload_definition" "app" {
 resource "qleet_workload_instance" "app" {
   name          = "app"
   definition_id = qleet_workload_definition.app.id
-  placement     = { regions = ["eu-west"] }
-  uses          = [{ instance_id = qleet_workload_instance.rpc.id, env_prefix = "RPC" }]
+  placement     = { regions = ["eu-west", "us-east"] }
+  uses          = [{ instance_id = qleet_workload_instance.rpc.id, env_prefix = "RPC", placement = "with_consumers" }]
   databases     = [qleet_database.main.id]
   depends_on    = [qleet_runtime_profile.default]
 }

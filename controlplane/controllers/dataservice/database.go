@@ -61,6 +61,8 @@ type Service struct {
 	Retain bool
 	// Kind is the object's kind (database or bucket); on an eks runtime it says what serves it (RDS or S3).
 	Kind string
+	// HomeRuntimeID and HomeRegion are the spec's home, if it names one.
+	HomeRuntimeID, HomeRegion string
 	// Engine and Version are a database's, for RDS.
 	Engine, Version string
 }
@@ -71,6 +73,8 @@ type Kind[S any, T any] struct {
 	Describe func(obj *api.Object[S, T]) Service
 	// Runtimes points at the status's per-runtime list.
 	Runtimes func(st *T) *[]api.DataRuntimeStatus
+	// Home points at the status's home.
+	Home func(st *T) **api.DataHome
 }
 
 // Databases runs databases: PostgreSQL or MySQL.
@@ -83,9 +87,10 @@ var Databases = Kind[api.DatabaseSpec, api.DatabaseStatus]{
 		}
 		return Service{InstanceID: db.Spec.InstanceID, Namespace: render.DatabaseNamespace(db.Name), Image: eng.Image, Port: eng.Port, DataDir: eng.DataDir,
 			Credentials: map[string]string{"username": "app", "password": "", "database": "app"}, Env: env, Size: db.Spec.Size, Retain: db.Spec.Retain,
-			Kind: api.KindDatabase, Engine: db.Spec.Engine, Version: db.Spec.Version}
+			Kind: api.KindDatabase, Engine: db.Spec.Engine, Version: db.Spec.Version, HomeRuntimeID: db.Spec.RuntimeID, HomeRegion: db.Spec.Region}
 	},
 	Runtimes: func(st *api.DatabaseStatus) *[]api.DataRuntimeStatus { return &st.Runtimes },
+	Home:     func(st *api.DatabaseStatus) **api.DataHome { return &st.Home },
 }
 
 // Buckets runs S3-compatible object stores (MinIO).
@@ -95,9 +100,10 @@ var Buckets = Kind[api.BucketSpec, api.BucketStatus]{
 			Args:        []any{"server", "/data"},
 			Credentials: map[string]string{"access_key": "", "secret_key": ""},
 			Env:         map[string]string{"MINIO_ROOT_USER": "access_key", "MINIO_ROOT_PASSWORD": "secret_key"}, Size: b.Spec.Size, Retain: b.Spec.Retain,
-			Kind: api.KindBucket}
+			Kind: api.KindBucket, HomeRuntimeID: b.Spec.RuntimeID, HomeRegion: b.Spec.Region}
 	},
 	Runtimes: func(st *api.BucketStatus) *[]api.DataRuntimeStatus { return &st.Runtimes },
+	Home:     func(st *api.BucketStatus) **api.DataHome { return &st.Home },
 }
 
 // Reconciler reconciles one data service kind.
@@ -124,50 +130,92 @@ func (r *Reconciler[S, T]) init() *Reconciler[S, T] {
 	return r
 }
 
-// Reconcile runs the data service on every runtime its instances run on (none yet: Ready, with nothing to
-// run), and tells them when it becomes Ready somewhere.
+// Reconcile runs the data service at its home, gives every other runtime its consumers run on access to
+// it (an alias Service and a copy of the credentials), and tells the consumers when it becomes Ready
+// somewhere. With no consumer placed yet it is Ready, with nothing to run.
 func (r *Reconciler[S, T]) Reconcile(ctx context.Context, obj *api.Object[S, T]) (reconcile.Result, error) {
 	svc := r.Kind.Describe(obj)
 	st := client.CommonStatus(obj)
 	runtimes := r.Kind.Runtimes(&obj.Status)
+	homeOf := r.Kind.Home(&obj.Status)
 	insts, err := r.init().consumers(ctx, obj.ID, svc.InstanceID)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	var ids []string
-	for _, inst := range insts {
-		for _, id := range runtimeIDs(inst) {
-			if !slices.Contains(ids, id) {
-				ids = append(ids, id)
-			}
-		}
+	sortConsumers(insts, svc.InstanceID)
+	home, err := r.chooseHome(ctx, svc, *homeOf, *runtimes, insts)
+	if err != nil {
+		return reconcile.Result{}, err
 	}
-	// Where it already runs it stays, used or not, until it is deleted: its data is there.
-	for _, prev := range *runtimes {
-		if len(prev.Objects) > 0 && !slices.Contains(ids, prev.RuntimeID) {
-			ids = append(ids, prev.RuntimeID)
-		}
+	if home == nil {
+		st.Message = "no consumer is placed yet: it will live where its first consumer runs"
+		return reconcile.Result{Recheck: 10 * time.Second}, nil
 	}
+	if *homeOf == nil || (*homeOf).RuntimeID != home.RuntimeID {
+		reconcile.Eventf(ctx, api.EventNormal, ReasonHomeChosen, "its home is kubernetes_runtime %q in %q (%s)", home.Runtime, home.Region, home.Reason)
+	}
+	*homeOf = home
 	readyBefore := readyRuntimes(*runtimes)
-	var out []api.DataRuntimeStatus
-	var waitErr error
-	for _, id := range ids {
-		rs := api.DataRuntimeStatus{RuntimeID: id, Phase: api.PhasePending}
+	plan := sites(home, insts, *runtimes)
+	out := make([]api.DataRuntimeStatus, len(plan))
+	for i, s := range plan {
+		out[i] = api.DataRuntimeStatus{RuntimeID: s.runtimeID, Role: s.role, Copy: s.copy, Phase: api.PhasePending}
 		for _, prev := range *runtimes {
-			if prev.RuntimeID == id {
-				rs.Objects = prev.Objects
+			if prev.RuntimeID == s.runtimeID {
+				out[i].Objects = prev.Objects
+				out[i].Runtime = prev.Runtime
 			}
 		}
-		if err := r.run(ctx, obj.ID, obj.Name, svc, namespacesOn(insts, id), &rs); err != nil {
-			var we *reconcile.WaitError
-			if !errors.As(err, &we) {
-				*runtimes = append(out, rs)
-				return reconcile.Result{}, err
-			}
-			rs.Message = err.Error()
-			waitErr = cmp.Or(waitErr, err)
+	}
+	homeRS := &out[0]
+	var waitErr error
+	failed := func(rs *api.DataRuntimeStatus, err error) error {
+		var we *reconcile.WaitError
+		if !errors.As(err, &we) {
+			*runtimes = out
+			return err
 		}
-		out = append(out, rs)
+		rs.Message = err.Error()
+		waitErr = cmp.Or(waitErr, err)
+		return nil
+	}
+	exposed := len(plan) > 1 && slices.ContainsFunc(plan[1:], func(s site) bool { return s.role == api.DataRoleAccess })
+	creds, address, err := r.runHome(ctx, obj.ID, obj.Name, svc, exposed, namespacesOn(insts, home.RuntimeID), homeRS)
+	if err != nil {
+		if err := failed(homeRS, err); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	home.Address = address
+	for i := 1; i < len(out); i++ {
+		rs := &out[i]
+		switch {
+		case rs.Role != api.DataRoleAccess:
+			// Only an old copy of the data: kept as it is, given to no consumer.
+			rs.Phase, rs.Message = api.PhaseReady, "a separate copy of the data from before it had one home: kept, unused, until it is deleted"
+		case homeRS.Phase != api.PhaseReady || address == "":
+			rs.Message = fmt.Sprintf("waiting for its home on kubernetes_runtime %q", home.Runtime)
+			if homeRS.Phase == api.PhaseReady {
+				rs.Message = fmt.Sprintf("waiting for the address of its home on kubernetes_runtime %q (Service %s)", home.Runtime, render.ExposeService)
+			}
+		default:
+			if err := r.access(ctx, obj.ID, svc, homeRS, address, creds, rs); err != nil {
+				if err := failed(rs, err); err != nil {
+					return reconcile.Result{}, err
+				}
+			}
+		}
+	}
+	// A runtime no consumer runs on any more loses its access to the home (it holds no data).
+	for _, prev := range *runtimes {
+		if prev.Role != api.DataRoleAccess || prev.Copy || slices.ContainsFunc(plan, func(s site) bool { return s.runtimeID == prev.RuntimeID }) {
+			continue
+		}
+		if err := r.dropAccess(ctx, obj.ID, svc, prev); err != nil {
+			prev.Message = fmt.Sprintf("removing its access: %v", err)
+			out = append(out, prev)
+			waitErr = cmp.Or(waitErr, error(reconcile.Wait(fmt.Sprintf("kubernetes_runtime %q", prev.Runtime), "removing its access: "+err.Error(), "AccessCleanup", 5*time.Second)))
+		}
 	}
 	*runtimes = out
 	if waitErr != nil {
@@ -175,7 +223,7 @@ func (r *Reconciler[S, T]) Reconcile(ctx context.Context, obj *api.Object[S, T])
 	}
 	for _, rs := range out {
 		if rs.Phase != api.PhaseReady {
-			st.Message = fmt.Sprintf("on kubernetes_runtime %q: %s", rs.Runtime, rs.Message)
+			st.Message = fmt.Sprintf("on kubernetes_runtime %q (%s): %s", rs.Runtime, rs.Role, rs.Message)
 			return reconcile.Result{RequeueAfter: 2 * time.Second}, nil
 		}
 	}
@@ -188,6 +236,30 @@ func (r *Reconciler[S, T]) Reconcile(ctx context.Context, obj *api.Object[S, T])
 	}
 	// The instance may move to other runtimes: look again now and then.
 	return reconcile.Result{Recheck: 10 * time.Second}, nil
+}
+
+// runHome runs the data service at its home and returns its credentials and, when exposed, the
+// address the other runtimes reach it at.
+func (r *Reconciler[S, T]) runHome(ctx context.Context, id, name string, svc Service, exposed bool, consumers []string, rs *api.DataRuntimeStatus) (map[string][]byte, string, error) {
+	rt, cl, err := r.run(ctx, id, name, svc, exposed, consumers, rs)
+	if err != nil || rs.Phase != api.PhaseReady {
+		return nil, "", err
+	}
+	creds, err := cl.Clientset.CoreV1().Secrets(svc.Namespace).Get(ctx, CredentialsSecret, metav1.GetOptions{})
+	if err != nil {
+		return nil, "", fmt.Errorf("read the credentials on kubernetes_runtime %q: %w", rt.Name, err)
+	}
+	if !exposed {
+		return creds.Data, "", nil
+	}
+	if rs.CloudID != "" {
+		return creds.Data, cmp.Or(rs.Host, rs.Endpoint), nil
+	}
+	address, err := exposedAddress(ctx, cl, svc.Namespace)
+	if err != nil {
+		return nil, "", fmt.Errorf("read the address of Service %s on kubernetes_runtime %q: %w", render.ExposeService, rt.Name, err)
+	}
+	return creds.Data, address, nil
 }
 
 // consumers are the instances a data service serves: the one it names, and those that list it.
@@ -250,23 +322,29 @@ func namespacesOn(insts []*api.WorkloadInstance, runtimeID string) []string {
 	return out
 }
 
-// run applies the data service on one runtime and reports its health there. consumers are the
-// namespaces of the instances using it there.
-func (r *Reconciler[S, T]) run(ctx context.Context, id, name string, svc Service, consumers []string, rs *api.DataRuntimeStatus) error {
+// run applies the data service at its home and reports its health there; exposed also gives it a
+// LoadBalancer Service that the other runtimes reach it by. consumers are the namespaces of the
+// instances using it there.
+func (r *Reconciler[S, T]) run(ctx context.Context, id, name string, svc Service, exposed bool, consumers []string, rs *api.DataRuntimeStatus) (*api.KubernetesRuntime, *kube.Cluster, error) {
 	rt, err := r.runtimes.RequireReady(ctx, rs.RuntimeID)
 	if rt != nil {
 		rs.Runtime = rt.Name
 	}
 	if err != nil {
-		return err
+		return rt, nil, err
 	}
 	cl, err := r.Connector.Connect(ctx, rt)
 	if err != nil {
-		return err
+		return rt, nil, err
 	}
 	if rt.Spec.Provider == api.ProviderEKS && r.AWS != nil {
-		return r.AWS.run(ctx, cl, id, name, svc, rt, consumers, rs)
+		return rt, cl, r.AWS.run(ctx, cl, id, name, svc, rt, consumers, rs)
 	}
+	return rt, cl, r.runInCluster(ctx, cl, rt, id, name, svc, exposed, rs)
+}
+
+// runInCluster runs the data service as a StatefulSet in the runtime's cluster.
+func (r *Reconciler[S, T]) runInCluster(ctx context.Context, cl *kube.Cluster, rt *api.KubernetesRuntime, id, name string, svc Service, exposed bool, rs *api.DataRuntimeStatus) error {
 	ns := svc.Namespace
 	adopt, err := retainedFor(ctx, cl, ns, r.retainedMark(name))
 	if err != nil {
@@ -275,7 +353,7 @@ func (r *Reconciler[S, T]) run(ctx context.Context, id, name string, svc Service
 	if err := ownNamespace(ctx, cl, ns, id, adopt); err != nil {
 		return reconcile.Terminal(fmt.Errorf("on kubernetes_runtime %q: %w", rt.Name, err))
 	}
-	objs, err := renderService(ctx, cl, svc)
+	objs, err := renderService(ctx, cl, svc, exposed)
 	if err != nil {
 		return err
 	}
@@ -333,7 +411,7 @@ func retainedFor(ctx context.Context, cl *kube.Cluster, namespace, mark string) 
 
 // renderService makes a data service's objects. The credentials are generated once: an existing credentials
 // Secret (of this object, or retained by one of its kind and name) keeps its values.
-func renderService(ctx context.Context, cl *kube.Cluster, svc Service) ([]*unstructured.Unstructured, error) {
+func renderService(ctx context.Context, cl *kube.Cluster, svc Service, exposed bool) ([]*unstructured.Unstructured, error) {
 	ns := svc.Namespace
 	creds, err := keptCredentials(ctx, cl, svc)
 	if err != nil {
@@ -374,6 +452,10 @@ func renderService(ctx context.Context, cl *kube.Cluster, svc Service) ([]*unstr
 				"accessModes": []any{"ReadWriteOnce"}, "resources": map[string]any{"requests": map[string]any{"storage": svc.Size}}}}},
 		}},
 	}
+	if exposed {
+		objs = append(objs, map[string]any{"apiVersion": "v1", "kind": "Service", "metadata": map[string]any{"name": render.ExposeService, "namespace": ns}, "spec": map[string]any{
+			"type": "LoadBalancer", "selector": labels, "ports": []any{map[string]any{"name": "main", "port": int64(svc.Port), "targetPort": int64(svc.Port)}}}})
+	}
 	out := make([]*unstructured.Unstructured, len(objs))
 	for i, o := range objs {
 		out[i] = &unstructured.Unstructured{Object: o}
@@ -407,7 +489,9 @@ func (r *Reconciler[S, T]) Finalize(ctx context.Context, obj *api.Object[S, T]) 
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		if rt.Spec.Provider == api.ProviderEKS && r.AWS != nil && !svc.Retain {
+		// A runtime that only reaches the home holds no data: what QleetOS put there goes, retain or not.
+		accessOnly := rs.Role == api.DataRoleAccess && !rs.Copy
+		if rt.Spec.Provider == api.ProviderEKS && r.AWS != nil && !svc.Retain && !accessOnly {
 			if after, err := r.AWS.remove(ctx, cl, obj.ID, obj.Name, svc, rt, &rs); err != nil || after > 0 {
 				client.CommonStatus(obj).Message = rs.Message
 				return reconcile.Result{RequeueAfter: after}, err
@@ -421,7 +505,7 @@ func (r *Reconciler[S, T]) Finalize(ctx context.Context, obj *api.Object[S, T]) 
 			continue // not ours: nothing there is deleted
 		}
 		owner := kube.Owner{InstanceID: obj.ID, Namespace: svc.Namespace, Previous: kube.RefsOf(rs.Objects)}
-		if svc.Retain {
+		if svc.Retain && !accessOnly {
 			if err := retain(ctx, cl, svc.Namespace, r.retainedMark(obj.Name), owner); err != nil {
 				return reconcile.Result{}, fmt.Errorf("retain on kubernetes_runtime %q: %w", rt.Name, err)
 			}
@@ -451,6 +535,27 @@ func (r *Reconciler[S, T]) Finalize(ctx context.Context, obj *api.Object[S, T]) 
 		}
 	}
 	return reconcile.Result{}, nil
+}
+
+// dropAccess deletes what gave a runtime access to the home (the alias Service and the credentials'
+// copy) once no consumer runs there. A runtime that is gone took them with it.
+func (r *Reconciler[S, T]) dropAccess(ctx context.Context, id string, svc Service, rs api.DataRuntimeStatus) error {
+	rt, err := r.runtimes.Get(ctx, rs.RuntimeID)
+	if api.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	cl, err := r.Connector.Connect(ctx, rt)
+	if err != nil {
+		return err
+	}
+	err = kube.DeleteAll(ctx, cl, kube.Owner{InstanceID: id, Namespace: svc.Namespace, Previous: kube.RefsOf(rs.Objects)})
+	if err == nil {
+		reconcile.Eventf(ctx, api.EventNormal, "AccessRemoved", "no consumer runs on kubernetes_runtime %q any more: removed its access to the home", rt.Name)
+	}
+	return err
 }
 
 // deleteVolumes deletes the StatefulSet's volume claims in the namespace and returns how many are still

@@ -39,6 +39,7 @@ type dependencies struct {
 	buckets   []*api.Bucket
 	env       []map[string]any // plain variables for the instances it uses
 	used      []*api.WorkloadInstance
+	uses      []api.Use // the spec's use of each of used
 	hash      string
 }
 
@@ -105,6 +106,7 @@ func (r *InstanceReconciler) dependencies(ctx context.Context, inst *api.Workloa
 			fmt.Fprintf(h, "%s=%s\n", kv[0], kv[1])
 		}
 		d.used = append(d.used, used)
+		d.uses = append(d.uses, u)
 	}
 	if len(d.secrets) > 0 || len(d.env) > 0 {
 		d.hash = hex.EncodeToString(h.Sum(nil))[:16]
@@ -140,6 +142,7 @@ type dataService struct {
 	kind, id, name string
 	status         *api.Status
 	generation     int64
+	home           *api.DataHome
 	runtimes       []api.DataRuntimeStatus
 	env            func(at *api.DataRuntimeStatus, creds map[string][]byte) map[string]string
 }
@@ -148,7 +151,7 @@ func (d *dependencies) dataServices() []dataService {
 	var out []dataService
 	for _, db := range d.databases {
 		spec := db.Spec
-		out = append(out, dataService{kind: api.KindDatabase, id: db.ID, name: db.Name, status: &db.Status.Status, generation: db.Generation, runtimes: db.Status.Runtimes,
+		out = append(out, dataService{kind: api.KindDatabase, id: db.ID, name: db.Name, status: &db.Status.Status, generation: db.Generation, home: db.Status.Home, runtimes: db.Status.Runtimes,
 			env: func(at *api.DataRuntimeStatus, c map[string][]byte) map[string]string {
 				eng, p := render.EngineOf(&spec), spec.EnvPrefix
 				user, pass, name := string(c["username"]), string(c["password"]), string(c["database"])
@@ -160,7 +163,7 @@ func (d *dependencies) dataServices() []dataService {
 	}
 	for _, b := range d.buckets {
 		name, p := b.Name, b.Spec.EnvPrefix
-		out = append(out, dataService{kind: api.KindBucket, id: b.ID, name: b.Name, status: &b.Status.Status, generation: b.Generation, runtimes: b.Status.Runtimes,
+		out = append(out, dataService{kind: api.KindBucket, id: b.ID, name: b.Name, status: &b.Status.Status, generation: b.Generation, home: b.Status.Home, runtimes: b.Status.Runtimes,
 			env: func(at *api.DataRuntimeStatus, c map[string][]byte) map[string]string {
 				return map[string]string{
 					p + "_ENDPOINT": cmp.Or(at.Endpoint, fmt.Sprintf("http://%s:%d", at.Host, at.Port)), p + "_BUCKET": cmp.Or(at.CloudID, name),
@@ -170,6 +173,36 @@ func (d *dependencies) dataServices() []dataService {
 			}})
 	}
 	return out
+}
+
+// servesOn is the data service where it serves the consumers of a runtime, once Ready there: its home,
+// or its access to the home there. A copy of the data from before it had one home serves no one.
+func (s dataService) servesOn(runtimeID string) *api.DataRuntimeStatus {
+	for i, rs := range s.runtimes {
+		if rs.RuntimeID == runtimeID && rs.Phase == api.PhaseReady && (s.home == nil || rs.Role != "") {
+			return &s.runtimes[i]
+		}
+	}
+	return nil
+}
+
+// notOn says why the data service does not serve a runtime yet, without claiming a phase it does not
+// have there: its overall phase may be Ready while it is not yet on this runtime.
+func (s dataService) notOn(runtime string) string {
+	for _, rs := range s.runtimes {
+		if rs.Runtime == runtime && rs.Message != "" {
+			return fmt.Sprintf("not ready on kubernetes_runtime %q yet: %s", runtime, rs.Message)
+		}
+	}
+	if s.status.Phase == api.PhaseReady || s.status.Phase == "" {
+		// Ready elsewhere, or not reconciled yet: it has not caught up with a consumer on this runtime.
+		return fmt.Sprintf("not on kubernetes_runtime %q yet", runtime)
+	}
+	state := string(s.status.Phase)
+	if s.status.Message != "" {
+		state += ": " + s.status.Message
+	}
+	return fmt.Sprintf("%s, not yet on kubernetes_runtime %q", state, runtime)
 }
 
 // dataOn waits until every database and bucket of the instance is Ready on the runtime, and returns a
@@ -182,12 +215,7 @@ func (r *InstanceReconciler) dataOn(ctx context.Context, cl *kube.Cluster, d *de
 	services := d.dataServices()
 	h := sha256.New()
 	for _, s := range services {
-		var at *api.DataRuntimeStatus
-		for i := range s.runtimes {
-			if s.runtimes[i].RuntimeID == rt.ID && s.runtimes[i].Phase == api.PhaseReady {
-				at = &s.runtimes[i]
-			}
-		}
+		at := s.servesOn(rt.ID)
 		if at == nil || s.status.ObservedGeneration != s.generation {
 			if s.status.Phase == api.PhaseFailed && s.status.ObservedGeneration == s.generation {
 				return out, reconcile.Terminal(fmt.Errorf("%s %q failed: %s", s.kind, s.name, s.status.Message))
@@ -197,13 +225,9 @@ func (r *InstanceReconciler) dataOn(ctx context.Context, cl *kube.Cluster, d *de
 			if err := r.Client.Raw(s.kind).RequestReconcile(ctx, s.id); err != nil && !api.IsNotFound(err) {
 				return out, fmt.Errorf("notify %s %q: %w", s.kind, s.name, err)
 			}
-			state := cmp.Or(string(s.status.Phase), "Pending")
-			if s.status.Message != "" {
-				state += ": " + s.status.Message
-			}
-			return out, reconcile.Wait(fmt.Sprintf("%s %q", s.kind, s.name), state+" on kubernetes_runtime "+strconv.Quote(rt.Name), "DataServiceNotReady", 5*time.Second)
+			return out, reconcile.Wait(fmt.Sprintf("%s %q", s.kind, s.name), s.notOn(rt.Name), "DataServiceNotReady", 5*time.Second)
 		}
-		creds, err := cl.Clientset.CoreV1().Secrets(at.Namespace).Get(ctx, render.DatabaseCredentialsSecret, metav1.GetOptions{})
+		creds, err := cl.Clientset.CoreV1().Secrets(at.Namespace).Get(ctx, render.CredentialsSecretFor(at.Role), metav1.GetOptions{})
 		if err != nil {
 			return out, fmt.Errorf("read the credentials of %s %q: %w", s.kind, s.name, err)
 		}
@@ -230,6 +254,21 @@ func (r *InstanceReconciler) dataOn(ctx context.Context, cl *kube.Cluster, d *de
 		out.hash = hex.EncodeToString(h.Sum(nil))[:16]
 	}
 	return out, nil
+}
+
+// whyMissing says why a used instance is not on a runtime: it is being placed there (it follows its
+// consumers), or nothing places it there.
+func (d *dependencies) whyMissing(name, runtime string) string {
+	for i, u := range d.used {
+		if u.Name != name {
+			continue
+		}
+		if d.uses[i].Placement == api.UseWithConsumers {
+			return fmt.Sprintf("being placed on kubernetes_runtime %q, where this instance runs (placement with_consumers)", runtime)
+		}
+		return fmt.Sprintf("not placed on kubernetes_runtime %q, where this instance runs: its own placement does not put it there (set placement = \"with_consumers\" on the use, or place it there)", runtime)
+	}
+	return fmt.Sprintf("not on kubernetes_runtime %q", runtime)
 }
 
 // missingOn names a used instance that is not placed on the runtime, if any.

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -144,28 +143,54 @@ func (r *InstanceReconciler) Reconcile(ctx context.Context, inst *api.WorkloadIn
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	targets, err := r.targets(ctx, inst, render.DesiredReplicas(def, inst))
+	targets, followers, err := r.targets(ctx, inst, render.DesiredReplicas(def, inst))
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	inst.Status.Namespace = render.Namespace(inst)
 	inst.Status.DefinitionGeneration = def.Generation
+	before := runtimeSet(inst.Status.Placements)
 	var out outcomes
 	var placements []api.PlacementStatus
 	for _, t := range targets {
 		ps := r.place(ctx, def, inst, deps, t, &out)
+		if t.Runtime != nil {
+			for _, c := range followers[t.Runtime.ID] {
+				ps.Consumers = append(ps.Consumers, c.Name)
+			}
+		}
 		placements = append(placements, ps)
 	}
 	placements = append(placements, r.leave(ctx, inst, targets, &out)...)
 	inst.Status.Placements = placements
 	summarize(inst)
+	if len(targets) == 0 && inst.Spec.Placement == nil && inst.Spec.RuntimeID == "" {
+		inst.Status.Message = "runs only where the instances that use it with placement with_consumers run; none does yet"
+	}
+	if runtimeSet(placements) != before {
+		// Those that follow it, and those it follows, see where it now runs.
+		if err := r.notifyFollowed(ctx, inst); err != nil {
+			return reconcile.Result{}, err
+		}
+		for _, refs := range followers {
+			for _, c := range refs {
+				if err := r.Client.WorkloadInstances().RequestReconcile(ctx, c.ID); err != nil && !api.IsNotFound(err) {
+					return reconcile.Result{}, fmt.Errorf("notify consumer workload_instance %q: %w", c.Name, err)
+				}
+			}
+		}
+	}
 	return out.result(inst)
 }
 
 // rollout applies the definition on one runtime and reports its health there.
 func (r *InstanceReconciler) rollout(ctx context.Context, def *api.WorkloadDefinition, inst *api.WorkloadInstance, deps *dependencies, rt *api.KubernetesRuntime, cl *kube.Cluster, ps *api.PlacementStatus) (reconcile.Result, error) {
 	if name := deps.missingOn(rt.ID); name != "" {
-		return reconcile.Result{}, reconcile.Wait(fmt.Sprintf("workload_instance %q", name), "not Ready on kubernetes_runtime "+strconv.Quote(rt.Name), "UsedInstanceNotPlaced", 5*time.Second)
+		// One that follows its consumers is asked to come here; another must be placed here by its spec.
+		if err := r.notifyFollowed(ctx, inst); err != nil {
+			return reconcile.Result{}, err
+		}
+		return reconcile.Result{}, reconcile.Wait(fmt.Sprintf("workload_instance %q", name), deps.whyMissing(name, rt.Name), "UsedInstanceNotPlaced", 5*time.Second)
 	}
 	renderer := r.Renderer
 	if renderer == nil {
@@ -448,6 +473,10 @@ func (r *InstanceReconciler) Finalize(ctx context.Context, inst *api.WorkloadIns
 			reconcile.Eventf(ctx, api.EventWarning, ReasonOrphaned, "left in the cluster: %s", objectNames(inst.Status.Objects))
 		}
 		return reconcile.Result{}, nil
+	}
+	// What follows it may leave its runtimes now.
+	if err := r.notifyFollowed(ctx, inst); err != nil {
+		return reconcile.Result{}, err
 	}
 	var firstErr error
 	pending := false

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/qleetos/terraform-provider-qleet/api"
@@ -26,9 +28,97 @@ const (
 )
 
 // targets returns where the instance should run: its pinned runtime, or its placement's decision, after
-// provisioning the runtimes the decision asks for.
-func (r *InstanceReconciler) targets(ctx context.Context, inst *api.WorkloadInstance, replicas int32) ([]placement.Target, error) {
+// provisioning the runtimes the decision asks for; then every other runtime where an instance that uses
+// it with placement with_consumers runs. followers lists those consumers by runtime.
+func (r *InstanceReconciler) targets(ctx context.Context, inst *api.WorkloadInstance, replicas int32) (targets []placement.Target, followers map[string][]api.ObjectRef, err error) {
+	targets, err = r.ownTargets(ctx, inst, replicas)
+	if err != nil {
+		return nil, nil, err
+	}
+	followers, err = r.followers(ctx, inst)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, f := range followerTargets(targets, followers, inst, replicas) {
+		targets = append(targets, f)
+	}
+	return targets, followers, nil
+}
+
+// followers are the runtimes where the instances that use this one with placement with_consumers run,
+// each with their names. A consumer being deleted no longer counts.
+func (r *InstanceReconciler) followers(ctx context.Context, inst *api.WorkloadInstance) (map[string][]api.ObjectRef, error) {
+	out := map[string][]api.ObjectRef{}
+	for c, err := range r.Client.WorkloadInstances().All(ctx, client.ListOptions{References: inst.ID}) {
+		if err != nil {
+			return nil, fmt.Errorf("list the instances that use it: %w", err)
+		}
+		if c.DeletionRequestedAt != nil || !slices.ContainsFunc(c.Spec.Uses, func(u api.Use) bool {
+			return u.InstanceID == inst.ID && u.Placement == api.UseWithConsumers
+		}) {
+			continue
+		}
+		for _, ps := range currentPlacements(c) {
+			ref := api.ObjectRef{Kind: api.KindWorkloadInstance, ID: c.ID, Name: c.Name}
+			if ps.RuntimeID != "" && ps.Phase != api.PhaseDeleting && !slices.Contains(out[ps.RuntimeID], ref) {
+				out[ps.RuntimeID] = append(out[ps.RuntimeID], ref)
+			}
+		}
+	}
+	return out, nil
+}
+
+// followerTargets are the runtimes the followers need that the instance's own targets do not cover, in
+// a stable order, with the region the consumers' placements report.
+func followerTargets(own []placement.Target, followers map[string][]api.ObjectRef, inst *api.WorkloadInstance, replicas int32) []placement.Target {
+	var out []placement.Target
+	for _, id := range slices.Sorted(maps.Keys(followers)) {
+		if slices.ContainsFunc(own, func(t placement.Target) bool { return t.Runtime != nil && t.Runtime.ID == id }) {
+			continue
+		}
+		t := placement.Target{Runtime: &placement.Runtime{ID: id}, Replicas: replicas}
+		for _, ps := range inst.Status.Placements {
+			if ps.RuntimeID == id {
+				t.Runtime.Name, t.Region = ps.Runtime, ps.Region
+			}
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// notifyFollowed asks the instances this one uses with placement with_consumers to look again at where
+// it runs: it was placed somewhere new, or left somewhere.
+func (r *InstanceReconciler) notifyFollowed(ctx context.Context, inst *api.WorkloadInstance) error {
+	for _, u := range inst.Spec.Uses {
+		if u.Placement != api.UseWithConsumers {
+			continue
+		}
+		if err := r.Client.WorkloadInstances().RequestReconcile(ctx, u.InstanceID); err != nil && !api.IsNotFound(err) {
+			return fmt.Errorf("notify used workload_instance %s: %w", u.InstanceID, err)
+		}
+	}
+	return nil
+}
+
+// runtimeSet names the runtimes of placements, for telling whether they changed.
+func runtimeSet(ps []api.PlacementStatus) string {
+	var ids []string
+	for _, p := range ps {
+		if p.Phase != api.PhaseDeleting {
+			ids = append(ids, p.RuntimeID+"="+string(p.Phase))
+		}
+	}
+	slices.Sort(ids)
+	return strings.Join(ids, ",")
+}
+
+// ownTargets is where the instance's own spec places it.
+func (r *InstanceReconciler) ownTargets(ctx context.Context, inst *api.WorkloadInstance, replicas int32) ([]placement.Target, error) {
 	if inst.Spec.Placement == nil {
+		if inst.Spec.RuntimeID == "" {
+			return nil, nil // only where its consumers run
+		}
 		return []placement.Target{{Runtime: &placement.Runtime{ID: inst.Spec.RuntimeID}, Replicas: replicas}}, nil
 	}
 	in := placement.Input{Placement: inst.Spec.Placement, Replicas: replicas, Current: inst.Status.Placements, Now: time.Now()}
