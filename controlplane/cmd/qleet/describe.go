@@ -159,10 +159,18 @@ func (d *description) write(w io.Writer, now time.Time) error {
 	p.table(1, []string{"TYPE", "STATUS", "REASON", "AGE", "MESSAGE"}, rows)
 
 	if d.Graph != nil {
+		// As qleet graph shows them: what the object needs, with the objects attached to it (a gateway
+		// that exists for an instance); then what uses it.
 		p.heading(0, "Dependencies")
-		p.edges(d.Graph.Providers(o.ID), func(e api.GraphEdge) string { return e.To })
+		p.edges(o.ID, d.Graph.Needs(o.ID))
 		p.heading(0, "Used by")
-		p.edges(d.Graph.Consumers(o.ID), func(e api.GraphEdge) string { return e.From })
+		var usedBy []api.GraphEdge
+		for _, e := range d.Graph.Consumers(o.ID) {
+			if !e.Attached {
+				usedBy = append(usedBy, e)
+			}
+		}
+		p.edges(o.ID, usedBy)
 	}
 
 	evs := slices.Clone(d.Events)
@@ -258,11 +266,11 @@ func (p *printer) table(indent int, header []string, rows [][]string) {
 	p.endBlock()
 }
 
-// edges writes a table of the objects at the other end of edges: Dependencies or Used by.
-func (p *printer) edges(es []api.GraphEdge, other func(api.GraphEdge) string) {
+// edges writes a table of the objects at the other end of edges from or to id: Dependencies or Used by.
+func (p *printer) edges(id string, es []api.GraphEdge) {
 	var rows [][]string
 	for _, e := range es {
-		n, ok := p.nodes[other(e)]
+		n, ok := p.nodes[e.Other(id)]
 		if !ok {
 			continue
 		}
@@ -273,7 +281,11 @@ func (p *printer) edges(es []api.GraphEdge, other func(api.GraphEdge) string) {
 		if n.Deleting {
 			phase += " (deleting)"
 		}
-		rows = append(rows, []string{n.Kind, n.Name, phase, e.Why})
+		why := e.Why
+		if e.Attached && e.To == id {
+			why = "attached: " + n.Kind + " " + e.Why
+		}
+		rows = append(rows, []string{n.Kind, n.Name, phase, why})
 	}
 	p.table(1, []string{"KIND", "NAME", "PHASE", "VIA"}, rows)
 }
