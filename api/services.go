@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
@@ -162,6 +163,10 @@ const (
 	DNSProviderRoute53 = "route53"
 )
 
+// DNSProviders are the accepted values of a domain name's spec.provider, in the order the docs list them.
+// The API's validation, the Terraform provider's validator and its docs all read this list.
+var DNSProviders = []string{DNSProviderNone, DNSProviderRoute53}
+
 // DomainNameSpec is a DNS zone whose records gateways with hosts in it get.
 type DomainNameSpec struct {
 	// Zone is the DNS zone, e.g. "example.com".
@@ -297,10 +302,8 @@ func validateDomainName(s *DomainNameSpec) []FieldError {
 	} else {
 		fe.msgs("spec.zone", isDNS1123Subdomain(strings.TrimSuffix(s.Zone, ".")))
 	}
-	switch s.Provider {
-	case DNSProviderNone, DNSProviderRoute53:
-	default:
-		fe.add("spec.provider", "must be none or route53, not %q", s.Provider)
+	if !slices.Contains(DNSProviders, s.Provider) {
+		fe.add("spec.provider", "must be %s, not %q", strings.Join(DNSProviders[:len(DNSProviders)-1], ", ")+" or "+DNSProviders[len(DNSProviders)-1], s.Provider)
 	}
 	return fe
 }

@@ -130,9 +130,9 @@ type domainNameModel struct {
 
 var dnsRecordAttributes = map[string]rschema.Attribute{
 	"name":    rschema.StringAttribute{Description: "The record's full name.", Computed: true},
-	"type":    rschema.StringAttribute{Description: "The record type, A.", Computed: true},
+	"type":    rschema.StringAttribute{Description: "The record type: `A` for addresses, `CNAME` for a load balancer's name.", Computed: true},
 	"targets": rschema.ListAttribute{Description: "The addresses.", Computed: true, ElementType: types.StringType},
-	"gateway": rschema.StringAttribute{Description: "The gateway the record is for.", Computed: true},
+	"gateway": rschema.StringAttribute{Description: "The gateways the record is for: several, comma-separated, when they serve its host on paths of their own.", Computed: true},
 }
 
 var dnsRecordType = objectTypeOf(dnsRecordAttributes)
@@ -150,12 +150,12 @@ var domainNameKind = &kind[api.DomainNameSpec, api.DomainNameStatus, domainNameM
 			Description: "Where the records go: `none` (listed in status; the default) or `route53` (also written to Route53, for gateways on eks runtimes).",
 			Optional:    true,
 			Computed:    true,
-			Validators:  []validator.String{stringvalidator.OneOf(api.DNSProviderNone, api.DNSProviderRoute53)},
+			Validators:  []validator.String{stringvalidator.OneOf(api.DNSProviders...)},
 		},
 	},
 	statusAttributes: map[string]rschema.Attribute{
 		"records": rschema.ListNestedAttribute{
-			Description:  "The zone's records: one per gateway host in it, with the gateway's addresses.",
+			Description:  "The zone's records: one per host name that gateways serve in it, with their addresses.",
 			Computed:     true,
 			NestedObject: rschema.NestedAttributeObject{Attributes: dnsRecordAttributes},
 		},
