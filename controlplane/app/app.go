@@ -67,6 +67,10 @@ type Config struct {
 	// SupportChartDir holds local charts for support services, by type (e.g. <dir>/ingress); a type found
 	// there is installed from it instead of its upstream chart repository (the only way offline).
 	SupportChartDir string
+	// SupportChartMirror is a chart repository (https, http or oci URL) that holds the pinned upstream
+	// support charts under their upstream names and versions; it is used instead of their upstream
+	// repositories (air-gapped, with a mirror). A type SupportChartDir holds is installed from there.
+	SupportChartMirror string
 	// RuntimeRecheck is how often a Ready runtime with node autoscaling or a reclaiming profile is looked
 	// at again (default 30s).
 	RuntimeRecheck time.Duration

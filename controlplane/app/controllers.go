@@ -68,12 +68,13 @@ func (a *App) startControllers(ctx context.Context, endpoint, token string) erro
 	ctrls := []starter{
 		reconcile.New(a.Broker, cl.CloudAccounts(), &cloud.AccountReconciler{Accounts: accounts}, cfg),
 		reconcile.New(a.Broker, cl.KubernetesRuntimes(), &cluster.Reconciler{Connector: conn, Local: local, EKS: eksRuntimes, Client: cl,
-			RecheckInterval: a.cfg.RuntimeRecheck, ScaleDownDelay: a.cfg.ScaleDownDelay}, cfg),
+			RecheckInterval: a.cfg.RuntimeRecheck, ScaleDownDelay: a.cfg.ScaleDownDelay, OwnerGrace: a.cfg.OwnerGrace}, cfg),
 		reconcile.New(a.Broker, cl.RuntimeProfiles(), &cluster.ProfileReconciler{Client: cl}, cfg),
 	}
 	ctrls = append(ctrls, a.workloadControllers(cl, conn, cfg, &dataservice.AWS{Accounts: accounts})...)
 	ctrls = append(ctrls,
-		reconcile.New(a.Broker, cl.SupportServices(), &support.Reconciler{Client: cl, Connector: conn, ChartDir: a.cfg.SupportChartDir}, cfg),
+		reconcile.New(a.Broker, cl.SupportServices(), &support.Reconciler{Client: cl, Connector: conn, ChartDir: a.cfg.SupportChartDir,
+			ChartMirror: a.cfg.SupportChartMirror, OwnerGrace: a.cfg.OwnerGrace}, cfg),
 		reconcile.New(a.Broker, cl.Gateways(), &gateway.Reconciler{Client: cl, Connector: conn}, cfg),
 		reconcile.New(a.Broker, cl.DomainNames(), &gateway.DomainReconciler{Client: cl, Accounts: accounts}, cfg),
 	)

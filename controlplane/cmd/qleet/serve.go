@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -30,7 +31,7 @@ const (
 func (q *cli) serverCmd(use string, m mode, short string) *cobra.Command {
 	var (
 		dataDir, listen, dbURL, natsURL, apiEndpoint, token, tlsCert, tlsKey, metricsAuth, apiCA string
-		secretKey, supportCharts, chartDir, logLevel, lockSpanLog, healthListen                  string
+		secretKey, supportCharts, chartDir, logLevel, lockSpanLog, healthListen, chartMirror     string
 		workers, traceBuffer, natsReplicas                                                       int
 		resync, drift, failedRecheck, cleanupGrace, scaleDownDelay, ownerGrace, progress         time.Duration
 		tlsSANs                                                                                  []string
@@ -52,6 +53,9 @@ a flag on the command line wins.`,
 			if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
 				return usagef("--log-level: %v", err)
 			}
+			if u, err := url.Parse(chartMirror); chartMirror != "" && (err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http" && u.Scheme != "oci")) {
+				return usagef("--support-chart-mirror: must be an http, https or oci URL, not %q", chartMirror)
+			}
 			if natsReplicas < 0 || natsReplicas > 5 {
 				return usagef("--nats-replicas: must be between 0 and 5, not %d", natsReplicas)
 			}
@@ -70,7 +74,7 @@ a flag on the command line wins.`,
 				TLSCertFile: tlsCert, TLSKeyFile: tlsKey, TLSSANs: tlsSANs, MetricsAuth: metricsAuth, SecretKeyFile: secretKey,
 				Workers: workers, ResyncInterval: resync, DriftInterval: drift,
 				ChartDir: chartDir, FailedRecheckInterval: failedRecheck, ProgressDeadline: progress, CleanupGrace: cleanupGrace,
-				ScaleDownDelay: scaleDownDelay, OwnerGrace: ownerGrace, SupportChartDir: supportCharts,
+				ScaleDownDelay: scaleDownDelay, OwnerGrace: ownerGrace, SupportChartDir: supportCharts, SupportChartMirror: chartMirror,
 				API: m != modeController, Controllers: m != modeAPI, MaxReplicasPerRole: maxReplicas,
 			})
 		},
@@ -108,6 +112,7 @@ a flag on the command line wins.`,
 	fs.StringVar(&healthListen, "health-listen", "", "address of /healthz, /readyz and /metrics, with no token (controller mode; e.g. :8081; default: none)")
 	fs.StringVar(&secretKey, "secret-key-file", "", "file with the base64 key that encrypts secrets at rest; API replicas must share it (default: made in the data dir)")
 	fs.StringVar(&supportCharts, "support-chart-dir", "", "local charts for support services by type (<dir>/ingress, <dir>/cert-manager, ...), used instead of the upstream chart repositories; the repository's charts/support works offline")
+	fs.StringVar(&chartMirror, "support-chart-mirror", "", "a chart repository (https, http or oci URL) holding the pinned upstream support charts under their own names and versions, used instead of their upstream repositories (air-gapped)")
 	fs.StringVar(&chartDir, "chart-dir", "", "the only directory local Helm charts are read from (default: <data-dir>/charts)")
 	fs.StringToIntVar(&maxReplicas, "max-replicas", nil, "per-role replica limits, e.g. developer=50,viewer=0: a token of the role may ask for at most that many replicas (every role is held to the API's limit of 1000)")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")

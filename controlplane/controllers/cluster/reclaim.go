@@ -37,12 +37,33 @@ var dataNamespaces = []struct{ prefix, kind string }{
 	{render.BucketNamespace(""), api.KindBucket},
 }
 
-// usage counts the instances placed on the runtime and, for a runtime provisioned from a profile with
-// reclaim_after, the data it holds (status.data), and deletes it once nothing has been placed there,
-// and it has held no data, for that long. A runtime with instances placed on it, or data, is looked at
-// again every recheck, so that its failure, or the data's release, is seen soon. It never deletes a
-// runtime while anything is placed there (the API refuses, too: placements reference their runtime),
-// nor one that holds data, nor one a user declared. It returns how soon to look again.
+// ConditionReclaim is the condition of a runtime provisioned from a profile that nothing needs: True
+// while it waits out its grace, with a message that says why it goes and when. Its
+// LastTransitionTime is when the grace began.
+const ConditionReclaim = "Reclaim"
+
+// Reasons of the Reclaim condition: the profile's reclaim_after, or the owner grace of a runtime
+// whose profile is gone.
+const (
+	ReasonIdle           = "Idle"
+	ReasonProfileDeleted = "ProfileDeleted"
+)
+
+// usage counts the instances placed on the runtime and, for a runtime provisioned from a profile that
+// may remove it, the data it holds (status.data) and the support services that still need it, and
+// deletes it once nothing has needed it for its grace: the profile's reclaim_after, or, once the
+// profile is gone, the owner grace (counted from the later of the profile's going and the runtime's
+// last use). An owned support service that nothing needs any more (see supportNeeded) does not keep
+// it: it is deleted with the runtime.
+//
+// The removal is driven by notifications: the store notifies the runtime when an object that
+// referenced it is finalized (an instance placed there, a support service installed there), a
+// support service tells it when it stops being needed, and a profile tells its runtimes when it is
+// deleted. The reconcile then schedules itself for exactly the end of the grace. A runtime with
+// instances placed on it, or data, is still looked at every recheck, so that its failure, or the
+// data's release, is seen soon. It never deletes a runtime while anything is placed there (the API
+// refuses, too: placements reference their runtime), nor one that holds data, nor one a user
+// declared. It returns how soon to look again.
 func (r *Reconciler) usage(ctx context.Context, rt *api.KubernetesRuntime) (time.Duration, error) {
 	n := 0
 	for _, err := range r.Client.WorkloadInstances().All(ctx, client.ListOptions{References: rt.ID}) {
@@ -52,7 +73,7 @@ func (r *Reconciler) usage(ctx context.Context, rt *api.KubernetesRuntime) (time
 		n++
 	}
 	rt.Status.Placements = n
-	after, err := r.reclaimAfter(ctx, rt)
+	after, reason, why, err := r.reclaimAfter(ctx, rt)
 	if err != nil {
 		return 0, err
 	}
@@ -66,11 +87,22 @@ func (r *Reconciler) usage(ctx context.Context, rt *api.KubernetesRuntime) (time
 	}
 	holding(ctx, rt, held)
 	inUse := n > 0 || len(held) > 0
+	var spare []*api.SupportService
+	if after > 0 && !inUse {
+		var needed bool
+		if spare, needed, err = r.supportServices(ctx, rt); err != nil {
+			return 0, err
+		}
+		inUse = needed
+	}
 	if inUse {
 		rt.Status.IdleSince = nil
 	} else if rt.Status.IdleSince == nil {
-		now := time.Now().UTC().Truncate(time.Second)
+		now := time.Now().UTC()
 		rt.Status.IdleSince = &now
+	}
+	if after == 0 || inUse {
+		rt.Status.RemoveCondition(ConditionReclaim)
 	}
 	if after == 0 {
 		if n > 0 {
@@ -83,20 +115,94 @@ func (r *Reconciler) usage(ctx context.Context, rt *api.KubernetesRuntime) (time
 	if inUse {
 		return min(after, r.recheck()), nil // its instances may move off, its data be released, without telling it
 	}
-	idle := time.Since(*rt.Status.IdleSince)
-	if idle < after {
-		return min(after-idle, r.recheck()), nil
+	since := *rt.Status.IdleSince
+	if reason == ReasonProfileDeleted {
+		// The owner grace counts from when the profile went, too: the condition keeps when that was seen.
+		seen := time.Now().UTC()
+		for _, c := range rt.Status.Conditions {
+			if c.Type == ConditionReclaim && c.Reason == ReasonProfileDeleted && !c.LastTransitionTime.IsZero() {
+				seen = c.LastTransitionTime
+			}
+		}
+		if seen.After(since) {
+			since = seen
+		}
+	}
+	if left := after - time.Since(since); left > 0 {
+		rt.Status.SetCondition(api.Condition{Type: ConditionReclaim, Status: api.ConditionTrue, Reason: reason, LastTransitionTime: since,
+			Message: fmt.Sprintf("nothing has needed it since %s: it is deleted at %s (%s)", since.Format(time.RFC3339),
+				since.Add(after).Format(time.RFC3339), why)})
+		return left, nil
+	}
+	for _, ss := range spare {
+		// The cluster goes with the runtime: what the support service installed there goes with it.
+		err := r.Client.SupportServices().Delete(ctx, ss.ID, client.DeleteOptions{Orphan: true})
+		if err != nil && !api.IsNotFound(err) && !api.IsConflict(err) {
+			return 0, fmt.Errorf("reclaim: delete support_service %q: %w", ss.Name, err)
+		}
 	}
 	err = r.Client.KubernetesRuntimes().Delete(ctx, rt.ID, client.DeleteOptions{})
 	if api.IsConflict(err) {
-		return r.recheck(), nil // something was placed on it meanwhile
+		// Something references it still: the support services being deleted (each one's going
+		// notifies the runtime), or something placed on it meanwhile.
+		return r.recheck(), nil
 	}
 	if err != nil {
 		return 0, fmt.Errorf("reclaim: %w", err)
 	}
-	reconcile.Eventf(ctx, api.EventNormal, ReasonReclaimed, "deleted: nothing has been placed on it since %s, longer than its runtime_profile's reclaim_after (%s)",
-		rt.Status.IdleSince.Format(time.RFC3339), after)
+	reconcile.Eventf(ctx, api.EventNormal, ReasonReclaimed, "deleted: nothing has needed it since %s, longer than %s",
+		since.Format(time.RFC3339), why)
 	return 0, nil
+}
+
+// supportServices lists the support services installed on the runtime. It returns those a controller
+// created that nothing needs any more (they go with the runtime), and whether any other needs the
+// runtime: one an operator declared, or one still in use.
+func (r *Reconciler) supportServices(ctx context.Context, rt *api.KubernetesRuntime) ([]*api.SupportService, bool, error) {
+	var spare []*api.SupportService
+	for ss, err := range r.Client.SupportServices().All(ctx, client.ListOptions{References: rt.ID}) {
+		if err != nil {
+			return nil, false, fmt.Errorf("list support services on the runtime: %w", err)
+		}
+		needed, err := supportNeeded(ctx, r.Client, ss)
+		if err != nil {
+			return nil, false, err
+		}
+		if needed {
+			return nil, true, nil
+		}
+		spare = append(spare, ss)
+	}
+	return spare, false, nil
+}
+
+// supportNeeded reports whether a support service is needed, as the support service controller
+// decides it: one being deleted is not; one an operator declared (no owners) always is; one a
+// controller created is while anything references it or an owner remains (not gone, not deleted).
+func supportNeeded(ctx context.Context, cl *client.Client, ss *api.SupportService) (bool, error) {
+	if ss.DeletionRequestedAt != nil {
+		return false, nil
+	}
+	if len(ss.Owners) == 0 {
+		return true, nil
+	}
+	used, err := reconcile.HasConsumers(ctx, cl, ss.ID)
+	if err != nil || used {
+		return used, err
+	}
+	for _, o := range ss.Owners {
+		owner, err := cl.Raw(o.Kind).Get(ctx, o.ID)
+		if api.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("get owner %s %q of support_service %q: %w", o.Kind, o.Name, ss.Name, err)
+		}
+		if owner.DeletionRequestedAt == nil {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // heldData lists the databases' and buckets' data in the runtime's cluster: the namespaces of those
@@ -199,30 +305,57 @@ func holdsMessage(held []api.RuntimeData) string {
 	return fmt.Sprintf("holds data, so it is in use and is not reclaimed: %s", strings.Join(parts, "; "))
 }
 
-// reclaimAfter is the reclaim_after of the profile that owns the runtime; zero when none does, or when
-// the profile never reclaims.
-func (r *Reconciler) reclaimAfter(ctx context.Context, rt *api.KubernetesRuntime) (time.Duration, error) {
+// reclaimAfter is how long a runtime provisioned from a profile is kept once nothing needs it, with
+// the reason of its Reclaim condition and a phrase that says where the time comes from: the profile's
+// reclaim_after, or, when the profile is gone or being deleted, the owner grace. Zero when no profile
+// owns the runtime (a user declared it), or when its profile never reclaims.
+func (r *Reconciler) reclaimAfter(ctx context.Context, rt *api.KubernetesRuntime) (time.Duration, string, string, error) {
 	for _, o := range rt.Owners {
 		if o.Kind != api.KindRuntimeProfile {
 			continue
 		}
+		gone := fmt.Sprintf("the owner grace (%s) after its runtime_profile %q was deleted", r.ownerGrace(), o.Name)
 		p, err := r.Client.RuntimeProfiles().Get(ctx, o.ID)
 		if api.IsNotFound(err) {
-			return 0, nil // the profile is gone: garbage collection takes the runtime
+			return r.ownerGrace(), ReasonProfileDeleted, gone, nil
 		}
 		if err != nil {
-			return 0, fmt.Errorf("get runtime_profile %q: %w", o.Name, err)
+			return 0, "", "", fmt.Errorf("get runtime_profile %q: %w", o.Name, err)
+		}
+		if p.DeletionRequestedAt != nil {
+			return r.ownerGrace(), ReasonProfileDeleted, gone, nil
 		}
 		if p.Spec.ReclaimAfter == "" {
-			return 0, nil
+			return 0, "", "", nil
 		}
 		d, err := time.ParseDuration(p.Spec.ReclaimAfter)
 		if err != nil {
-			return 0, nil //nolint:nilerr // validated on write; an unreadable value reclaims nothing
+			return 0, "", "", nil //nolint:nilerr // validated on write; an unreadable value reclaims nothing
 		}
-		return d, nil
+		return d, ReasonIdle, fmt.Sprintf("its runtime_profile %q's reclaim_after (%s)", o.Name, d), nil
 	}
-	return 0, nil
+	return 0, "", "", nil
+}
+
+// Finalize tells the runtimes provisioned from the profile that it is going, so that each counts the
+// owner grace from now (see usage) instead of learning it at a recheck.
+func (r *ProfileReconciler) Finalize(ctx context.Context, p *api.RuntimeProfile) (reconcile.Result, error) {
+	for rt, err := range r.Client.KubernetesRuntimes().All(ctx, client.ListOptions{LabelSelector: api.LabelProfile + "=" + p.Name}) {
+		if err != nil {
+			return reconcile.Result{}, fmt.Errorf("list runtimes provisioned from the profile: %w", err)
+		}
+		if err := r.Client.KubernetesRuntimes().RequestReconcile(ctx, rt.ID); err != nil && !api.IsNotFound(err) {
+			return reconcile.Result{}, fmt.Errorf("tell kubernetes_runtime %q: %w", rt.Name, err)
+		}
+	}
+	return reconcile.Result{}, nil
+}
+
+func (r *Reconciler) ownerGrace() time.Duration {
+	if r.OwnerGrace > 0 {
+		return r.OwnerGrace
+	}
+	return 5 * time.Minute
 }
 
 func (r *Reconciler) recheck() time.Duration {

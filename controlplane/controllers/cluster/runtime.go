@@ -42,6 +42,9 @@ type Reconciler struct {
 	// ScaleDownDelay is how long a node that autoscaling added must be idle before it is removed
 	// (default 2m).
 	ScaleDownDelay time.Duration
+	// OwnerGrace is how long a runtime provisioned from a profile that is gone outlives its last use
+	// (default 5m, as reconcile.Config's).
+	OwnerGrace time.Duration
 
 	nodes nodeScaler
 }

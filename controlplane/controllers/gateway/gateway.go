@@ -76,6 +76,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, gw *api.Gateway) (reconcile.
 	var used []api.ObjectRef
 	var runtimes []api.GatewayRuntimeStatus
 	var waitErr, firstErr error
+	var stall *reconcile.Stall
 	for _, p := range inst.Status.Placements {
 		if p.Phase == api.PhaseDeleting {
 			continue
@@ -93,11 +94,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, gw *api.Gateway) (reconcile.
 				return reconcile.Result{}, err
 			}
 			used = append(used, api.ObjectRef{Kind: api.KindSupportService, ID: ss.ID, Name: ss.Name})
-			if _, err := r.services.RequireReady(ctx, ss.ID); err != nil {
+			if got, err := r.services.RequireReady(ctx, ss.ID); err != nil {
 				ready = false
 				rs.Message = err.Error()
 				if waitErr == nil {
 					waitErr = err
+				}
+				// A support service that cannot make progress (its chart cannot be fetched) stalls the
+				// gateway with its reason, so that whoever waits on the gateway stops and is told why.
+				if c := stalledOf(got); c != nil && stall == nil {
+					stall = &reconcile.Stall{Reason: c.Reason, Message: fmt.Sprintf("support_service %q on kubernetes_runtime %q: %s", ss.Name, p.Runtime, c.Message)}
 				}
 			}
 		}
@@ -118,7 +124,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, gw *api.Gateway) (reconcile.
 	case firstErr != nil:
 		return reconcile.Result{}, firstErr
 	case waitErr != nil:
-		return reconcile.Result{}, waitErr
+		return reconcile.Result{Stalled: stall}, waitErr
 	case len(runtimes) == 0:
 		return reconcile.Result{}, reconcile.Wait(fmt.Sprintf("workload_instance %q", inst.Name), "no placements", "WorkloadInstanceNotPlaced", 5*time.Second)
 	}
@@ -412,4 +418,12 @@ func gatewayURL(gw *api.Gateway) string {
 		}
 	}
 	return ""
+}
+
+// stalledOf returns a support service's Stalled condition at its generation, if any.
+func stalledOf(ss *api.SupportService) *api.Condition {
+	if ss == nil {
+		return nil
+	}
+	return api.StalledCondition(ss.Generation, &ss.Status.Status)
 }

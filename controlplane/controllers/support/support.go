@@ -29,11 +29,22 @@ type Reconciler struct {
 	Client *client.Client
 	// Connector connects to runtimes' clusters.
 	Connector *kube.Connector
-	// ChartDir holds local charts by type (<dir>/ingress, ...); a type found there is installed from it
-	// unless the support service names a repository. Empty: upstream charts only.
+	// ChartDir holds local charts by type (<dir>/ingress, ...); a type found there is installed from it,
+	// with QleetOS's values for the upstream chart (so that a copy of the pinned upstream chart works
+	// there), unless the support service names a repository. Empty: upstream charts only.
 	ChartDir string
 	// HelmCacheDir caches downloaded charts (default: the renderer's).
 	HelmCacheDir string
+	// ChartMirror is a chart repository (https, http or oci URL) that holds the pinned upstream charts
+	// under their upstream names and versions, used instead of each chart's upstream repository. A
+	// support service that names its own repository, or whose type the chart directory holds, does not
+	// use it. Empty: the upstream repositories.
+	ChartMirror string
+	// OwnerGrace is how long a support service a controller created outlives its last owner and
+	// consumer before it removes itself (default 5m, as reconcile.Config's). The removal is scheduled
+	// for exactly the end of the grace: the last consumer's going notifies the support service (the
+	// store notifies what a finalized object referenced), and it looks again when the grace ends.
+	OwnerGrace time.Duration
 
 	once     sync.Once
 	renderer *render.Renderer
@@ -49,8 +60,16 @@ func (r *Reconciler) init() *Reconciler {
 }
 
 // Reconcile installs (or upgrades) the support service's chart on its runtime and reports its health.
+//
+// A support service a controller created removes itself once unused for the owner grace: see usage.
+// A chart that cannot be fetched stalls it (ReasonChartUnreachable): whoever waits on it stops with
+// the reason, and it is retried with backoff until the chart can be fetched.
 func (r *Reconciler) Reconcile(ctx context.Context, ss *api.SupportService) (reconcile.Result, error) {
-	rt, err := r.init().runtimes.RequireReady(ctx, ss.Spec.RuntimeID)
+	left, removed, err := r.init().usage(ctx, ss)
+	if err != nil || removed {
+		return reconcile.Result{}, err
+	}
+	rt, err := r.runtimes.RequireReady(ctx, ss.Spec.RuntimeID)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -61,10 +80,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, ss *api.SupportService) (rec
 	objs, source, err := r.render(ctx, ss, rt.Status.Version)
 	if err != nil {
 		var fe *render.FetchError
-		if errors.As(err, &fe) {
-			return reconcile.Result{}, err
+		if !errors.As(err, &fe) {
+			return reconcile.Result{}, reconcile.Terminal(err)
 		}
-		return reconcile.Result{}, reconcile.Terminal(err)
+		stall := &reconcile.Stall{Reason: ReasonChartUnreachable, Message: unreachableMessage(ss, err)}
+		if left > 0 {
+			// Unused: nothing waits on it, and its grace ends first.
+			return reconcile.Result{RequeueAfter: left, Stalled: stall}, nil
+		}
+		return reconcile.Result{Stalled: stall}, err // retried with the runtime's backoff
 	}
 	ss.Status.Chart, ss.Status.Namespace = source, namespace(ss)
 	previous := kube.RefsOf(ss.Status.Objects)
@@ -87,24 +111,114 @@ func (r *Reconciler) Reconcile(ctx context.Context, ss *api.SupportService) (rec
 	}
 	rep := kube.HealthWith(ctx, cl, applied, kube.HealthOptions{})
 	ss.Status.Objects = rep.Objects
-	n, err := reconcile.CountConsumers(ctx, r.Client, ss.ID)
-	if err != nil {
-		return reconcile.Result{}, err
-	}
-	ss.Status.Consumers = n
-	switch {
-	case n > 0:
-		ss.Status.UnusedSince = nil
-	case ss.Status.UnusedSince == nil:
-		now := time.Now().UTC().Truncate(time.Second)
-		ss.Status.UnusedSince = &now
-	}
 	if !rep.Ready {
 		nr := rep.NotReady()
 		ss.Status.Message = fmt.Sprintf("%s %q is not ready: %s", nr.Kind, nr.Name, nr.Message)
 		return reconcile.Result{RequeueAfter: 2 * time.Second}, nil
 	}
-	return reconcile.Result{}, nil
+	return reconcile.Result{Recheck: left}, nil
+}
+
+// ReasonChartUnreachable is the reason of the Stalled condition of a support service whose chart
+// cannot be fetched.
+const ReasonChartUnreachable = "ChartUnreachable"
+
+// unreachableMessage says that the chart cannot be fetched, why, and what an operator can do.
+func unreachableMessage(ss *api.SupportService, err error) string {
+	fix := "start the control plane with --support-chart-dir (charts on its disk) or --support-chart-mirror (a chart repository it can reach)"
+	if ss.Spec.Repository != "" {
+		fix = "make that repository reachable from the control plane, or change the support service's repository"
+	}
+	return fmt.Sprintf("%v. QleetOS retries with backoff and goes on by itself once the chart can be fetched; "+
+		"if the chart repositories cannot be reached from here (air-gapped), %s", err, fix)
+}
+
+// ReasonGarbageCollected is the event reason of a support service that removed itself because it was
+// unused for the owner grace.
+const ReasonGarbageCollected = reconcile.ReasonGarbageCollected
+
+// usage counts the support service's consumers (status.consumers) and records since when nothing
+// needs it (status.unused_since): no consumer, and, for one a controller created, no owner left
+// (gone, or being deleted). For one a controller created, it returns how much of the owner grace is
+// left, or, once the grace has passed, deletes the support service and says so. One an operator
+// declared is never removed (zero, false).
+//
+// It is driven by notifications, not by polling: when the last consumer (a gateway) is finalized,
+// the store notifies what it referenced, this support service among them; the reconcile then
+// schedules itself for exactly the end of the grace (Result.Recheck). Its runtime is told when the
+// support service stops or starts being needed, so that a runtime provisioned from a profile counts
+// its own grace from then.
+func (r *Reconciler) usage(ctx context.Context, ss *api.SupportService) (time.Duration, bool, error) {
+	owned := len(ss.Owners) > 0
+	needed, n, err := neededBy(ctx, r.Client, ss)
+	if err != nil {
+		return 0, false, err
+	}
+	ss.Status.Consumers = n
+	wasUnused := ss.Status.UnusedSince != nil
+	switch {
+	case needed:
+		ss.Status.UnusedSince = nil
+	case ss.Status.UnusedSince == nil:
+		now := time.Now().UTC()
+		ss.Status.UnusedSince = &now
+	}
+	if owned && wasUnused != (ss.Status.UnusedSince != nil) {
+		if err := r.Client.KubernetesRuntimes().RequestReconcile(ctx, ss.Spec.RuntimeID); err != nil && !api.IsNotFound(err) {
+			return 0, false, fmt.Errorf("tell kubernetes_runtime %q: %w", ss.Spec.RuntimeID, err)
+		}
+	}
+	if !owned || ss.Status.UnusedSince == nil {
+		return 0, false, nil
+	}
+	since := *ss.Status.UnusedSince
+	if left := r.grace() - time.Since(since); left > 0 {
+		return left, false, nil
+	}
+	err = r.Client.SupportServices().Delete(ctx, ss.ID, client.DeleteOptions{})
+	if api.IsConflict(err) {
+		return 0, false, fmt.Errorf("remove unused support service: something came to depend on it: %w", err)
+	}
+	if err != nil && !api.IsNotFound(err) {
+		return 0, false, fmt.Errorf("remove unused support service: %w", err)
+	}
+	reconcile.Eventf(ctx, api.EventNormal, ReasonGarbageCollected, "deleted: nothing has needed it since %s, longer than the owner grace (%s)",
+		since.Format(time.RFC3339), r.grace())
+	return 0, true, nil
+}
+
+// neededBy reports whether a support service is needed, and how many objects use it: it is needed while
+// any object references it, while an owner remains (not gone, not being deleted), and always when an
+// operator declared it (no owners). Runtimes decide the same (cluster.supportNeeded): an owned support service that is not needed
+// does not keep its runtime.
+func neededBy(ctx context.Context, cl *client.Client, ss *api.SupportService) (bool, int, error) {
+	n, err := reconcile.CountConsumers(ctx, cl, ss.ID)
+	if err != nil {
+		return false, 0, err
+	}
+	if n > 0 || len(ss.Owners) == 0 {
+		return true, n, nil
+	}
+	for _, o := range ss.Owners {
+		owner, err := cl.Raw(o.Kind).Get(ctx, o.ID)
+		if api.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return false, n, fmt.Errorf("get owner %s %q: %w", o.Kind, o.Name, err)
+		}
+		if owner.DeletionRequestedAt == nil {
+			return true, n, nil
+		}
+	}
+	return false, n, nil
+}
+
+func (r *Reconciler) grace() time.Duration {
+	if r.OwnerGrace > 0 {
+		return r.OwnerGrace
+	}
+	return 5 * time.Minute
 }
 
 // render renders the support service's chart: from the support chart directory when it holds the type
@@ -122,8 +236,11 @@ func (r *Reconciler) render(ctx context.Context, ss *api.SupportService, kubeVer
 		h.Repository = ss.Spec.Repository
 		source = fmt.Sprintf("%s %s from %s", h.Chart, h.Version, h.Repository)
 	case r.hasLocal(ss.Spec.Type):
-		h = &api.HelmSource{Chart: ss.Spec.Type}
+		h = &api.HelmSource{Chart: ss.Spec.Type, Values: h.Values} // an upstream chart copied there needs QleetOS's values too
 		source = "local chart " + filepath.Join(r.ChartDir, ss.Spec.Type)
+	case r.ChartMirror != "":
+		h.Repository = r.ChartMirror
+		source = fmt.Sprintf("%s %s from %s (mirror of %s)", h.Chart, h.Version, h.Repository, up.Repository)
 	}
 	if ss.Spec.Values != "" {
 		h.Values = ss.Spec.Values
