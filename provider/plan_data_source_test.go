@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"bufio"
 	"bytes"
 	"context"
@@ -152,6 +153,8 @@ type tfWork struct {
 	dir string
 	bin string
 	env []string
+	// timeout bounds each terraform command (default 3 minutes).
+	timeout time.Duration
 }
 
 func newTFWork(t *testing.T) *tfWork {
@@ -174,7 +177,7 @@ func (w *tfWork) write(config string) {
 
 // run runs terraform and returns its standard output.
 func (w *tfWork) run(args ...string) []byte {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), cmp.Or(w.timeout, 3*time.Minute))
 	defer cancel()
 	cmd := exec.CommandContext(ctx, w.bin, args...)
 	cmd.Dir, cmd.Env = w.dir, w.env

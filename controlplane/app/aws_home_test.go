@@ -1,0 +1,92 @@
+package app_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/qleetos/terraform-provider-qleet/api"
+	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
+	"github.com/qleetos/terraform-provider-qleet/internal/awssim"
+	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
+)
+
+// TestOneRDSInstanceForTwoEKSRegions: an app placed on EKS in us-east-1 and eu-west-1 uses one database
+// and an RPC node that follows it. The stand-in sees exactly one CreateDBInstance, in the home region
+// (us-east-1, the app's first); the runtime in eu-west-1 is given the same RDS address, and the node
+// runs in both regions.
+func TestOneRDSInstanceForTwoEKSRegions(t *testing.T) {
+	t.Parallel()
+	sim, acct := startAWS(t)
+	_, cl := cptest.Start(t, app.Config{AWSPoll: 250 * time.Millisecond, ResyncInterval: 2 * time.Second})
+	ctx := context.Background()
+	ca, err := cl.CloudAccounts().Create(ctx, &api.CloudAccount{Meta: api.Meta{Name: "aws"}, Spec: api.CloudAccountSpec{
+		Provider: api.CloudAWS, Region: "us-east-1", AccessKeyID: acct.AccessKeyID, SecretAccessKey: acct.SecretAccessKey, Endpoint: sim.URL()}})
+	require.NoError(t, err)
+	_, err = cl.RuntimeProfiles().Create(ctx, &api.RuntimeProfile{Meta: api.Meta{Name: "aws"}, Spec: api.RuntimeProfileSpec{
+		Provider: api.ProviderEKS, Regions: []string{"us-east-1", "eu-west-1"}, CloudAccountID: ca.ID, MinNodes: 1, MaxNodes: 2, Nodes: 1}})
+	require.NoError(t, err)
+	db, err := cl.Databases().Create(ctx, &api.Database{Meta: api.Meta{Name: "orders"}})
+	require.NoError(t, err)
+	rpc, err := cl.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "rpc"},
+		Spec: api.WorkloadInstanceSpec{DefinitionID: webDefinition(t, cl, "rpc", 1, "").ID}})
+	require.NoError(t, err)
+	inst, err := cl.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "shop"}, Spec: api.WorkloadInstanceSpec{
+		DefinitionID: webDefinition(t, cl, "web", 1, "").ID, Placement: &api.Placement{Regions: []string{"us-east-1", "eu-west-1"}},
+		Databases: []string{db.ID}, Uses: []api.Use{{InstanceID: rpc.ID, EnvPrefix: "RPC", Placement: api.UseWithConsumers}}}})
+	require.NoError(t, err)
+	start := time.Now()
+	inst, err = cl.WorkloadInstances().WaitReconciled(cptest.Wait(t, 3*time.Minute), inst.ID)
+	require.NoError(t, err)
+	t.Logf("an app on EKS in two regions with one database and a node that follows it: Ready in %s", time.Since(start).Round(100*time.Millisecond))
+	require.Len(t, inst.Status.Placements, 2)
+
+	db, err = cl.Databases().Get(ctx, db.ID)
+	require.NoError(t, err)
+	require.NotNil(t, db.Status.Home)
+	require.Equal(t, "us-east-1", db.Status.Home.Region)
+	require.Len(t, db.Status.Runtimes, 2)
+	home, access := db.Status.Runtimes[0], db.Status.Runtimes[1]
+	require.Equal(t, api.DataRoleHome, home.Role)
+	require.Equal(t, api.DataRoleAccess, access.Role)
+	require.Contains(t, home.Host, ".rds.")
+	require.Equal(t, home.Host, access.Host, "eu-west-1 is given the one RDS instance's address")
+	require.Equal(t, home.Host, db.Status.Home.Address)
+
+	var creates []string
+	for _, c := range awssim.Filter(sim.Calls(), "rds", "CreateDBInstance") {
+		if c.Error == "" {
+			creates = append(creates, c.Region)
+		}
+	}
+	require.Equal(t, []string{"us-east-1"}, creates, "one RDS instance, in the home region")
+	var instances []string
+	for _, r := range sim.Resources() {
+		if r.Type == "db-instance" {
+			instances = append(instances, r.Region)
+		}
+	}
+	require.Equal(t, []string{"us-east-1"}, instances)
+
+	rpc, err = cl.WorkloadInstances().Get(ctx, rpc.ID)
+	require.NoError(t, err)
+	var regions []string
+	for _, p := range rpc.Status.Placements {
+		regions = append(regions, p.Region)
+		require.Equal(t, []string{"shop"}, p.Consumers)
+	}
+	require.ElementsMatch(t, []string{"us-east-1", "eu-west-1"}, regions, "the node follows the app into both regions")
+
+	require.NoError(t, cl.WorkloadInstances().Delete(cptest.Wait(t, 2*time.Minute), inst.ID, client.DeleteOptions{Wait: true}))
+	require.NoError(t, cl.Databases().Delete(cptest.Wait(t, 2*time.Minute), db.ID, client.DeleteOptions{Wait: true}))
+	var deletes []string
+	for _, c := range awssim.Filter(sim.Calls(), "rds", "DeleteDBInstance") {
+		if c.Error == "" {
+			deletes = append(deletes, c.Region)
+		}
+	}
+	require.Equal(t, []string{"us-east-1"}, deletes, "the access in eu-west-1 deletes nothing in AWS")
+}
