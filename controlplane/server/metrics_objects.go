@@ -40,7 +40,8 @@ var (
 var standardPhases = []api.Phase{api.PhasePending, api.PhaseReconciling, api.PhaseReady, api.PhaseFailed, api.PhaseDeleting}
 
 // objectsCollector reads object counts, runtime reachability and support services from the store at
-// scrape time: three aggregate queries, whatever the number of objects.
+// scrape time. The object counts are kept by the store on every write (CountObjectsByKind), so a scrape
+// does not read every object; runtimes and support services are few, and are aggregated from their rows.
 type objectsCollector struct{ st store.Store }
 
 func (c *objectsCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -61,7 +62,7 @@ func (c *objectsCollector) Collect(ch chan<- prometheus.Metric) {
 
 // collectObjects reports qleet_objects, qleet_objects_unreconciled and qleet_oldest_unreconciled_age_seconds.
 func (c *objectsCollector) collectObjects(ctx context.Context, ch chan<- prometheus.Metric) {
-	counts, err := c.st.CountObjects(ctx, &store.CountParams{GroupBy: []string{"kind"}})
+	counts, err := c.st.CountObjectsByKind(ctx)
 	if err != nil {
 		err = fmt.Errorf("count objects: %w", err)
 		for _, d := range []*prometheus.Desc{objectsDesc, unreconciledDesc, oldestUnreconciledDesc} {

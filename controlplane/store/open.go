@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -43,6 +44,9 @@ type Config struct {
 	BusyTimeout time.Duration
 	// Logger receives the store's few log lines (migrations applied). Default slog.Default().
 	Logger *slog.Logger
+	// CountsCompactInterval is how often the store folds the object count deltas that every write appends
+	// (see CountObjectsByKind) into one row per kind and phase. Default DefaultCountsCompactInterval.
+	CountsCompactInterval time.Duration
 
 	// sqliteWriteConns overrides the SQLite write pool size (1). Only benchmarks set it, to measure the
 	// single-writer choice against a pool.
@@ -90,6 +94,9 @@ type bunStore struct {
 	prepared map[string]*sql.Stmt
 	// separateInserts makes Create on PostgreSQL send each insert in a round trip of its own (benchmarks).
 	separateInserts bool
+	// stopCompactor stops runCountsCompactor, which closes compactorDone when it has returned.
+	stopCompactor, compactorDone chan struct{}
+	closeOnce                    sync.Once
 }
 
 var _ Store = (*bunStore)(nil)
@@ -131,6 +138,15 @@ func open(ctx context.Context, cfg Config) (*bunStore, error) {
 		_ = s.Close()
 		return nil, err
 	}
+	interval := cfg.CountsCompactInterval
+	if interval <= 0 {
+		interval = DefaultCountsCompactInterval
+	}
+	s.stopCompactor, s.compactorDone = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(s.compactorDone)
+		s.runCountsCompactor(interval, s.stopCompactor)
+	}()
 	return s, nil
 }
 
@@ -325,6 +341,12 @@ func (s *bunStore) firstPing(ctx context.Context, busyTimeout time.Duration) err
 
 // Close releases the database.
 func (s *bunStore) Close() error {
+	s.closeOnce.Do(func() {
+		if s.stopCompactor != nil {
+			close(s.stopCompactor)
+			<-s.compactorDone
+		}
+	})
 	var errs []error
 	if s.rdb != s.wdb {
 		errs = append(errs, s.rdb.Close())

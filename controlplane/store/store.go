@@ -210,6 +210,11 @@ type Store interface {
 	// CountObjects counts objects by phase and by the fields that p names, with how many are not
 	// reconciled and since when, in one aggregate query (metrics read it at scrape time).
 	CountObjects(ctx context.Context, p *CountParams) ([]*ObjectCount, error)
+	// CountObjectsByKind returns CountObjects' groups by kind (and phase), read from counts kept on every
+	// write and from an index, at a cost that does not grow with the number of objects (metrics read it
+	// at scrape time). OldestUnreconciled is the kind's, on every group of the kind with unreconciled
+	// objects.
+	CountObjectsByKind(ctx context.Context) ([]*ObjectCount, error)
 	// CreateToken stores a token hash with its role.
 	CreateToken(ctx context.Context, t *Token) error
 	// GetToken returns the token with that hash.
