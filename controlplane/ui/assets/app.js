@@ -381,9 +381,9 @@ function drawGraph(nodes, edges) {
     // From the consumer's left side to the provider's right side (providers sit in earlier columns).
     const x1 = a.x, y1 = a.y + NODE_H / 2, x2 = b.x + NODE_W, y2 = b.y + NODE_H / 2;
     const dx = Math.max(40, Math.abs(x1 - x2) / 2);
-    edgeLayer.append(s('path', { class: `edge edge-${e.type}${e.planned ? ' planned' : ''}`, 'data-from': e.from, 'data-to': e.to,
+    edgeLayer.append(s('path', { class: `edge edge-${e.type}${e.attached ? ' attached' : ''}${e.planned ? ' planned' : ''}`, 'data-from': e.from, 'data-to': e.to,
       d: `M ${x1} ${y1} C ${x1 - dx} ${y1}, ${x2 + dx} ${y2}, ${x2} ${y2}`, 'marker-end': 'url(#arrow)' },
-    s('title', {}, `${e.type}: ${e.why || ''}`)));
+    s('title', {}, `${e.attached ? 'attached ' : ''}${e.type}: ${e.why || ''}`)));
   }
   for (const n of nodes) {
     const p = lay.pos.get(n.id);
