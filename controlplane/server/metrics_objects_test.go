@@ -16,7 +16,7 @@ import (
 )
 
 // scrape returns the /metrics exposition.
-func (e *env) scrape(t *testing.T) string {
+func (e *env) scrape(t testing.TB) string {
 	t.Helper()
 	code, body := e.raw(t, "", http.MethodGet, "/metrics", "", nil)
 	require.Equal(t, http.StatusOK, code, "%s", body)
@@ -25,7 +25,7 @@ func (e *env) scrape(t *testing.T) string {
 
 // sample returns the value of the sample with exactly this name and label text (labels sorted by name,
 // as the exposition writes them), failing when there is none.
-func sample(t *testing.T, exposition, series string) float64 {
+func sample(t testing.TB, exposition, series string) float64 {
 	t.Helper()
 	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindStringSubmatch(exposition)
 	require.NotNil(t, m, "no sample %s in\n%s", series, exposition)
