@@ -97,7 +97,7 @@ type DataRuntimeStatus struct {
 	Objects []AppliedObject `json:"objects,omitempty"`
 	// CloudID names the cloud resource that serves it on an eks runtime: an RDS instance identifier or
 	// an S3 bucket name. Empty in-cluster.
-	CloudID string `json:"cloud_id,omitempty"`
+	CloudID string `json:"cloud_id,omitempty" ref:"-"`
 	// Endpoint is the URL of a bucket served by S3; empty in-cluster.
 	Endpoint string `json:"endpoint,omitempty"`
 	// Region is the AWS region of a data service served by AWS.

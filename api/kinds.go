@@ -46,7 +46,7 @@ type KubernetesRuntimeSpec struct {
 	NodeType string `json:"node_type,omitempty"`
 	// SubnetIDs are existing subnets (in two zones at least) for an "eks" runtime; QleetOS makes a VPC
 	// with subnets when empty.
-	SubnetIDs []string `json:"subnet_ids,omitempty"`
+	SubnetIDs []string `json:"subnet_ids,omitempty" ref:"-"`
 }
 
 // KubernetesRuntimeStatus is the observed state of a runtime.

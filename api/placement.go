@@ -137,9 +137,9 @@ type PlacementStatus struct {
 	Message string `json:"message,omitempty"`
 	// Profile names the runtime_profile the runtime was provisioned from for this placement, if any.
 	Profile string `json:"profile,omitempty"`
-	// Consumers name the instances that use this one with placement with_consumers and run on this
+	// Consumers are the instances that use this one with placement with_consumers and run on this
 	// runtime: they brought it here. A placement that only they asked for goes when the last one leaves.
-	Consumers []string `json:"consumers,omitempty"`
+	Consumers []ObjectRef `json:"consumers,omitempty" ref:"workload_instance,usedby"`
 	// Objects are the Kubernetes objects applied there.
 	Objects []AppliedObject `json:"objects,omitempty"`
 }

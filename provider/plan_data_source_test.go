@@ -1,9 +1,9 @@
 package provider
 
 import (
-	"cmp"
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"

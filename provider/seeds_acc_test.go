@@ -96,7 +96,7 @@ func TestAccSeedsExample(t *testing.T) {
 	}
 	var followed []string
 	for _, p := range rpc.Status.Placements {
-		if p.Phase != api.PhaseReady || !slices.Equal(p.Consumers, []string{name + "-app"}) {
+		if p.Phase != api.PhaseReady || len(p.Consumers) != 1 || p.Consumers[0].ID != app.ID {
 			t.Fatalf("the node on %s: phase %s, consumers %v", p.Runtime, p.Phase, p.Consumers)
 		}
 		followed = append(followed, regionOf[p.RuntimeID])

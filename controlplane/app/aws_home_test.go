@@ -76,7 +76,7 @@ func TestOneRDSInstanceForTwoEKSRegions(t *testing.T) {
 	var regions []string
 	for _, p := range rpc.Status.Placements {
 		regions = append(regions, p.Region)
-		require.Equal(t, []string{"shop"}, p.Consumers)
+		require.Equal(t, []api.ObjectRef{{Kind: api.KindWorkloadInstance, ID: inst.ID, Name: "shop"}}, p.Consumers)
 	}
 	require.ElementsMatch(t, []string{"us-east-1", "eu-west-1"}, regions, "the node follows the app into both regions")
 

@@ -130,7 +130,7 @@ func TestDependenciesHaveAHomeAndFollowTheirConsumers(t *testing.T) { //nolint:m
 		require.Len(t, got.Status.Placements, 2)
 		for _, p := range got.Status.Placements {
 			require.Equal(t, api.PhaseReady, p.Phase)
-			require.Equal(t, []string{"app"}, p.Consumers)
+			require.Equal(t, []api.ObjectRef{{Kind: api.KindWorkloadInstance, ID: inst.ID, Name: "app"}}, p.Consumers)
 		}
 		for region, cs := range clusters {
 			require.Equal(t, int32(1), deployment(t, cs, got.Status.Namespace, "rpc").Status.AvailableReplicas, region)

@@ -19,16 +19,7 @@ import (
 // pendingRefDeclarations are reference-like fields that have no edge yet, because the declaration they
 // need is in a file another change owns. TODO(issue 26): the lead adds these tags, then empties this list
 // (the test fails on an entry that is no longer needed, so that the list only shrinks).
-var pendingRefDeclarations = map[string]string{
-	// api/kinds.go, KubernetesRuntimeSpec.SubnetIDs: AWS subnets, `ref:"-"`.
-	"kubernetes_runtime spec.subnet_ids[0]": `ref:"-"`,
-	// api/databases.go, DataRuntimeStatus.CloudID: an RDS instance or S3 bucket name, `ref:"-"`.
-	"database status.runtimes[0].cloud_id": `ref:"-"`,
-	"bucket status.runtimes[0].cloud_id":   `ref:"-"`,
-	// api/placement.go, PlacementStatus.Consumers: the instances that brought this one to a runtime use
-	// it, `ref:"workload_instance,usedby"`.
-	"workload_instance status.placements[0].consumers[0]": `ref:"workload_instance,usedby"`,
-}
+var pendingRefDeclarations = map[string]string{}
 
 // refNouns are JSON names that name other objects without the <kind>_id convention: a field so named
 // must declare itself with a ref tag (its kind, or "-").

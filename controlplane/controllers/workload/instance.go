@@ -155,9 +155,7 @@ func (r *InstanceReconciler) Reconcile(ctx context.Context, inst *api.WorkloadIn
 	for _, t := range targets {
 		ps := r.place(ctx, def, inst, deps, t, &out)
 		if t.Runtime != nil {
-			for _, c := range followers[t.Runtime.ID] {
-				ps.Consumers = append(ps.Consumers, c.Name)
-			}
+			ps.Consumers = followers[t.Runtime.ID]
 		}
 		placements = append(placements, ps)
 	}
