@@ -25,6 +25,10 @@ type cloudAccountModel struct {
 	AccessKeyID     types.String `tfsdk:"access_key_id"`
 	SecretAccessKey types.String `tfsdk:"secret_access_key"`
 	SessionToken    types.String `tfsdk:"session_token"`
+	SecretKeyWO     types.String `tfsdk:"secret_access_key_wo"`
+	SecretKeyWOVer  types.Int64  `tfsdk:"secret_access_key_wo_version"`
+	SessionWO       types.String `tfsdk:"session_token_wo"`
+	SessionWOVer    types.Int64  `tfsdk:"session_token_wo_version"`
 	RoleARN         types.String `tfsdk:"role_arn"`
 	ExternalID      types.String `tfsdk:"external_id"`
 	Endpoint        types.String `tfsdk:"endpoint"`
@@ -48,14 +52,16 @@ var cloudAccountKind = &kind[api.CloudAccountSpec, api.CloudAccountStatus, cloud
 			Optional:    true,
 		},
 		"secret_access_key": rschema.StringAttribute{
-			Description: "The secret of the access key. Write-only in the API: kept from the configuration.",
-			Optional:    true,
-			Sensitive:   true,
+			Description: "The secret of the access key. Write-only in the API: kept from the configuration, in the Terraform state " +
+				"(sensitive); on Terraform 1.11 and later, `secret_access_key_wo` with `secret_access_key_wo_version` keeps it out of the plan and the state.",
+			Optional:  true,
+			Sensitive: true,
 		},
 		"session_token": rschema.StringAttribute{
-			Description: "The session token of temporary access keys. Write-only in the API: kept from the configuration.",
-			Optional:    true,
-			Sensitive:   true,
+			Description: "The session token of temporary access keys. Write-only in the API: kept from the configuration, in the Terraform " +
+				"state (sensitive); on Terraform 1.11 and later, `session_token_wo` with `session_token_wo_version` keeps it out of the plan and the state.",
+			Optional:  true,
+			Sensitive: true,
 		},
 		"role_arn": rschema.StringAttribute{
 			Description: "A role QleetOS assumes through STS AssumeRole (with the access keys when set), e.g. `arn:aws:iam::123456789012:role/qleetos`.",
@@ -77,22 +83,25 @@ var cloudAccountKind = &kind[api.CloudAccountSpec, api.CloudAccountStatus, cloud
 	renames: map[string]string{"provider": "provider_type"},
 	toSpec: func(_ context.Context, m *cloudAccountModel) (api.CloudAccountSpec, diag.Diagnostics) {
 		return api.CloudAccountSpec{
-			Provider: m.Provider.ValueString(), Region: m.Region.ValueString(),
-			AccessKeyID: m.AccessKeyID.ValueString(), SecretAccessKey: m.SecretAccessKey.ValueString(), SessionToken: m.SessionToken.ValueString(),
-			RoleARN: m.RoleARN.ValueString(), ExternalID: m.ExternalID.ValueString(), Endpoint: m.Endpoint.ValueString(),
+			Provider: m.Provider.ValueString(), Region: m.Region.ValueString(), AccessKeyID: m.AccessKeyID.ValueString(),
+			// At most one of each pair is set.
+			SecretAccessKey: m.SecretAccessKey.ValueString() + m.SecretKeyWO.ValueString(),
+			SessionToken:    m.SessionToken.ValueString() + m.SessionWO.ValueString(),
+			RoleARN:         m.RoleARN.ValueString(), ExternalID: m.ExternalID.ValueString(), Endpoint: m.Endpoint.ValueString(),
 		}, nil
 	},
 	fromSpec: func(_ context.Context, s *api.CloudAccountSpec, m *cloudAccountModel) diag.Diagnostics {
 		m.Provider = types.StringValue(s.Provider)
 		m.Region = stringValue(m.Region, s.Region)
 		m.AccessKeyID = stringValue(m.AccessKeyID, s.AccessKeyID)
-		// Only the controller role reads the secret parts back; keep the configured values.
-		if s.SecretAccessKey != "" {
+		// Only the controller role reads the secret parts back; keep the configured values, and none
+		// where they are write-only (the _wo_version set).
+		if s.SecretAccessKey != "" && m.SecretKeyWOVer.IsNull() {
 			m.SecretAccessKey = types.StringValue(s.SecretAccessKey)
 		} else if m.SecretAccessKey.IsUnknown() {
 			m.SecretAccessKey = types.StringNull()
 		}
-		if s.SessionToken != "" {
+		if s.SessionToken != "" && m.SessionWOVer.IsNull() {
 			m.SessionToken = types.StringValue(s.SessionToken)
 		} else if m.SessionToken.IsUnknown() {
 			m.SessionToken = types.StringNull()

@@ -92,7 +92,8 @@ func (k *kind[S, T, M]) writeOnly() []string { return k.info().WriteOnly }
 func (k *kind[S, T, M]) description() string {
 	d := k.info().Description
 	if len(k.writeOnly()) > 0 {
-		d += " In Terraform, the write-only attributes are sensitive: the state holds only what the configuration wrote."
+		d += " In Terraform, the write-only attributes are sensitive: the state holds only what the configuration wrote." +
+			" On Terraform 1.11 and later, their `_wo` twins keep them out of the plan and the state."
 	}
 	return d
 }
@@ -133,7 +134,7 @@ func (k *kind[S, T, M]) modelAttributes() map[string]rschema.Attribute {
 			Attributes:  k.statusSchema(),
 		},
 	}
-	for name, a := range k.attributes {
+	for name, a := range k.withWriteOnlyAttributes() {
 		if _, dup := attrs[name]; dup {
 			panic(fmt.Sprintf("provider: kind %s: attribute %q shadows a common attribute", k.name, name))
 		}

@@ -32,6 +32,8 @@ type kubernetesRuntimeModel struct {
 	MinNodes   types.Int64  `tfsdk:"min_nodes"`
 	MaxNodes   types.Int64  `tfsdk:"max_nodes"`
 	Kubeconfig types.String `tfsdk:"kubeconfig"`
+	KubeWO     types.String `tfsdk:"kubeconfig_wo"`
+	KubeWOVer  types.Int64  `tfsdk:"kubeconfig_wo_version"`
 	Context    types.String `tfsdk:"context"`
 	Version    types.String `tfsdk:"kubernetes_version"`
 	Account    types.String `tfsdk:"cloud_account_id"`
@@ -80,7 +82,8 @@ var kubernetesRuntimeKind = &kind[api.KubernetesRuntimeSpec, api.KubernetesRunti
 		"kubeconfig": rschema.StringAttribute{
 			Description: "The kubeconfig document of a kubeconfig runtime, e.g. `file(\"~/.kube/config\")`, with certificates and " +
 				"tokens embedded (no file paths, no exec plugins). Write-only in the API: it is kept from the configuration, " +
-				"and drift in it is only seen with an admin token.",
+				"and drift in it is only seen with an admin token. A kubeconfig runtime needs exactly one of `kubeconfig` and " +
+				"`kubeconfig_wo`; on Terraform 1.11 and later, `kubeconfig_wo` with `kubeconfig_wo_version` keeps it out of the plan and the state.",
 			Optional:  true,
 			Sensitive: true,
 		},
@@ -131,7 +134,7 @@ var kubernetesRuntimeKind = &kind[api.KubernetesRuntimeSpec, api.KubernetesRunti
 			Nodes:      int(m.Nodes.ValueInt64()),
 			MinNodes:   int(m.MinNodes.ValueInt64()),
 			MaxNodes:   int(m.MaxNodes.ValueInt64()),
-			Kubeconfig: m.Kubeconfig.ValueString(),
+			Kubeconfig: m.Kubeconfig.ValueString() + m.KubeWO.ValueString(), // at most one is set
 			Context:    m.Context.ValueString(),
 
 			KubernetesVersion: m.Version.ValueString(),
@@ -144,7 +147,9 @@ var kubernetesRuntimeKind = &kind[api.KubernetesRuntimeSpec, api.KubernetesRunti
 		m.Nodes = int64Value(m.Nodes, int64(s.Nodes))
 		m.MinNodes = int64Value(m.MinNodes, int64(s.MinNodes))
 		m.MaxNodes = int64Value(m.MaxNodes, int64(s.MaxNodes))
-		if s.Kubeconfig != "" { // only the controller role reads it back; keep the configured value
+		// Only the controller role reads it back; keep the configured value, and none when it is
+		// write-only (kubeconfig_wo_version set).
+		if s.Kubeconfig != "" && m.KubeWOVer.IsNull() {
 			m.Kubeconfig = types.StringValue(s.Kubeconfig)
 		} else if m.Kubeconfig.IsUnknown() {
 			m.Kubeconfig = types.StringNull()
@@ -172,12 +177,12 @@ var kubernetesRuntimeKind = &kind[api.KubernetesRuntimeSpec, api.KubernetesRunti
 
 // kubernetesRuntimeRules are the cross-attribute rules of a runtime the API enforces.
 var kubernetesRuntimeRules = configRule{
-	desc: "kubeconfig and context only (and kubeconfig always) with provider_type kubeconfig; nodes not with kubeconfig; region and cloud_account_id with eks, node_type and subnet_ids only with eks; min_nodes <= max_nodes",
+	desc: "kubeconfig or kubeconfig_wo and context only (and one of kubeconfig and kubeconfig_wo always) with provider_type kubeconfig; nodes not with kubeconfig; region and cloud_account_id with eks, node_type and subnet_ids only with eks; min_nodes <= max_nodes",
 	check: func(ctx context.Context, cfg tfsdk.Config) diag.Diagnostics {
 		var m kubernetesRuntimeModel
 		var diags diag.Diagnostics
 		for name, target := range map[string]any{
-			"provider_type": &m.Provider, "kubeconfig": &m.Kubeconfig, "context": &m.Context, "region": &m.Region,
+			"provider_type": &m.Provider, "kubeconfig": &m.Kubeconfig, "kubeconfig_wo": &m.KubeWO, "context": &m.Context, "region": &m.Region,
 			"nodes": &m.Nodes, "min_nodes": &m.MinNodes, "max_nodes": &m.MaxNodes,
 			"cloud_account_id": &m.Account, "node_type": &m.NodeType, "subnet_ids": &m.SubnetIDs,
 		} {
@@ -194,6 +199,7 @@ var kubernetesRuntimeRules = configRule{
 			}
 		}
 		onlyFor("kubeconfig", m.Kubeconfig, api.ProviderKubeconfig)
+		onlyFor("kubeconfig_wo", m.KubeWO, api.ProviderKubeconfig)
 		onlyFor("context", m.Context, api.ProviderKubeconfig)
 		if !m.Nodes.IsNull() && p == api.ProviderKubeconfig {
 			diags.AddAttributeError(path.Root("nodes"), "Invalid attribute for this provider", "nodes is only valid for local and eks runtimes, not kubeconfig")
@@ -204,8 +210,9 @@ var kubernetesRuntimeRules = configRule{
 		if p == api.ProviderEKS && m.Account.IsNull() {
 			diags.AddAttributeError(path.Root("cloud_account_id"), "Missing cloud_account_id", "cloud_account_id is required for eks runtimes")
 		}
-		if p == api.ProviderKubeconfig && m.Kubeconfig.IsNull() {
-			diags.AddAttributeError(path.Root("kubeconfig"), "Missing kubeconfig", "kubeconfig is required for kubeconfig runtimes")
+		if p == api.ProviderKubeconfig && m.Kubeconfig.IsNull() && m.KubeWO.IsNull() {
+			diags.AddAttributeError(path.Root("kubeconfig"), "Missing kubeconfig",
+				"kubeconfig is required for kubeconfig runtimes (or kubeconfig_wo, on Terraform 1.11 and later)")
 		}
 		if p == api.ProviderEKS && m.Region.IsNull() {
 			diags.AddAttributeError(path.Root("region"), "Missing region", "region is required for eks runtimes")

@@ -58,7 +58,7 @@ func computedAttributes(attrs map[string]rschema.Attribute, skip []string) map[s
 
 // itemAttributes are the attributes of an object in a data source.
 func (k *kind[S, T, M]) itemAttributes() map[string]dschema.Attribute {
-	return computedAttributes(k.modelAttributes(), k.writeOnly())
+	return computedAttributes(k.modelAttributes(), slices.Concat(k.writeOnly(), k.writeOnlyNames()))
 }
 
 // itemType is the object type of itemAttributes.

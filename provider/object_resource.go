@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -73,7 +74,7 @@ func (r *objectResource[S, T, M]) Schema(ctx context.Context, _ resource.SchemaR
 }
 
 func (r *objectResource[S, T, M]) ConfigValidators(context.Context) []resource.ConfigValidator {
-	return r.k.validators
+	return append(slices.Clip(r.k.validators), r.k.writeOnlyRule())
 }
 
 func (r *objectResource[S, T, M]) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
@@ -141,7 +142,9 @@ func (r *objectResource[S, T, M]) Create(ctx context.Context, req resource.Creat
 	}
 	timeout, diags := opts.timeouts.Create(ctx, r.k.createTimeout)
 	resp.Diagnostics.Append(diags...)
-	obj, diags := r.k.toObject(ctx, &m)
+	sent, diags := r.k.withWriteOnly(ctx, req.Config, m)
+	resp.Diagnostics.Append(diags...)
+	obj, diags := r.k.toObject(ctx, &sent)
 	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
 		return
@@ -194,7 +197,9 @@ func (r *objectResource[S, T, M]) Update(ctx context.Context, req resource.Updat
 	}
 	timeout, diags := opts.timeouts.Update(ctx, r.k.updateTimeout)
 	resp.Diagnostics.Append(diags...)
-	obj, diags := r.k.toObject(ctx, &m)
+	sent, diags := r.k.withWriteOnly(ctx, req.Config, m)
+	resp.Diagnostics.Append(diags...)
+	obj, diags := r.k.toObject(ctx, &sent)
 	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
 		return
