@@ -38,8 +38,8 @@ func TestDependenciesHaveAHomeAndFollowTheirConsumers(t *testing.T) { //nolint:m
 	require.NoError(t, err, "an instance with neither runtime_id nor placement runs where its consumers run")
 	rpc, err = cl.WorkloadInstances().WaitReconciled(cptest.Wait(t, time.Minute), rpc.ID)
 	require.NoError(t, err)
-	require.Empty(t, rpc.Status.Placements)
-	require.Contains(t, rpc.Status.Message, "with_consumers")
+	require.Empty(t, rpc.Status.Placements, "Ready with nothing to run until a consumer is placed")
+	require.Equal(t, api.PhaseReady, rpc.Status.Phase)
 
 	appDef := webDefinition(t, cl, "app", 1, "")
 	inst, err := cl.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "app"}, Spec: api.WorkloadInstanceSpec{

@@ -162,9 +162,6 @@ func (r *InstanceReconciler) Reconcile(ctx context.Context, inst *api.WorkloadIn
 	placements = append(placements, r.leave(ctx, inst, targets, &out)...)
 	inst.Status.Placements = placements
 	summarize(inst)
-	if len(targets) == 0 && inst.Spec.Placement == nil && inst.Spec.RuntimeID == "" {
-		inst.Status.Message = "runs only where the instances that use it with placement with_consumers run; none does yet"
-	}
 	if runtimeSet(placements) != before {
 		// Those that follow it, and those it follows, see where it now runs.
 		if err := r.notifyFollowed(ctx, inst); err != nil {
