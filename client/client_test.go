@@ -83,7 +83,7 @@ func TestClientAgainstServer(t *testing.T) {
 		require.NoError(t, dev.KubernetesRuntimes().Delete(ctx, rt.ID, client.DeleteOptions{}), "deleting a missing object is not an error")
 	})
 	t.Run("API errors come back typed", func(t *testing.T) {
-		_, err := dev.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "i"}})
+		_, err := dev.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "i"}, Spec: api.WorkloadInstanceSpec{Namespace: "Not_A_Label"}})
 		require.True(t, api.IsInvalid(err), "%v", err)
 		var ae *api.Error
 		require.ErrorAs(t, err, &ae)
