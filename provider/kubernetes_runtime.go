@@ -81,8 +81,8 @@ var kubernetesRuntimeKind = &kind[api.KubernetesRuntimeSpec, api.KubernetesRunti
 		},
 		"kubeconfig": rschema.StringAttribute{
 			Description: "The kubeconfig document of a kubeconfig runtime, e.g. `file(\"~/.kube/config\")`, with certificates and " +
-				"tokens embedded (no file paths, no exec plugins). Write-only in the API: it is kept from the configuration, " +
-				"and drift in it is only seen with an admin token. A kubeconfig runtime needs exactly one of `kubeconfig` and " +
+				"tokens embedded (no file paths, no exec plugins). Write-only in the API, which returns it to controllers only: the " +
+				"state keeps it from the configuration, and drift in it is not seen. A kubeconfig runtime needs exactly one of `kubeconfig` and " +
 				"`kubeconfig_wo`; on Terraform 1.11 and later, `kubeconfig_wo` with `kubeconfig_wo_version` keeps it out of the plan and the state.",
 			Optional:  true,
 			Sensitive: true,

@@ -48,11 +48,10 @@ func (k *kind[S, T, M]) writeOnlyAttributes() map[string]rschema.Attribute {
 
 // writeOnlyTwin is the write-only attribute of a plain one: the same type and validators, write-only.
 func writeOnlyTwin(name string, plain rschema.Attribute) rschema.Attribute {
-	desc := fmt.Sprintf("`%[1]s` as a write-only attribute (Terraform 1.11 and later): the value goes to QleetOS and never into "+
-		"the plan or the state. Set at most one of `%[1]s` and `%[1]s_wo`, and `%[1]s_wo_version` with `%[1]s_wo`. "+
+	desc := fmt.Sprintf("Write-only (Terraform 1.11 and later): the value of `%[1]s`, which Terraform sends to QleetOS and never "+
+		"writes into the plan or the state. Set at most one of `%[1]s` and `%[1]s_wo`, and `%[1]s_wo_version` with `%[1]s_wo`. "+
 		"Terraform cannot see a change of a write-only value: QleetOS receives a changed value only when `%[1]s_wo_version` "+
-		"changes (or when another attribute of the resource changes), so change the version with the value. "+
-		"What it holds: %[2]s", name, plain.GetDescription())
+		"changes (or when another attribute of the resource does), so change the version with the value.", name)
 	switch a := plain.(type) {
 	case rschema.StringAttribute:
 		return rschema.StringAttribute{Description: desc, Optional: true, Sensitive: true, WriteOnly: true, Validators: a.Validators}
