@@ -1,7 +1,14 @@
 # QleetOS on AWS: a cloud account, a runtime profile that provisions EKS clusters in us-east-1, and an
 # app placed there with a database (RDS) and a bucket (S3). `make demo-aws` applies it against a local
 # AWS stand-in whose EKS clusters are kubesim clusters; against real AWS, leave endpoint unset and see
-# the AWS guide (docs/guides/aws.md) for the IAM policy.
+# the AWS guide (docs/guides/aws.md) for the IAM policy. Against real AWS, from the repository root,
+# with no dev_overrides (docs/guides/local-development.md explains each step):
+#
+#   make build install-provider   # bin/qleet; the provider into ~/.terraform.d/plugins
+#   bin/qleet server &            # the control plane in one process; data in .qleet
+#   until curl -fs http://127.0.0.1:8080/readyz >/dev/null; do sleep 1; done
+#   export QLEET_ENDPOINT=http://127.0.0.1:8080 QLEET_TOKEN=$(cat .qleet/admin.token)
+#   cd examples/aws && terraform init && terraform apply -var aws_access_key_id=... -var aws_secret_access_key=...
 
 terraform {
   required_providers {

@@ -1,14 +1,17 @@
 # QleetOS quickstart: a runtime profile, a workload definition, an instance of it placed in two
 # regions, with no cluster declared anywhere, and a gateway with TLS in front of it.
+# From the repository root, with no dev_overrides (docs/guides/local-development.md explains each step):
 #
-#   qleet server &                                   # the control plane, in one process
-#   export QLEET_ENDPOINT=http://127.0.0.1:8080
-#   export QLEET_TOKEN=$(cat .qleet/admin.token)
-#   terraform init && terraform apply
+#   make build kubesim install-provider   # bin/qleet, bin/kubesim; the provider into ~/.terraform.d/plugins
+#   bin/qleet server --support-chart-dir charts/support &   # the control plane in one process; data in .qleet
+#   until curl -fs http://127.0.0.1:8080/readyz >/dev/null; do sleep 1; done
+#   export QLEET_ENDPOINT=http://127.0.0.1:8080 QLEET_TOKEN=$(cat .qleet/admin.token)
+#   cd examples/quickstart && terraform init && terraform apply
 #
 # Apply returns once every object is reconciled: both clusters are up with Ready nodes, the
-# workload is rolled out in each with its pods Ready, and each routes the host with a certificate.
-# (qleet server installs support services from charts/support when run with --support-chart-dir.)
+# workload is rolled out in each with its pods Ready, and each routes the host with a certificate
+# (--support-chart-dir installs ingress and cert-manager from the repository's charts, offline).
+# After another `make install-provider`, run `terraform init -upgrade` here to pick up the new build.
 
 terraform {
   required_providers {

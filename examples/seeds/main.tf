@@ -5,9 +5,13 @@
 # RPC_HOST, RPC_PORT, RPC_URL, DATABASE_URL (and the parts) and API_TOKEN as environment variables. No
 # password or secret value passes through the API or lands in the state, except the token you write here.
 #
-#   qleet server --support-chart-dir charts/support &
+# From the repository root, with no dev_overrides (docs/guides/local-development.md explains each step):
+#
+#   make build kubesim install-provider   # bin/qleet, bin/kubesim; the provider into ~/.terraform.d/plugins
+#   bin/qleet server --support-chart-dir charts/support &   # the control plane in one process; data in .qleet
+#   until curl -fs http://127.0.0.1:8080/readyz >/dev/null; do sleep 1; done
 #   export QLEET_ENDPOINT=http://127.0.0.1:8080 QLEET_TOKEN=$(cat .qleet/admin.token)
-#   terraform init && terraform apply -var api_token=...
+#   cd examples/seeds && terraform init && terraform apply -var api_token=...
 
 terraform {
   required_providers {
