@@ -1,5 +1,6 @@
 # QleetOS quickstart: a runtime profile, a workload definition, an instance of it placed in two
 # regions, with no cluster declared anywhere, and a gateway with TLS in front of it.
+#
 # From the repository root, with no dev_overrides (docs/guides/local-development.md explains each step):
 #
 #   make build kubesim install-provider   # bin/qleet, bin/kubesim; the provider into ~/.terraform.d/plugins
