@@ -87,7 +87,7 @@ tf() {
 }
 
 up() {
-  command -v go >/dev/null || die "Go is not installed: install Go 1.25 or newer from https://go.dev/dl/"
+  command -v go >/dev/null || die "Go is not installed: install Go 1.26 or newer from https://go.dev/dl/"
   [ -x "$bin/qleet" ] && [ -x "$bin/kubesim" ] && [ -x "$bin/terraform" ] || die "binaries missing: run 'make demo', not this script"
   mkdir -p "$demo/data"
   if running; then
@@ -133,7 +133,7 @@ RC
     "$bin/qleet" describe workload_instance "$inst"
     say "qleet graph workload_instance $inst"
     "$bin/qleet" graph workload_instance "$inst"
-    say "pods of $inst in its cluster"
+    say "pods of $inst in each of its clusters"
     "$bin/qleet" pods "$inst"
   done
   cat <<MSG
