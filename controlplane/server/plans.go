@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"sort"
@@ -198,6 +199,8 @@ type planner struct {
 	edges   []api.GraphEdge // edges the plan adds that the view's objects do not show (placements, uses)
 	// placed are the runtimes each instance the plan (re)places runs on.
 	placed map[string][]api.PlacementStatus
+	// homed are the data services whose home the plan has previewed.
+	homed map[string]bool
 	// uses are the support services each gateway the plan touches would use.
 	uses map[string][]string
 	// warnings say what the controllers could not do.
@@ -238,7 +241,7 @@ func (s *Server) preview(ctx context.Context, req *api.PlanRequest) (*api.PlanRe
 			return nil, err
 		}
 	}
-	p := &planner{view: view, placed: map[string][]api.PlacementStatus{}, uses: map[string][]string{}, assumed: map[string]bool{}}
+	p := &planner{view: view, placed: map[string][]api.PlacementStatus{}, homed: map[string]bool{}, uses: map[string][]string{}, assumed: map[string]bool{}}
 	changes, err := p.decode(req.Changes, req.Assume)
 	if err != nil {
 		return nil, err
@@ -275,6 +278,7 @@ func (s *Server) preview(ctx context.Context, req *api.PlanRequest) (*api.PlanRe
 		return nil, err
 	}
 	p.place()
+	p.follow()
 	p.gateways()
 	p.rolls(changes)
 	p.removals()
@@ -809,6 +813,86 @@ func (p *planner) place() {
 			}
 		}
 	}
+}
+
+// follow runs, for the instances the plan places, the instance controller's placement of the instances
+// they use with placement with_consumers (on each of their runtimes where it is not yet), and the data
+// services' choice of a home for a database or bucket that has none yet (the primary placement of its
+// consumer, or its spec's region or runtime), as the controllers would.
+func (p *planner) follow() {
+	v := p.view
+	for _, instID := range slices.Sorted(maps.Keys(p.placed)) {
+		inst := v.objs[instID]
+		if inst == nil || len(p.placed[instID]) == 0 {
+			continue
+		}
+		var spec api.WorkloadInstanceSpec
+		_ = json.Unmarshal(inst.Spec, &spec)
+		self := v.ref(instID)
+		for _, u := range spec.Uses {
+			if u.Placement != api.UseWithConsumers || v.objs[u.InstanceID] == nil {
+				continue
+			}
+			have := p.placements(u.InstanceID)
+			for _, pl := range p.placed[instID] {
+				if slices.ContainsFunc(have, func(h api.PlacementStatus) bool { return h.RuntimeID == pl.RuntimeID }) {
+					continue
+				}
+				have = append(have, api.PlacementStatus{RuntimeID: pl.RuntimeID, Runtime: pl.Runtime, Region: pl.Region})
+				p.depend(v.ref(u.InstanceID), v.ref(pl.RuntimeID), pl.Region,
+					fmt.Sprintf("placed in %s, where workload_instance %q runs (placement with_consumers)", pl.Region, inst.Name), api.EdgePlacement, "status.placements", self)
+			}
+			p.placed[u.InstanceID] = have
+		}
+		primary := p.placed[instID][0]
+		if spec.Placement != nil && len(spec.Placement.Regions) > 0 {
+			if i := slices.IndexFunc(p.placed[instID], func(pl api.PlacementStatus) bool { return pl.Region == spec.Placement.Regions[0] }); i >= 0 {
+				primary = p.placed[instID][i]
+			}
+		}
+		for _, id := range append(slices.Clone(spec.Databases), spec.Buckets...) {
+			p.home(id, inst, primary)
+		}
+	}
+}
+
+// home previews where a data service without a home yet will live: its spec's runtime, else a runtime
+// of its consumer in its spec's region, else its consumer's primary placement.
+func (p *planner) home(id string, consumer *store.Object, primary api.PlacementStatus) {
+	v := p.view
+	ds := v.objs[id]
+	if ds == nil || p.homed[id] {
+		return
+	}
+	var status struct {
+		Home *api.DataHome `json:"home"`
+	}
+	var spec struct {
+		RuntimeID string `json:"runtime_id"`
+		Region    string `json:"region"`
+	}
+	_ = json.Unmarshal(ds.Status, &status)
+	_ = json.Unmarshal(ds.Spec, &spec)
+	if status.Home != nil {
+		return
+	}
+	p.homed[id] = true
+	at, why := primary, fmt.Sprintf("its home: the primary region of workload_instance %q, its first consumer", consumer.Name)
+	switch {
+	case spec.RuntimeID != "":
+		rt := v.objs[spec.RuntimeID]
+		if rt == nil {
+			return
+		}
+		at, why = api.PlacementStatus{RuntimeID: rt.ID, Runtime: rt.Name, Region: runtimeObject(rt).Spec.Region}, "its home: spec.runtime_id"
+	case spec.Region != "":
+		i := slices.IndexFunc(p.placed[consumer.ID], func(pl api.PlacementStatus) bool { return pl.Region == spec.Region })
+		if i < 0 {
+			return // a runtime of the region that the plan cannot name
+		}
+		at, why = p.placed[consumer.ID][i], "its home: spec.region"
+	}
+	p.depend(v.ref(id), v.ref(at.RuntimeID), at.Region, why, api.EdgePlacement, "status.home", v.ref(consumer.ID))
 }
 
 // provision adds the runtime the instance controller would create from a profile (workload's provision:
