@@ -14,6 +14,9 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/api"
 )
 
+// placedRe finds a preview's placements: `will place <kind> "<name>" on kubernetes_runtime "<runtime>"`.
+var placedRe = regexp.MustCompile(`will place ([a-z_]+) "([^"]+)" on kubernetes_runtime "([^"]+)"`)
+
 // seedsExampleConfig is examples/seeds/main.tf with names, regions and the host of its own, so that it runs
 // beside the other tests.
 func seedsExampleConfig(t *testing.T, name string) string {
@@ -38,7 +41,8 @@ func seedsExampleConfig(t *testing.T, name string) string {
 // TestAccSeedsExample applies examples/seeds end to end with the real terraform: an app in two regions
 // on clusters provisioned from the profile, one database with its home in the app's first region, used
 // from both, and an RPC node that follows the app into both. A second plan is empty, and destroy
-// leaves no node, database or cluster behind.
+// leaves no node, database or cluster behind. The plan's warnings preview the clusters, where the node
+// follows the app and the database's home, and the apply does exactly that.
 func TestAccSeedsExample(t *testing.T) {
 	env := testAccEnv(t)
 	t.Parallel()
@@ -48,7 +52,16 @@ func TestAccSeedsExample(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(w.dir, "main.tf"), []byte(seedsExampleConfig(t, name)), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	w.env = append(w.env, "TF_VAR_api_token=seeds-token")
 	w.run("init", "-input=false", "-backend=false")
+	warnings, _ := w.planWarnings()
+	t.Logf("terraform plan of examples/seeds warns:\n%s", strings.Join(warnings, "\n"))
+	previewed := map[string][]string{} // "kind name" -> runtimes, as the plan says
+	for _, w := range warnings {
+		for _, m := range placedRe.FindAllStringSubmatch(w, -1) {
+			previewed[m[1]+" "+m[2]] = append(previewed[m[1]+" "+m[2]], m[3])
+		}
+	}
 	start := time.Now()
 	w.run("apply", "-auto-approve", "-input=false", "-lock=false", "-var", "api_token=seeds-token")
 	t.Logf("terraform apply of examples/seeds (two clusters, a database, a node that follows the app): %s", time.Since(start).Round(time.Second))
@@ -104,6 +117,24 @@ func TestAccSeedsExample(t *testing.T) {
 	slices.Sort(followed)
 	if want := []string{name + "-eu", name + "-us"}; !slices.Equal(followed, want) {
 		t.Fatalf("the node follows the app: want it in %v, got %v", want, followed)
+	}
+
+	// What the plan said is what the apply did: the node on both of the app's runtimes, the
+	// database's home on the first.
+	did := map[string][]string{}
+	for _, p := range app.Status.Placements {
+		did["workload_instance "+app.Name] = append(did["workload_instance "+app.Name], p.Runtime)
+	}
+	for _, p := range rpc.Status.Placements {
+		did["workload_instance "+rpc.Name] = append(did["workload_instance "+rpc.Name], p.Runtime)
+	}
+	did["database "+db.Name] = []string{db.Status.Home.Runtime}
+	for k := range did {
+		slices.Sort(did[k])
+		slices.Sort(previewed[k])
+	}
+	if fmt.Sprint(did) != fmt.Sprint(previewed) {
+		t.Fatalf("the plan previewed\n  %v\nthe apply did\n  %v", previewed, did)
 	}
 
 	if out := string(w.run("plan", "-input=false", "-lock=false", "-var", "api_token=seeds-token")); !strings.Contains(out, "No changes.") {
