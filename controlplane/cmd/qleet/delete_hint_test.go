@@ -63,7 +63,11 @@ func TestDeleteSaysHowToOrphanWhenTheClusterDoesNotAnswer(t *testing.T) {
 	})
 
 	t.Run("with --orphan there is nothing to say", func(t *testing.T) {
-		res := qleetIn(cptest.Wait(t, 30*time.Second), env, "delete", "instance", "stranded", "--orphan")
+		// An instance of its own: the one above may already be gone, which would say nothing either.
+		_, err := cl.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "stranded-too"},
+			Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
+		require.NoError(t, err)
+		res := qleetIn(cptest.Wait(t, 30*time.Second), env, "delete", "instance", "stranded-too", "--orphan")
 		require.Equal(t, 0, res.code, res.stderr)
 		require.NotContains(t, res.stderr, "does not answer")
 	})
