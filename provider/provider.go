@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/ephemeral"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
@@ -42,7 +43,10 @@ type qleetProvider struct {
 	version string
 }
 
-var _ provider.Provider = (*qleetProvider)(nil)
+var (
+	_ provider.Provider                       = (*qleetProvider)(nil)
+	_ provider.ProviderWithEphemeralResources = (*qleetProvider)(nil)
+)
 
 // New returns a constructor of the provider, as providerserver.Serve wants it.
 func New(version string) func() provider.Provider {
@@ -136,6 +140,12 @@ func (p *qleetProvider) Configure(ctx context.Context, req provider.ConfigureReq
 	}
 	resp.ResourceData = c
 	resp.DataSourceData = c
+	resp.EphemeralResourceData = c
+}
+
+// EphemeralResources are the ephemeral resources: qleet_token, a short-lived API token.
+func (p *qleetProvider) EphemeralResources(context.Context) []func() ephemeral.EphemeralResource {
+	return []func() ephemeral.EphemeralResource{newTokenEphemeral}
 }
 
 func (p *qleetProvider) Resources(context.Context) []func() resource.Resource {
