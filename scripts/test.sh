@@ -25,6 +25,7 @@ run() {
 
 run main go test -count=1 -timeout "$timeout" -p 2 ./...
 run kubesim bash -c "cd tools/kubesim && go test -count=1 -timeout $timeout ./..."
+run image bash -c "cd tools/image && go test -count=1 -timeout $timeout ./..."
 # The provider's write-only attributes need terraform 1.11 or later; bin/terraform is 1.5.7.
 terraform_wo="${TERRAFORM_WO:-/usr/local/bin/terraform}"
 if ./scripts/terraform-wo.sh "$terraform_wo"; then

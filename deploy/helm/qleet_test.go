@@ -157,7 +157,7 @@ func TestChartRenders(t *testing.T) {
 	t.Run("the API and the controllers run the qleet binary's api and controller modes, wired to NATS, PostgreSQL and each other", func(t *testing.T) {
 		require.Equal(t, []string{"api"}, api.Spec.Template.Spec.Containers[0].Args)
 		require.Equal(t, []string{"controller", "--workers=16", "--health-listen=:8081"}, ctrl.Spec.Template.Spec.Containers[0].Args)
-		require.Equal(t, "ghcr.io/qleetos/qleet:latest", api.Spec.Template.Spec.Containers[0].Image)
+		require.Equal(t, "ghcr.io/qleetos/qleet:0.1.0", api.Spec.Template.Spec.Containers[0].Image)
 		natsURL := "nats://qleet-nats-0.qleet-nats-headless.qleet-system.svc:4222,nats://qleet-nats-1.qleet-nats-headless.qleet-system.svc:4222,nats://qleet-nats-2.qleet-nats-headless.qleet-system.svc:4222"
 		ae, ce := envOf(api.Spec.Template.Spec.Containers[0]), envOf(ctrl.Spec.Template.Spec.Containers[0])
 		require.Equal(t, natsURL, ae["QLEET_NATS_URL"].Value)
