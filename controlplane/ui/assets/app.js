@@ -21,6 +21,8 @@ const state = {
   refreshTimer: 0,
   updates: 0,         // live updates applied, for the curious (and the browser test)
   seq: 0,             // the latest render
+  full: false,        // a render the user asked for has not drawn yet: the next render redraws everything
+  graphSig: '',       // what the drawn graph shows, without its clocks and tooltips
 };
 
 // ---------- DOM helpers (no innerHTML: every value is text) ----------
@@ -236,6 +238,9 @@ function route() {
 async function render(live) {
   if (!state.token) return;
   const seq = ++state.seq;
+  // A live update may overtake a render the user asked for (a plan run, a click): it then draws the
+  // whole page in its place, so that what the user asked for still shows.
+  if (!live) state.full = true;
   const r = route();
   for (const a of document.querySelectorAll('#nav a')) a.classList.toggle('active', a.dataset.route === r.name);
   try {
@@ -406,8 +411,9 @@ function drawGraph(nodes, edges) {
         n.planned ? ' · planned' : ''));
       if (n.reason) g.append(s('text', { class: 'detail', x: 16, y: 72 }, truncate(n.reason, 38)));
     } else if (n.waiting_on) {
+      // The age is filled in by fillAges, after the graph's signature is taken.
       g.append(s('text', { class: 'detail waiting', x: 16, y: 56 }, s('tspan', { class: 'phase' }, phase), ' · waiting ',
-        s('tspan', { class: 'age', 'data-since': n.waiting_since || '' }, age(n.waiting_since))));
+        s('tspan', { class: 'age', 'data-since': n.waiting_since || '' })));
       g.append(s('text', { class: 'detail waiting-on', x: 16, y: 72 }, 'on ' + truncate(n.waiting_on, 36)));
     } else {
       g.append(s('text', { class: 'detail', x: 16, y: 56 }, s('tspan', { class: 'phase' }, phase), n.deleting ? ' · deleting' : ''));
@@ -417,6 +423,19 @@ function drawGraph(nodes, edges) {
     svg.append(g);
   }
   return svg;
+}
+
+function fillAges(root) {
+  for (const el of root.querySelectorAll('.age[data-since]')) el.textContent = age(el.dataset.since);
+}
+
+// viewSig is what a graph view shows, without the tooltips (a waiting message counts its seconds) and
+// the clocks (they tick on their own): a live update that changes neither leaves the page as it is, so
+// that a node under the pointer is not replaced mid-click.
+function viewSig(view) {
+  const box = h('div', {}, ...view.filter(Boolean).map((el) => el.cloneNode(true)));
+  for (const t of box.querySelectorAll('title')) t.remove();
+  return box.innerHTML;
 }
 
 function legend() {
@@ -448,13 +467,25 @@ async function renderGraphPage(withPlan, live, seq, r) {
     if (el) el.classList.add('root');
   }
   const view = [focus, h('div', { class: 'toolbar' }, summary, legend()), body];
+  const sig = (r.root || '') + '\n' + viewSig(view);
+  fillAges(body);
   // A live update redraws the graph only: the plan panel keeps its text, cursor and focus.
   const slot = $('#graph-slot');
-  if (live && slot && withPlan === Boolean($('#plan-panel'))) {
+  if (live && !state.full && slot && withPlan === Boolean($('#plan-panel'))) {
+    if (sig === state.graphSig) {
+      // Nothing shown changed: only the tooltips follow.
+      for (const t of body.querySelectorAll('g.node > title')) {
+        const old = slot.querySelector(`g.node[data-id="${CSS.escape(t.parentNode.dataset.id)}"] > title`);
+        if (old && old.textContent !== t.textContent) old.textContent = t.textContent;
+      }
+      return;
+    }
     slot.replaceChildren(...view);
   } else {
     $('#main').replaceChildren(withPlan ? planPanel() : '', h('div', { id: 'graph-slot' }, ...view));
   }
+  state.full = false;
+  state.graphSig = sig;
   const sc = $('#graph-scroll');
   if (sc && keep) { sc.scrollLeft = keep.left; sc.scrollTop = keep.top; }
 }
@@ -613,6 +644,8 @@ async function renderObject(kind, id, live, seq) {
       h('section', { class: 'card' }, h('h2', {}, 'Spec'), h('pre', { id: 'spec', class: 'json' }, JSON.stringify(obj.spec, null, 2))),
       h('section', { class: 'card' }, h('h2', {}, 'Status'), h('pre', { id: 'status', class: 'json' }, JSON.stringify(st, null, 2)))));
   const y = window.scrollY;
+  state.full = false;
+  state.graphSig = '';
   $('#main').replaceChildren(page);
   if (live) window.scrollTo(0, y); else window.scrollTo(0, 0);
 }
