@@ -24,7 +24,8 @@ func TestWaitMessagesNeverSayReady(t *testing.T) {
 		{"Readying the cluster", "Readying the cluster"},
 		{`not on kubernetes_runtime "eu-1" yet`, `not on kubernetes_runtime "eu-1" yet`},
 	} {
-		we := Wait(`database "orders"`, tc.state, "DataServiceNotReady", 0).(*WaitError)
+		var we *WaitError
+		require.ErrorAs(t, Wait(`database "orders"`, tc.state, "DataServiceNotReady", 0), &we)
 		require.Equal(t, `waiting for database "orders" (`+tc.want+`)`, we.Error(), "state %q", tc.state)
 		require.Equal(t, `waiting for database "orders" (`+tc.want+`, 3s)`, we.message(3*time.Second), "state %q", tc.state)
 		if tc.state != "Readying the cluster" {

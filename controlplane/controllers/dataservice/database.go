@@ -214,7 +214,7 @@ func (r *Reconciler[S, T]) Reconcile(ctx context.Context, obj *api.Object[S, T])
 		if err := r.dropAccess(ctx, obj.ID, svc, prev); err != nil {
 			prev.Message = fmt.Sprintf("removing its access: %v", err)
 			out = append(out, prev)
-			waitErr = cmp.Or(waitErr, error(reconcile.Wait(fmt.Sprintf("kubernetes_runtime %q", prev.Runtime), "removing its access: "+err.Error(), "AccessCleanup", 5*time.Second)))
+			waitErr = cmp.Or(waitErr, reconcile.Wait(fmt.Sprintf("kubernetes_runtime %q", prev.Runtime), "removing its access: "+err.Error(), "AccessCleanup", 5*time.Second))
 		}
 	}
 	*runtimes = out

@@ -195,7 +195,8 @@ func sites(home *api.DataHome, insts []*api.WorkloadInstance, prev []api.DataRun
 		}
 	}
 	for _, rs := range prev {
-		if rs.RuntimeID == home.RuntimeID || !(rs.Copy || rs.Role == "" && len(rs.Objects) > 0) {
+		oldCopy := rs.Copy || (rs.Role == "" && len(rs.Objects) > 0)
+		if rs.RuntimeID == home.RuntimeID || !oldCopy {
 			continue
 		}
 		i := slices.IndexFunc(out, func(s site) bool { return s.runtimeID == rs.RuntimeID })

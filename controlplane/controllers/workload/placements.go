@@ -39,9 +39,7 @@ func (r *InstanceReconciler) targets(ctx context.Context, inst *api.WorkloadInst
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, f := range followerTargets(targets, followers, inst, replicas) {
-		targets = append(targets, f)
-	}
+	targets = append(targets, followerTargets(targets, followers, inst, replicas)...)
 	return targets, followers, nil
 }
 
