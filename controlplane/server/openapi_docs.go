@@ -540,6 +540,7 @@ var fieldDocs = map[string]string{
 	"imageResponse.Definition":                    "Definition is the updated definition.",
 	"imageResponse.UpdatedInstances":              "UpdatedInstances are the instances of the definition, which roll out the new image.",
 	"planner.assumed":                             "assumed are the ids of the request's assumed changes: what they do is not reported.",
+	"planner.homed":                               "homed are the data services whose home the plan has previewed.",
 	"planner.placed":                              "placed are the runtimes each instance the plan (re)places runs on.",
 	"planner.uses":                                "uses are the support services each gateway the plan touches would use.",
 	"planner.warnings":                            "warnings say what the controllers could not do.",
