@@ -124,29 +124,18 @@ func (v *planView) ref(id string) *api.ObjectRef {
 // reference (a placement, a support service in use), as the store's reference rows would say. Owners do
 // not protect what they own.
 func (v *planView) dependents(id string) []string {
-	var out []string
-	for _, oid := range v.order {
-		o := v.objs[oid]
-		if o == nil {
-			continue
-		}
-		ki, ok := api.LookupKind(o.Kind)
-		if !ok {
-			continue
-		}
-		for _, e := range graphEdges(ki, o) {
-			// e.From is o, or the user o's own spec attaches it to (KindInfo.UsedBy): either must be live.
-			if e.To == id && e.Type != api.EdgeOwner && v.objs[e.From] != nil && !v.deleted[e.From] && !slices.Contains(out, e.From) {
-				out = append(out, e.From)
-			}
-		}
-	}
-	return out
+	// e.From is the object, or the user its own spec attaches it to (KindInfo.UsedBy): either must be live.
+	return v.referrers(id, func(from string) bool { return !v.deleted[from] })
 }
 
 // users returns the ids of the objects that depend on id, live or not, as the store's reference rows
 // name them while a delete runs (Server.dependents, with the users the object's spec attaches it to).
 func (v *planView) users(id string) []string {
+	return v.referrers(id, func(from string) bool { return from != id })
+}
+
+// referrers returns the ids of the objects in the view with a non-owner edge to id that keep accepts.
+func (v *planView) referrers(id string, keep func(from string) bool) []string {
 	var out []string
 	for _, oid := range v.order {
 		o := v.objs[oid]
@@ -158,7 +147,7 @@ func (v *planView) users(id string) []string {
 			continue
 		}
 		for _, e := range graphEdges(ki, o) {
-			if e.To == id && e.Type != api.EdgeOwner && v.objs[e.From] != nil && e.From != id && !slices.Contains(out, e.From) {
+			if e.To == id && e.Type != api.EdgeOwner && v.objs[e.From] != nil && keep(e.From) && !slices.Contains(out, e.From) {
 				out = append(out, e.From)
 			}
 		}
