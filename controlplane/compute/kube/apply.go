@@ -31,6 +31,9 @@ const (
 	ManagedByValue = "qleet"
 	// LabelInstanceID carries the id of the owner (a workload instance) of an applied object.
 	LabelInstanceID = "qleetos.io/instance-id"
+	// LabelOwnerKind carries the kind of the owner (e.g. "workload_instance", "support_service") when
+	// the owner says it (Owner.Kind), so that a watch event about the object enqueues exactly its owner.
+	LabelOwnerKind = "qleetos.io/owner-kind"
 	// AnnotationAppliedHash holds a hash of the desired object as last applied. When the live object
 	// still carries the hash of the desired one, any change a re-apply makes is drift.
 	AnnotationAppliedHash = "qleetos.io/applied-hash"
@@ -42,6 +45,10 @@ const (
 type Owner struct {
 	// InstanceID is the owner's id, written to LabelInstanceID. Required.
 	InstanceID string
+	// Kind is the owner's kind (e.g. "workload_instance"), written to LabelOwnerKind on each applied
+	// object (not on its pod template, which would roll its pods): a change to the object seen by the
+	// cluster's watch then enqueues the owner (ConnectorConfig.OnOwnedChange). Optional.
+	Kind string
 	// Namespace is given to namespaced objects that name none.
 	Namespace string
 	// Previous lists what the owner applied last time (e.g. from its status). Apply looks for drift in
@@ -311,7 +318,11 @@ func (cl *Cluster) applySlot(ctx context.Context, wait bool) (func(), error) {
 func prepare(o *unstructured.Unstructured, owner Owner) *unstructured.Unstructured {
 	u := o.DeepCopy()
 	unstructured.RemoveNestedField(u.Object, "status")
-	u.SetLabels(withOwnerLabels(u.GetLabels(), owner))
+	top := withOwnerLabels(u.GetLabels(), owner)
+	if owner.Kind != "" {
+		top[LabelOwnerKind] = owner.Kind
+	}
+	u.SetLabels(top)
 	for _, path := range podTemplatePaths(u.GetKind()) {
 		labelsPath := append(append([]string{}, path...), "metadata", "labels")
 		if _, found, _ := unstructured.NestedMap(u.Object, path...); !found {

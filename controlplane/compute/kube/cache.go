@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -172,9 +174,17 @@ func (c *Cache) informer(gk schema.GroupKind, version string) (cache.SharedIndex
 		c.dyn.Start(c.stop)
 	}
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.wake,
-		UpdateFunc: func(_, obj any) { c.wake(obj) },
-		DeleteFunc: c.wake,
+		AddFunc: c.wake,
+		UpdateFunc: func(old, obj any) {
+			c.wake(obj)
+			if edited(old, obj) {
+				c.ownedChanged(obj)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			c.wake(obj)
+			c.ownedChanged(obj)
+		},
 	}); err != nil {
 		return nil, err
 	}
@@ -225,6 +235,70 @@ func (c *Cache) wake(obj any) {
 		close(w.ch)
 		delete(c.waiters, id)
 	}
+}
+
+// ownedChanged tells the cluster's OnOwnedChange about the owner of obj, an object QleetOS applied that
+// was edited or deleted. Pods are left out: they belong to their workload's controller, and the agent
+// follows their health.
+func (c *Cache) ownedChanged(obj any) {
+	if c.cl.onOwnedChange == nil {
+		return
+	}
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	if _, isPod := obj.(*corev1.Pod); isPod {
+		return
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return
+	}
+	l := m.GetLabels()
+	id, managed := ownerOf(l)
+	if !managed || id == "" {
+		return
+	}
+	c.cl.onOwnedChange(l[LabelOwnerKind], id)
+}
+
+// edited reports whether an update changed what was applied rather than only what the cluster reports:
+// the spec (a new metadata.generation), labels or annotations; for kinds without a generation, anything
+// but the status. Status-only updates (a rollout's progress) are not edits. A watch that resumes, or
+// relists, after an outage hands over the changes made meanwhile as updates, so they count too.
+func edited(oldObj, newObj any) bool {
+	o, err1 := meta.Accessor(oldObj)
+	n, err2 := meta.Accessor(newObj)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	if o.GetResourceVersion() == n.GetResourceVersion() {
+		return false // a resync of the informer, not a change
+	}
+	if o.GetGeneration() != n.GetGeneration() || o.GetDeletionTimestamp().IsZero() != n.GetDeletionTimestamp().IsZero() ||
+		!maps.Equal(o.GetLabels(), n.GetLabels()) || !maps.Equal(o.GetAnnotations(), n.GetAnnotations()) {
+		return true
+	}
+	if n.GetGeneration() != 0 {
+		return false // the spec is unchanged: a status update
+	}
+	ou, ok1 := oldObj.(interface{ UnstructuredContent() map[string]any })
+	nu, ok2 := newObj.(interface{ UnstructuredContent() map[string]any })
+	if !ok1 || !ok2 {
+		return false
+	}
+	return !equality.Semantic.DeepEqual(withoutStatus(ou.UnstructuredContent()), withoutStatus(nu.UnstructuredContent()))
+}
+
+// withoutStatus returns content without its status and the metadata every write changes.
+func withoutStatus(content map[string]any) map[string]any {
+	out := make(map[string]any, len(content))
+	for k, v := range content {
+		if k != "status" && k != "metadata" {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // Get returns the cached object ref names, as unstructured content (a copy the caller may keep), or nil

@@ -47,6 +47,8 @@ type Cluster struct {
 
 	cacheOnce sync.Once
 	cache     *Cache
+	// onOwnedChange is the connector's OnOwnedChange, set before the cache is made.
+	onOwnedChange func(kind, id string)
 
 	reach *reachability
 }
@@ -75,6 +77,12 @@ type ConnectorConfig struct {
 	Burst int
 	// ApplyConcurrency is each Cluster's ApplyConcurrency (default DefaultApplyConcurrency).
 	ApplyConcurrency int
+	// OnOwnedChange, when set, is called when a cluster's watch sees an object QleetOS applied edited
+	// (its spec, labels or annotations; not its status) or deleted, by anyone: kind and id name the
+	// object's owner (LabelOwnerKind, empty when the owner did not say its kind, and LabelInstanceID).
+	// Changes made while a watch was down arrive when it resumes. A kind is watched once something
+	// applied or read it through the cluster's cache. It runs on the watch's goroutine: keep it short.
+	OnOwnedChange func(kind, id string)
 	// Sources connect to the runtimes of providers that no kubeconfig describes, by provider name (e.g.
 	// "eks": an endpoint and tokens from the cloud). A source is called once per runtime until Forget.
 	Sources map[string]RESTConfigSource
@@ -286,6 +294,7 @@ func (c *Connector) newCluster(rc *rest.Config, key string) (*Cluster, error) {
 		return nil, err
 	}
 	cl.ApplyConcurrency = c.cfg.ApplyConcurrency
+	cl.onOwnedChange = c.cfg.OnOwnedChange
 	cl.reach.timeout = c.cfg.ProbeTimeout
 	if c.cfg.ProbeInterval > 0 {
 		// Close stops the probes with the cache.

@@ -68,6 +68,7 @@ func sharedNamespaceView(o *unstructured.Unstructured) map[string]any {
 	u := o.DeepCopy()
 	l := u.GetLabels()
 	delete(l, LabelInstanceID)
+	delete(l, LabelOwnerKind)
 	u.SetLabels(l)
 	a := u.GetAnnotations()
 	delete(a, AnnotationAppliedHash)

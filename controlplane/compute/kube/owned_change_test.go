@@ -1,0 +1,176 @@
+package kube_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/qleetos/terraform-provider-qleet/api"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
+	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
+)
+
+// cuttableProxy forwards TCP connections to target until cut: then it drops every connection and
+// refuses new ones (closing them at once) until mended. It stands for a network outage between the
+// control plane and a cluster, while the cluster itself keeps serving others.
+type cuttableProxy struct {
+	ln     net.Listener
+	target string
+
+	mu    sync.Mutex
+	cut   bool
+	conns map[net.Conn]bool
+}
+
+func newCuttableProxy(t *testing.T, target string) *cuttableProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &cuttableProxy{ln: ln, target: target, conns: map[net.Conn]bool{}}
+	t.Cleanup(func() { _ = ln.Close(); p.setCut(true) })
+	go p.serve()
+	return p
+}
+
+func (p *cuttableProxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.cut {
+			p.mu.Unlock()
+			_ = c.Close()
+			continue
+		}
+		up, err := net.Dial("tcp", p.target)
+		if err != nil {
+			p.mu.Unlock()
+			_ = c.Close()
+			continue
+		}
+		p.conns[c], p.conns[up] = true, true
+		p.mu.Unlock()
+		go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
+		go func() { _, _ = io.Copy(c, up); _ = c.Close() }()
+	}
+}
+
+// setCut cuts (true) or mends (false) the proxy; cutting closes every open connection.
+func (p *cuttableProxy) setCut(cut bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = cut
+	if cut {
+		for c := range p.conns {
+			_ = c.Close()
+			delete(p.conns, c)
+		}
+	}
+}
+
+// ownedChanges collects OnOwnedChange calls.
+type ownedChanges struct {
+	mu   sync.Mutex
+	seen []string // "kind/id"
+}
+
+func (o *ownedChanges) add(kind, id string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.seen = append(o.seen, kind+"/"+id)
+}
+
+func (o *ownedChanges) count(key string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, s := range o.seen {
+		if s == key {
+			n++
+		}
+	}
+	return n
+}
+
+// TestOwnedChangesComeFromTheWatch checks that the cluster's watch names the owner of an object QleetOS
+// applied when someone edits or deletes it, and only then (not for status updates, not for the owner's
+// own unchanged re-apply), and that a change made while the connection to the cluster was cut is reported
+// once the watch resumes.
+func TestOwnedChangesComeFromTheWatch(t *testing.T) {
+	t.Parallel()
+	sim := kubesimtest.Start(t)
+	raw, err := os.ReadFile(sim.Kubeconfig)
+	require.NoError(t, err)
+	rc, err := kube.RESTConfigFromKubeconfig(raw, "")
+	require.NoError(t, err)
+	host := strings.TrimPrefix(rc.Host, "https://")
+	direct, err := kubernetes.NewForConfig(rc)
+	require.NoError(t, err)
+
+	proxy := newCuttableProxy(t, host)
+	changes := &ownedChanges{}
+	conn := kube.NewConnector(kube.ConnectorConfig{OnOwnedChange: changes.add})
+	t.Cleanup(conn.Close)
+	rt := &api.KubernetesRuntime{Meta: api.Meta{ID: "rt-proxied", Name: "proxied"}, Spec: api.KubernetesRuntimeSpec{
+		Provider: api.ProviderKubeconfig, Kubeconfig: strings.ReplaceAll(string(raw), host, proxy.ln.Addr().String())}}
+	cl, err := conn.Connect(context.Background(), rt)
+	require.NoError(t, err)
+	ctx := context.Background()
+
+	owner := kube.Owner{InstanceID: "inst-watched", Kind: "workload_instance", Namespace: "watched"}
+	key := "workload_instance/inst-watched"
+	desired := func() []*unstructured.Unstructured {
+		return []*unstructured.Unstructured{namespace(t, "watched"), configMap(t, "settings"), configMap(t, "extra"), service(t, "web")}
+	}
+	_, err = kube.Apply(ctx, cl, owner, desired())
+	require.NoError(t, err)
+	// The apply read each kind through the cache, which started its watch; wait until it is synced.
+	await.Explained(t, 30*time.Second, func() (bool, string) {
+		_, ok := kube.InSync(ctx, cl, owner, desired())
+		return ok, "the cache has not seen the applied objects yet"
+	})
+	settle := changes.count(key)
+
+	t.Run("an unchanged re-apply reports nothing", func(t *testing.T) {
+		_, err := kube.Apply(ctx, cl, owner, desired())
+		require.NoError(t, err)
+		// A later edit is reported; had the re-apply been reported, it would be counted before it.
+		patch := []byte(`{"data":{"a":"edited"}}`)
+		_, err = direct.CoreV1().ConfigMaps("watched").Patch(ctx, "settings", types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "kubectl-edit"})
+		require.NoError(t, err)
+		await.True(t, 10*time.Second, func() bool { return changes.count(key) > settle }, "the edit is reported")
+		require.Equal(t, settle+1, changes.count(key), "only the edit was reported")
+	})
+
+	t.Run("a deletion names the owner", func(t *testing.T) {
+		before := changes.count(key)
+		require.NoError(t, direct.CoreV1().Services("watched").Delete(ctx, "web", metav1.DeleteOptions{}))
+		await.True(t, 10*time.Second, func() bool { return changes.count(key) > before }, "the deletion is reported")
+	})
+
+	t.Run("a change made while the watch was cut is reported when it resumes", func(t *testing.T) {
+		proxy.setCut(true)
+		before := changes.count(key)
+		patch := []byte(`{"data":{"a":"while-cut"}}`)
+		_, err := direct.CoreV1().ConfigMaps("watched").Patch(ctx, "settings", types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "kubectl-edit"})
+		require.NoError(t, err)
+		require.NoError(t, direct.CoreV1().ConfigMaps("watched").Delete(ctx, "extra", metav1.DeleteOptions{}))
+		require.Equal(t, before, changes.count(key), "nothing can be seen through a cut connection")
+		proxy.setCut(false)
+		await.True(t, 90*time.Second, func() bool { return changes.count(key) >= before+2 }, "the edit and the deletion are reported after the watch resumes")
+	})
+}
