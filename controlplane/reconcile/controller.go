@@ -44,10 +44,20 @@ type Config struct {
 	// Heartbeat is how often a running reconcile renews its lock and tells the broker it is in progress
 	// (default 2s). It must be well under the lock TTL and the consumer's ack wait.
 	Heartbeat time.Duration
-	// ResyncInterval is how often objects that are not reconciled are enqueued again (default 30s).
+	// ResyncInterval is how often objects that are not reconciled are enqueued again (default 30s), while
+	// the process is busy: a pass runs only when a notification was handled since the last one (by any
+	// controller of this process), or an owned object counts its grace (see OwnerGrace). At rest no pass
+	// runs, so the control plane makes no calls; the objects that wait are woken by notifications
+	// (a dependency's status change, a watch event, their own requeue).
 	ResyncInterval time.Duration
-	// DriftInterval is how often Ready objects are re-checked against the compute space (default 60s).
+	// DriftInterval is how often every object, Ready ones included, is enqueued again (default 10h, like
+	// controller-runtime's SyncPeriod). It is the safety net only: drift in the compute space is learned
+	// from the clusters' watch events, which enqueue exactly the objects whose applied objects changed.
 	DriftInterval time.Duration
+	// ResyncRate is the most objects per second that a resync pass enqueues (default 1,000), through a
+	// token bucket holding one second's worth (at most a listing page): a pass over a large estate never
+	// floods the queue ahead of fresh work.
+	ResyncRate float64
 	// FailedRecheckInterval is how often objects Failed at their current generation are reconciled
 	// again (default 5m), so that a world fixed outside QleetOS heals without a spec change.
 	FailedRecheckInterval time.Duration
@@ -117,7 +127,10 @@ func (c *Config) applyDefaults(kind string) {
 		c.ResyncInterval = 30 * time.Second
 	}
 	if c.DriftInterval <= 0 {
-		c.DriftInterval = 60 * time.Second
+		c.DriftInterval = DefaultDriftInterval
+	}
+	if c.ResyncRate <= 0 {
+		c.ResyncRate = DefaultResyncRate
 	}
 	if c.FailedRecheckInterval <= 0 {
 		c.FailedRecheckInterval = 5 * time.Minute
@@ -172,6 +185,11 @@ type Controller[S any, T any] struct {
 	holder string
 	// listed holds the objects the resync passes listed, for their reconciles; nil when off.
 	listed atomic.Pointer[listedCopies[S, T]]
+	// pace bounds the rate at which resync passes enqueue objects.
+	pace *pacer
+	// sawFailed says the last resync pass listed objects Failed at their generation, which the failed
+	// re-check looks at again.
+	sawFailed atomic.Bool
 }
 
 type requeueTimer struct {
@@ -192,6 +210,7 @@ func New[S any, T any](queue Queue, res *client.Resource[S, T], rec Reconciler[S
 		dirty:    map[string][]jetstream.Msg{},
 		unowned:  map[string]time.Time{},
 		holder:   fmt.Sprintf("pid %d %s", os.Getpid(), cfg.Source),
+		pace:     newPacer(cfg.ResyncRate, min(cfg.ResyncRate, resyncPage)),
 	}
 }
 
@@ -292,6 +311,7 @@ func (c *Controller[S, T]) handle(ctx context.Context, locker *broker.Locker, m 
 	// A notification for an object this replica is reconciling right now is taken over by that worker,
 	// which reconciles once more when it is done and only then acks it: no lock contention and no
 	// redelivery delay, and if this process dies the notification is still unacked and redelivered.
+	activity.Add(1)
 	if !c.begin(id, m) {
 		return
 	}
@@ -809,14 +829,17 @@ func jitter(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
 }
 
-// resync is the safety net: it enqueues objects that are not reconciled every ResyncInterval, every
-// object every DriftInterval, so that drift in the compute space is corrected, and objects Failed at
-// their current generation every FailedRecheckInterval, so that a fixed world heals. Message ids
-// de-duplicate across replicas.
+// resync is the safety net. While the process is busy (a notification was handled since the last
+// pass, by any of its controllers) or an owned object counts its grace, it enqueues the objects that are
+// not reconciled every ResyncInterval, in case a requeue was lost. Every DriftInterval (hours) it
+// enqueues every object, and every FailedRecheckInterval the objects Failed at their current generation
+// when the last pass saw any, so that a fixed world heals. Drift itself is learned from watch events,
+// not from here. At rest no pass runs. Message ids de-duplicate across replicas; passes are paced (pacer).
 func (c *Controller[S, T]) resync(ctx context.Context) {
 	// A full pass at start makes the controller level-triggered across restarts. Its notification ids
 	// are its own ("resync-start-"), so that replicas starting together de-duplicate each other but a
 	// restart is not taken for a duplicate of the previous process's last pass in the same bucket.
+	seen := activity.Load()
 	if _, err := c.resyncPass(ctx, "resync-start-", true, true); err != nil && ctx.Err() == nil {
 		c.log.Warn("initial resync failed", "err", err)
 	}
@@ -832,15 +855,32 @@ func (c *Controller[S, T]) resync(ctx context.Context) {
 			if drift {
 				lastDrift = now
 			}
-			failed := now.Sub(lastFailed) >= c.cfg.FailedRecheckInterval
+			failed := c.sawFailed.Load() && now.Sub(lastFailed) >= c.cfg.FailedRecheckInterval
 			if failed {
 				lastFailed = now
 			}
+			busy := activity.Load() != seen || c.graceCounting()
+			if !drift && !failed && !busy {
+				continue
+			}
+			seen = activity.Load()
 			if _, err := c.resyncPass(ctx, "resync-", drift, failed); err != nil && ctx.Err() == nil {
 				c.log.Warn("resync failed", "err", err)
 			}
 		}
 	}
+}
+
+// activity counts the notifications handled by every controller of this process: a resync pass of
+// objects that are not reconciled runs only when it moved since the last pass.
+var activity atomic.Int64
+
+// graceCounting reports whether an object created for owners is counting its grace, which only a
+// resync pass ends.
+func (c *Controller[S, T]) graceCounting() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.unowned) > 0
 }
 
 // Resync enqueues every object that is not reconciled, or every object when all is true (a drift
@@ -860,6 +900,8 @@ func (c *Controller[S, T]) resyncPass(ctx context.Context, idPrefix string, read
 	opts := client.ListOptions{Limit: resyncPage}
 	listed := c.listed.Load()
 	n := 0
+	sawFailed := false
+	defer func() { c.sawFailed.Store(sawFailed) }()
 	for {
 		listed.waitRoom(ctx, resyncPage)
 		mark := listed.beginListing()
@@ -877,6 +919,9 @@ func (c *Controller[S, T]) resyncPass(ctx context.Context, idPrefix string, read
 			}
 			st := client.CommonStatus(obj)
 			deleting := obj.DeletionRequestedAt != nil
+			if st.Phase == api.PhaseFailed && st.ObservedGeneration == obj.Generation && !deleting {
+				sawFailed = true
+			}
 			if !failed && st.Phase == api.PhaseFailed && st.ObservedGeneration == obj.Generation && !deleting {
 				continue
 			}
@@ -887,6 +932,12 @@ func (c *Controller[S, T]) resyncPass(ctx context.Context, idPrefix string, read
 		}
 		tags := listed.hold(mark, due)
 		listed.endListing()
+		if err := c.pace.wait(ctx, len(due)); err != nil {
+			for _, obj := range due {
+				listed.drop(obj.ID, tags[obj.ID])
+			}
+			return n, err
+		}
 		sent, err := c.publishResync(ctx, due, idPrefix, bucket, listed, tags)
 		n += sent
 		if err != nil {

@@ -1,0 +1,123 @@
+package reconcile_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
+	"github.com/qleetos/terraform-provider-qleet/internal/await"
+)
+
+// countingTransport counts the requests sent through it, by method and path.
+type countingTransport struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.mu.Lock()
+	c.seen = append(c.seen, r.Method+" "+r.URL.Path)
+	c.mu.Unlock()
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func (c *countingTransport) since(mark int) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.seen[mark:]...)
+}
+
+func (c *countingTransport) mark() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.seen)
+}
+
+// TestResyncPassIsPaced checks the safety net's token bucket: a full pass over 60 objects at 20 objects
+// per second (a bucket of 20) cannot enqueue them in less than the 2s that the 40 beyond the bucket take.
+func TestResyncPassIsPaced(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	for i := range 60 {
+		b.createDef(t, fmt.Sprintf("paced-%02d", i))
+	}
+	c := reconcile.New(b.broker, b.client.WorkloadDefinitions(), recFunc(nil), reconcile.Config{Logger: quietLogger(), ResyncRate: 20})
+	start := time.Now()
+	n, err := c.Resync(context.Background(), true)
+	elapsed := time.Since(start)
+	require.NoError(t, err)
+	require.Equal(t, 60, n)
+	t.Logf("60 objects enqueued in %s at 20/s", elapsed.Round(10*time.Millisecond))
+	require.GreaterOrEqual(t, elapsed, 1900*time.Millisecond, "60 objects at 20/s with a bucket of 20 take at least 2s")
+
+	t.Run("the default rate does not hold a small pass back", func(t *testing.T) {
+		c := reconcile.New(b.broker, b.client.WorkloadDefinitions(), recFunc(nil), reconcile.Config{Logger: quietLogger()})
+		start := time.Now()
+		n, err := c.Resync(context.Background(), true)
+		require.NoError(t, err)
+		require.Equal(t, 60, n)
+		// A bucket of 1,000 holds the 60 at once: no wait beyond the listing and the publish acks.
+		require.Less(t, time.Since(start), 1900*time.Millisecond)
+	})
+}
+
+// TestNoResyncPassAtRest checks that an idle controller makes no calls: once its objects are reconciled
+// and no notification comes, its resync passes (every 100ms here) do not list the kind, and the drift
+// pass waits for its 10h default. A notification makes passes run again. Not parallel: the passes follow
+// the activity of every controller in the process.
+func TestNoResyncPassAtRest(t *testing.T) {
+	b := setup(t, setupOpts{})
+	counter := &countingTransport{}
+	cl, err := client.New(b.url, client.WithToken(b.token), client.WithHTTPClient(&http.Client{Transport: counter}))
+	require.NoError(t, err)
+	var objs []string
+	for i := range 3 {
+		objs = append(objs, b.createDef(t, fmt.Sprintf("idle-%d", i)).ID)
+	}
+	seen := &calls{n: map[string]int{}}
+	b.runWith(t, cl, recFunc(func(ctx context.Context, obj *defObj) (reconcile.Result, error) {
+		seen.inc(obj.Name)
+		return reconcile.Result{}, nil
+	}), reconcile.Config{ResyncInterval: 100 * time.Millisecond})
+	for _, id := range objs {
+		_, err := b.client.WorkloadDefinitions().WaitReconciled(waitCtx(t, 20*time.Second), id)
+		require.NoError(t, err)
+	}
+	lists := func(reqs []string) int {
+		n := 0
+		for _, r := range reqs {
+			if strings.HasPrefix(r, "GET ") && strings.HasSuffix(r, "/v1/workload_definitions") {
+				n++
+			}
+		}
+		return n
+	}
+	// The passes that follow the last reconciles run once more, find nothing to do, and stop.
+	await.Explained(t, 10*time.Second, func() (bool, string) {
+		mark := counter.mark()
+		// no signal: a quiet spell is what is awaited; it is measured over five pass intervals
+		time.Sleep(500 * time.Millisecond)
+		got := counter.since(mark)
+		return len(got) == 0, fmt.Sprintf("requests in the last 500ms: %v", got)
+	})
+	mark, reconciled := counter.mark(), seen.get("idle-0")
+	// no signal: this is the idle window under test; nothing happens in it by design
+	time.Sleep(2 * time.Second)
+	require.Empty(t, counter.since(mark), "no request at rest over 20 resync intervals")
+	require.Equal(t, reconciled, seen.get("idle-0"), "a Ready object is not reconciled again by the safety net")
+
+	t.Run("a notification wakes the passes", func(t *testing.T) {
+		mark := counter.mark()
+		require.NoError(t, b.client.WorkloadDefinitions().RequestReconcile(context.Background(), objs[0]))
+		await.True(t, 10*time.Second, func() bool { return seen.get("idle-0") == reconciled+1 }, "the notified object is reconciled")
+		await.True(t, 10*time.Second, func() bool { return lists(counter.since(mark)) > 0 }, "a pass lists the kind after the activity")
+	})
+}
