@@ -294,7 +294,8 @@ func (r *Resource[S, T]) GetByName(ctx context.Context, name string) (*api.Objec
 type ListOptions struct {
 	// LabelSelector is "k=v,k2=v2"; only objects carrying every pair are listed.
 	LabelSelector string
-	// References is an object id; only objects that reference it are listed (e.g. a definition's instances).
+	// References is an object id; only objects that reference it, or that their spec attaches to it, are
+	// listed (a definition's instances, the secrets that serve an instance), from the store's indexes.
 	References string
 	// Limit is the page size (server default 100, maximum 1000).
 	Limit int

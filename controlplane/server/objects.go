@@ -215,6 +215,28 @@ func wireRefs(refs []store.Ref) []api.ObjectRef {
 type checked struct {
 	spec json.RawMessage
 	refs []store.Ref
+	// users are the ids of the objects the spec attaches its object to (specUsers).
+	users []string
+}
+
+// specUsers are the ids of the objects a spec attaches its object to, which use it: KindInfo.UsedBy (a
+// database's spec.instance_id) and the reference fields tagged usedby (a secret's spec.instance_ids). The
+// store indexes them (store.CreateParams.Users), so that a list filtered by reference to an instance
+// finds the secrets and data services that serve it without reading their kinds.
+func specUsers(ki *api.KindInfo, spec any) []string {
+	var ids []string
+	if ki.UsedBy != nil {
+		for _, fr := range ki.UsedBy(spec) {
+			ids = append(ids, fr.ID)
+		}
+	}
+	for _, r := range ki.References(spec, nil) {
+		if r.Direction == api.RefUsedBy {
+			ids = append(ids, r.ID)
+		}
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
 }
 
 // objectView is what check reads: the store (the Server itself), or a plan's view of the store with the
@@ -360,7 +382,7 @@ func checkIn(ctx context.Context, v objectView, ki *api.KindInfo, subj subject, 
 	if err != nil {
 		return nil, fmt.Errorf("encode spec: %w", err)
 	}
-	return &checked{spec: data, refs: refs}, nil
+	return &checked{spec: data, refs: refs, users: specUsers(ki, spec)}, nil
 }
 
 // checkUsedBy resolves the objects a spec attaches its object to (KindInfo.UsedBy: the instance a
@@ -552,7 +574,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	obj, err := s.cfg.Store.Create(r.Context(), &store.CreateParams{
-		Kind: ki.Kind, Name: body.Name, Labels: body.Labels, Spec: c.spec, Status: status, Refs: c.refs, Owners: owners,
+		Kind: ki.Kind, Name: body.Name, Labels: body.Labels, Spec: c.spec, Status: status, Refs: c.refs, Owners: owners, Users: c.users,
 	})
 	if err != nil {
 		s.fail(w, r, err)
@@ -807,7 +829,7 @@ func (s *Server) storeSpec(ctx context.Context, cur *store.Object, rv int64, lab
 		return nil, err
 	}
 	obj, err := s.cfg.Store.UpdateSpec(ctx, &store.UpdateSpecParams{
-		Kind: cur.Kind, ID: cur.ID, IfMatch: rv, Labels: labels, Spec: c.spec, Refs: c.refs,
+		Kind: cur.Kind, ID: cur.ID, IfMatch: rv, Labels: labels, Spec: c.spec, Refs: c.refs, Users: &c.users,
 	})
 	if err != nil {
 		return nil, err

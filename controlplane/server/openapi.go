@@ -286,7 +286,7 @@ func (g *openapiGen) kindPaths(ki *api.KindInfo, paths obj, errResp, idParam, if
 		"get": obj{"operationId": "list_" + ki.Plural, "summary": "List " + ki.Plural, "tags": tag,
 			"parameters": []any{
 				param("label_selector", "query", "k=v,k2=v2: only objects carrying every pair.", false, obj{"type": "string"}),
-				param("references", "query", "An object id: only objects that reference it (e.g. the instances of a definition).", false, obj{"type": "string"}),
+				param("references", "query", "An object id: only objects that reference it, or that their spec attaches to it (the instances of a definition, the secrets that serve an instance).", false, obj{"type": "string"}),
 				param("limit", "query", "Page size.", false, obj{"type": "integer", "minimum": 1, "maximum": maxListLimit, "default": defaultListLimit}),
 				param("continue", "query", "Token from the previous page.", false, obj{"type": "string"}),
 			},

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -75,7 +76,10 @@ func (s *bunStore) Create(ctx context.Context, p *CreateParams) (*Object, error)
 			return err
 		}
 		if s.dialect == dialectPostgres && !s.separateInserts {
-			return insertCreatedPostgres(ctx, tx, row, p.Labels, refs)
+			if err := insertCreatedPostgres(ctx, tx, row, p.Labels, refs); err != nil {
+				return err
+			}
+			return insertUsers(ctx, tx, row.ID, p.Users)
 		}
 		if err := s.insertObject(ctx, tx, row); err != nil {
 			return err
@@ -84,6 +88,9 @@ func (s *bunStore) Create(ctx context.Context, p *CreateParams) (*Object, error)
 			return err
 		}
 		if err := insertRefs(ctx, tx, row.ID, row.Kind, refs); err != nil {
+			return err
+		}
+		if err := insertUsers(ctx, tx, row.ID, p.Users); err != nil {
 			return err
 		}
 		return s.insertOutbox(ctx, tx, row.Kind, row.ID)
@@ -164,15 +171,34 @@ func (s *bunStore) List(ctx context.Context, p *ListParams) (*ListResult, error)
 	err := s.read(ctx, func(ctx context.Context, tx bun.Tx) error {
 		var rows []objectRow
 		q := tx.NewSelect().Model(&rows).Where("kind = ?", p.Kind)
-		if p.After != "" {
-			q = q.Where("id > ?", p.After)
+		// A filtered list is driven by the reference or label index, never by a scan of the kind: each
+		// filter is an IN over its index (object_refs by to_id, object_labels by key and value), and the
+		// page's lower bound goes into the first of them, so that the page costs what it returns, not
+		// the size of the kind (a reconcile's reverse lookups, issue 30).
+		after := p.After
+		bound := func(col string) (string, []any) {
+			if after == "" {
+				return "", nil
+			}
+			a := after
+			after = ""
+			return " AND " + col + " > ?", []any{a}
 		}
 		if p.References != "" {
-			q = q.Where("EXISTS (SELECT 1 FROM object_refs AS r WHERE r.from_id = o.id AND r.to_id = ?)", p.References)
+			// Both the object's own references and the users its spec attaches it to (object_users).
+			cond, args := bound("r.from_id")
+			ucond := strings.Replace(cond, "r.from_id", "u.object_id", 1)
+			q = q.Where("o.id IN (SELECT r.from_id FROM object_refs AS r WHERE r.to_id = ?"+cond+
+				" UNION SELECT u.object_id FROM object_users AS u WHERE u.user_id = ?"+ucond+")",
+				append(append(append([]any{p.References}, args...), p.References), args...)...)
 		}
 		for _, k := range keys {
-			q = q.Where("EXISTS (SELECT 1 FROM object_labels AS l WHERE l.object_id = o.id AND l.key = ? AND l.value = ?)",
-				k, p.Labels[k])
+			cond, args := bound("l.object_id")
+			q = q.Where("o.id IN (SELECT l.object_id FROM object_labels AS l WHERE l.key = ? AND l.value = ?"+cond+")",
+				append([]any{k, p.Labels[k]}, args...)...)
+		}
+		if after != "" {
+			q = q.Where("id > ?", after)
 		}
 		// One row more than the page says whether another page follows.
 		if err := q.Order("id").Limit(int64(limit) + 1).Scan(ctx); err != nil {
@@ -243,6 +269,14 @@ func (s *bunStore) UpdateSpec(ctx context.Context, p *UpdateSpecParams) (*Object
 		}
 		if err := s.insertLabels(ctx, tx, row.ID, p.Labels); err != nil {
 			return err
+		}
+		if p.Users != nil {
+			if _, err := tx.NewDelete().Model((*userRow)(nil)).Where("object_id = ?", row.ID).Exec(ctx); err != nil {
+				return err
+			}
+			if err := insertUsers(ctx, tx, row.ID, *p.Users); err != nil {
+				return err
+			}
 		}
 		if err := replaceRefs(ctx, tx, row.ID, row.Kind, refsFromSpec, refs); err != nil {
 			return err
@@ -384,7 +418,7 @@ func (s *bunStore) Finalize(ctx context.Context, kind, id string) error {
 			now(), telemetry.Traceparent(ctx), row.ID); err != nil {
 			return fmt.Errorf("enqueue referenced objects: %w", err)
 		}
-		for _, m := range []any{(*eventRow)(nil), (*labelRow)(nil)} {
+		for _, m := range []any{(*eventRow)(nil), (*labelRow)(nil), (*userRow)(nil)} {
 			if _, err := tx.NewDelete().Model(m).Where("object_id = ?", row.ID).Exec(ctx); err != nil {
 				return err
 			}
@@ -609,6 +643,28 @@ func (s *bunStore) insertOutbox(ctx context.Context, tx bun.Tx, kind, objectID s
 	}
 	if err != nil {
 		return fmt.Errorf("insert outbox: %w", err)
+	}
+	return nil
+}
+
+// insertUsers records the ids of the objects that use objectID by its spec (CreateParams.Users).
+func insertUsers(ctx context.Context, tx bun.Tx, objectID string, users []string) error {
+	if len(users) == 0 {
+		return nil
+	}
+	rows := make([]userRow, 0, len(users))
+	seen := map[string]bool{}
+	for _, u := range users {
+		if u != "" && !seen[u] {
+			seen[u] = true
+			rows = append(rows, userRow{ObjectID: objectID, UserID: u})
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	if _, err := tx.NewInsert().Model(&rows).Exec(ctx); err != nil {
+		return fmt.Errorf("insert users: %w", err)
 	}
 	return nil
 }

@@ -44,6 +44,14 @@ type labelRow struct {
 	Value    string `bun:"value"`
 }
 
+// userRow is one object that uses another by the other's spec (CreateParams.Users).
+type userRow struct {
+	bun.BaseModel `bun:"table:object_users"`
+
+	ObjectID string `bun:"object_id,pk"`
+	UserID   string `bun:"user_id,pk"`
+}
+
 type refRow struct {
 	bun.BaseModel `bun:"table:object_refs"`
 

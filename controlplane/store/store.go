@@ -80,6 +80,10 @@ type CreateParams struct {
 	// Owners are the objects the new object is created for (by a controller). Unlike Refs they do not
 	// protect the owner from deletion: the owned object is garbage-collected after its owners go.
 	Owners []Ref
+	// Users are the ids of the objects the new object's spec attaches it to, which use it (a secret's
+	// instances): a list filtered by reference to one of them lists the object too. Unlike Refs they
+	// protect nothing and need not exist later.
+	Users []string
 }
 
 // UpdateSpecParams replace an object's labels and spec.
@@ -90,6 +94,9 @@ type UpdateSpecParams struct {
 	Labels  map[string]string
 	Spec    json.RawMessage
 	Refs    []Ref
+	// Users, when not nil, replace the ids of the objects the spec attaches the object to (see
+	// CreateParams.Users).
+	Users *[]string
 }
 
 // UpdateStatusParams replace an object's status. Generation never changes.

@@ -1029,6 +1029,46 @@ func testListByReference(t *testing.T, s store.Store) {
 	res, err = s.List(ctx(t), &store.ListParams{Kind: kindInstance, References: uuid.NewString()})
 	require.NoError(t, err)
 	require.Empty(t, res.Objects)
+
+	// A reference made by both the spec and the status lists the object once.
+	_, err = s.UpdateStatus(ctx(t), &store.UpdateStatusParams{Kind: kindInstance, ID: a.ID, Status: json.RawMessage(`{}`), Refs: &[]store.Ref{refTo(rt)}})
+	require.NoError(t, err)
+	// Pages of a reference filter, alone and with labels (the page bound goes into the index lookup), have
+	// no gap and no duplicate.
+	for i := range 9 {
+		labels := map[string]string{"env": "prod"}
+		if i%3 == 0 {
+			labels["env"] = "dev"
+		}
+		o := create(t, s, kindInstance, fmt.Sprintf("paged-%d", i), labels, refTo(rt))
+		want = append(want, o.ID)
+	}
+	create(t, s, kindInstance, "paged-other", map[string]string{"env": "prod"}, refTo(other))
+	sort.Strings(want)
+	page := func(labels map[string]string) []string {
+		var got []string
+		after := ""
+		for {
+			res, err := s.List(ctx(t), &store.ListParams{Kind: kindInstance, References: rt.ID, Labels: labels, Limit: 2, After: after})
+			require.NoError(t, err)
+			for _, o := range res.Objects {
+				got = append(got, o.ID)
+			}
+			if res.Next == "" {
+				return got
+			}
+			after = res.Next
+		}
+	}
+	require.Equal(t, want, page(nil), "every instance that references rt, once, in id order")
+	var prod []string
+	for _, id := range want {
+		if o, err := s.Get(ctx(t), kindInstance, id); err == nil && o.Labels["env"] == "prod" {
+			prod = append(prod, id)
+		}
+	}
+	require.Len(t, prod, 6)
+	require.Equal(t, prod, page(map[string]string{"env": "prod"}), "the instances that reference rt and carry the label")
 }
 
 func testCountObjects(t *testing.T, s store.Store) {
