@@ -44,7 +44,17 @@ type DatabaseSpec struct {
 	Retain bool `json:"retain,omitempty"`
 	// EnvPrefix prefixes the variables the instance gets (default DATABASE: DATABASE_URL, DATABASE_HOST, ...).
 	EnvPrefix string `json:"env_prefix,omitempty"`
+	// ReplicasPerRegion is the number of read replicas (0 to 5, default 0; postgres only) in each region
+	// where a consumer runs. In a region they run on the first runtime there that a consumer runs on (the
+	// home, if a consumer runs on it), streaming from the home; on an eks runtime whose home is RDS they
+	// are RDS read replicas in that region. The consumers there get <PREFIX>_READ_URL, _READ_HOST and
+	// _READ_PORT for them; elsewhere those name the home, so that an application can always send its
+	// reads to _READ_URL. Writes always go to the home.
+	ReplicasPerRegion int `json:"replicas_per_region,omitempty"`
 }
+
+// MaxReplicasPerRegion bounds DatabaseSpec.ReplicasPerRegion.
+const MaxReplicasPerRegion = 5
 
 // Roles of a data service on a runtime.
 const (
@@ -102,6 +112,14 @@ type DataRuntimeStatus struct {
 	Endpoint string `json:"endpoint,omitempty"`
 	// Region is the AWS region of a data service served by AWS.
 	Region string `json:"region,omitempty"`
+	// Replicas is the number of a database's read replicas that run for this runtime's region here (on
+	// an eks runtime, RDS read replicas in its region); 0 where none do.
+	Replicas int `json:"replicas,omitempty"`
+	// ReadHost is the address the consumers on this runtime read from: the read replicas' Service (or the
+	// first RDS read replica's endpoint) where Replicas is set, else empty (they read from Host).
+	ReadHost string `json:"read_host,omitempty"`
+	// ReplicaCloudIDs name the RDS read replicas on an eks runtime.
+	ReplicaCloudIDs []string `json:"replica_cloud_ids,omitempty" ref:"-"`
 }
 
 // DatabaseStatus is the observed state of a database.
@@ -150,6 +168,12 @@ func validateDatabase(s *DatabaseSpec) []FieldError {
 		fe.add("spec.env_prefix", "must be upper case letters, digits and _, starting with a letter, not %q", s.EnvPrefix)
 	}
 	validateHome(&fe, s.RuntimeID, s.Region)
+	switch {
+	case s.ReplicasPerRegion < 0 || s.ReplicasPerRegion > MaxReplicasPerRegion:
+		fe.add("spec.replicas_per_region", "must be between 0 and %d, not %d", MaxReplicasPerRegion, s.ReplicasPerRegion)
+	case s.ReplicasPerRegion > 0 && s.Engine != EnginePostgres:
+		fe.add("spec.replicas_per_region", "must be 0 for %s: QleetOS runs read replicas of postgres only", s.Engine)
+	}
 	return fe
 }
 

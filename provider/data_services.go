@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -25,6 +26,8 @@ var dataRuntimeAttributes = map[string]rschema.Attribute{
 	"phase":      rschema.StringAttribute{Description: "Pending, Reconciling or Ready.", Computed: true},
 	"message":    rschema.StringAttribute{Description: "Why it is not Ready there.", Computed: true},
 	"role":       rschema.StringAttribute{Description: "`home` (it runs and keeps its data there) or `access` (the consumers there reach the home through an alias Service and a copy of its credentials).", Computed: true},
+	"replicas":   rschema.Int64Attribute{Description: "A database's read replicas that run there for the runtime's region (`replicas_per_region`); 0 where none do.", Computed: true},
+	"read_host":  rschema.StringAttribute{Description: "Where the consumers there read from when replicas run there (the replicas' Service, or the first RDS read replica); empty otherwise.", Computed: true},
 }
 
 var dataHomeAttributes = map[string]rschema.Attribute{
@@ -66,6 +69,7 @@ func dataRuntimesValue(home *api.DataHome, rts []api.DataRuntimeStatus) attrValu
 			"runtime_id": types.StringValue(r.RuntimeID), "runtime": types.StringValue(r.Runtime), "host": types.StringValue(r.Host),
 			"port": types.Int64Value(int64(r.Port)), "namespace": types.StringValue(r.Namespace),
 			"phase": types.StringValue(string(r.Phase)), "message": types.StringValue(r.Message), "role": types.StringValue(r.Role),
+			"replicas": types.Int64Value(int64(r.Replicas)), "read_host": types.StringValue(r.ReadHost),
 		})
 	}
 	return attrValues{"home": homeValue, "runtimes": types.ListValueMust(dataRuntimeType, out)}
@@ -117,6 +121,7 @@ type databaseModel struct {
 	Size       types.String `tfsdk:"size"`
 	Retain     types.Bool   `tfsdk:"retain"`
 	EnvPrefix  types.String `tfsdk:"env_prefix"`
+	Replicas   types.Int64  `tfsdk:"replicas_per_region"`
 }
 
 var databaseKind = &kind[api.DatabaseSpec, api.DatabaseStatus, databaseModel]{
@@ -127,15 +132,24 @@ var databaseKind = &kind[api.DatabaseSpec, api.DatabaseStatus, databaseModel]{
 		a["engine"] = rschema.StringAttribute{Description: "`postgres` or `mysql` (the API defaults it to postgres).", Optional: true, Computed: true,
 			Validators: []validator.String{stringvalidator.OneOf(api.EnginePostgres, api.EngineMySQL)}}
 		a["version"] = rschema.StringAttribute{Description: "The engine's major version (the API defaults it to 16 for postgres, 8.4 for mysql).", Optional: true, Computed: true}
+		a["replicas_per_region"] = rschema.Int64Attribute{
+			Description: "Read replicas (0 to 5, postgres only) in each region where a consumer runs: on the first runtime there that a consumer runs on (the home, if one runs on it), streaming from the home; RDS read replicas when the home is RDS. " +
+				"Consumers then also get `<PREFIX>_READ_URL`, `_READ_HOST` and `_READ_PORT`: their region's replicas where they run beside them, else the home. Writes always go to the home.",
+			Optional:   true,
+			Validators: []validator.Int64{int64validator.Between(0, api.MaxReplicasPerRegion)},
+		}
 		return a
 	}(),
 	statusAttributes: dataStatusAttributes,
 	toSpec: func(_ context.Context, m *databaseModel) (api.DatabaseSpec, diag.Diagnostics) {
 		return api.DatabaseSpec{InstanceID: m.InstanceID.ValueString(), RuntimeID: m.RuntimeID.ValueString(), Region: m.Region.ValueString(),
 			Engine: m.Engine.ValueString(), Version: m.Version.ValueString(),
-			Size: m.Size.ValueString(), Retain: m.Retain.ValueBool(), EnvPrefix: m.EnvPrefix.ValueString()}, nil
+			Size: m.Size.ValueString(), Retain: m.Retain.ValueBool(), EnvPrefix: m.EnvPrefix.ValueString(), ReplicasPerRegion: int(m.Replicas.ValueInt64())}, nil
 	},
 	fromSpec: func(_ context.Context, s *api.DatabaseSpec, m *databaseModel) diag.Diagnostics {
+		if s.ReplicasPerRegion != 0 || !m.Replicas.IsNull() {
+			m.Replicas = types.Int64Value(int64(s.ReplicasPerRegion))
+		}
 		m.InstanceID, m.Engine, m.Version = stringValue(m.InstanceID, s.InstanceID), types.StringValue(s.Engine), types.StringValue(s.Version)
 		m.RuntimeID, m.Region = stringValue(m.RuntimeID, s.RuntimeID), stringValue(m.Region, s.Region)
 		m.Size, m.EnvPrefix = types.StringValue(s.Size), types.StringValue(s.EnvPrefix)

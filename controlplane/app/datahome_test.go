@@ -124,6 +124,69 @@ func TestDependenciesHaveAHomeAndFollowTheirConsumers(t *testing.T) { //nolint:m
 		require.NotEmpty(t, keys[0])
 	})
 
+	t.Run("read replicas: one in each region, streaming from the home; reads go to them, writes home", func(t *testing.T) {
+		setReplicas := func(n int) {
+			cur, err := cl.Databases().Get(ctx, db.ID)
+			require.NoError(t, err)
+			cur.Spec.ReplicasPerRegion = n
+			_, err = cl.Databases().Update(ctx, cur)
+			require.NoError(t, err)
+		}
+		readHosts := func(region string) (string, string) {
+			s, err := clusters[region].CoreV1().Secrets(inst.Status.Namespace).Get(ctx, "qleet-database-orders", metav1.GetOptions{})
+			require.NoError(t, err, region)
+			return string(s.Data["DATABASE_HOST"]), string(s.Data["DATABASE_READ_HOST"])
+		}
+		setReplicas(1)
+		await.True(t, 2*time.Minute, func() bool {
+			for region := range clusters {
+				if _, read := readHosts(region); read != "db-read.qleet-db-orders.svc.cluster.local" {
+					return false
+				}
+			}
+			return true
+		}, "the app in each region reads from its region's replicas")
+		got, err := cl.Databases().Get(ctx, db.ID)
+		require.NoError(t, err)
+		for _, rs := range got.Status.Runtimes {
+			require.Equal(t, 1, rs.Replicas, rs.Runtime)
+			require.Equal(t, "db-read.qleet-db-orders.svc.cluster.local", rs.ReadHost, rs.Runtime)
+		}
+		// Writes still go to the one home.
+		for region, host := range map[string]string{"eu-west": "db.qleet-db-orders.svc.cluster.local", "us-east": "db-home.qleet-db-orders.svc.cluster.local"} {
+			write, _ := readHosts(region)
+			require.Equal(t, host, write, region)
+			// The replica clones from the home: through the alias away from it.
+			sts, err := clusters[region].AppsV1().StatefulSets("qleet-db-orders").Get(ctx, "db-read", metav1.GetOptions{})
+			require.NoError(t, err, region)
+			require.Equal(t, int32(1), *sts.Spec.Replicas)
+			clone := sts.Spec.Template.Spec.InitContainers[0]
+			require.Contains(t, clone.Command[2], "pg_basebackup")
+			require.Equal(t, host, envOf(clone)["PRIMARY_HOST"].Value, region)
+		}
+		// The home accepts replication connections.
+		primary, err := home.AppsV1().StatefulSets("qleet-db-orders").Get(ctx, "db", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, []string{"-c", "hba_file=/etc/qleet/pg_hba.conf"}, primary.Spec.Template.Spec.Containers[0].Args)
+		hba, err := home.CoreV1().ConfigMaps("qleet-db-orders").Get(ctx, "db-hba", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Contains(t, hba.Data["pg_hba.conf"], "host replication all all scram-sha-256")
+
+		setReplicas(0)
+		await.True(t, 2*time.Minute, func() bool {
+			for _, cs := range clusters {
+				if _, err := cs.AppsV1().StatefulSets("qleet-db-orders").Get(ctx, "db-read", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+					return false
+				}
+			}
+			return true
+		}, "without replicas, none run")
+		await.True(t, time.Minute, func() bool {
+			_, read := readHosts("us-east")
+			return read == ""
+		}, "without replicas, the app gets no read variables")
+	})
+
 	t.Run("the RPC node follows the app: placed in both regions, rolled out before it, counting it", func(t *testing.T) {
 		got, err := cl.WorkloadInstances().Get(ctx, rpc.ID)
 		require.NoError(t, err)

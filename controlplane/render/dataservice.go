@@ -41,6 +41,13 @@ const (
 	ExposeService = "db-remote"
 )
 
+// ReadService is a database's read replicas (a StatefulSet and its Service) on the runtime that runs them
+// for its region; ReplicaHBA is the ConfigMap of the home's client authentication that lets them stream.
+const (
+	ReadService = "db-read"
+	ReplicaHBA  = "db-hba"
+)
+
 // CredentialsSecretFor is the Secret that holds a data service's credentials on a runtime of the role.
 func CredentialsSecretFor(role string) string {
 	if role == api.DataRoleAccess {
