@@ -5,7 +5,12 @@
 
 const TOKEN_KEY = 'qleet.token';
 const SVG_NS = 'http://www.w3.org/2000/svg';
-const NODE_W = 240, NODE_H = 80, COL_GAP = 96, ROW_GAP = 18, BAND_PAD = 34, LEFT = 24, TOP = 16;
+const NODE_W = 252, NODE_H = 76, COL_GAP = 88, ROW_GAP = 22, BAND_PAD = 34, BAND_BOTTOM = 12, BAND_GAP = 14, LEFT = 24, TOP = 12;
+const CLEAR = 6;        // the least room between an edge and a box it passes
+const ARROW_ROOM = 18;  // room for the arrowhead between a provider and the nearest lane
+const CORNER = 6;       // radius of an edge's bends
+const NAME_FONT = '650 14px', DETAIL_FONT = '11.5px'; // as style.css draws .node .name and .node .detail
+const MIN_FRAME_H = 420, MIN_ZOOM = 0.2, MAX_ZOOM = 3;
 const PHASES = ['Ready', 'Reconciling', 'Pending', 'Failed', 'Deleting'];
 const GLOBAL_BAND = 'global';
 
@@ -23,6 +28,9 @@ const state = {
   seq: 0,             // the latest render
   full: false,        // a render the user asked for has not drawn yet: the next render redraws everything
   graphSig: '',       // what the drawn graph shows, without its clocks and tooltips
+  pageSig: '',        // what the object page shows, without its clocks
+  view: { k: 1, x: 0, y: 0, user: false }, // the graph's zoom and pan (see showGraph)
+  viewOf: '',         // the graph page the view belongs to
 };
 
 // ---------- DOM helpers (no innerHTML: every value is text) ----------
@@ -75,8 +83,6 @@ function clock(t) {
   const d = parseTime(t);
   return isNaN(d) ? '' : d.toLocaleString();
 }
-
-function truncate(text, n) { return text && text.length > n ? text.slice(0, n - 1) + '…' : (text || ''); }
 
 // ---------- API ----------
 
@@ -256,6 +262,7 @@ async function render(live) {
 
 // layout places nodes in columns by dependency depth (providers left, consumers right) and in bands by
 // region (an object's region is the one of the runtimes it reaches; several or none: the global band).
+// It also returns, per column, the tops of its boxes, which the edge router steers around.
 function layout(nodes, edges) {
   const byId = new Map(nodes.map((n) => [n.id, n]));
   const providers = new Map(nodes.map((n) => [n.id, []]));
@@ -305,6 +312,7 @@ function layout(nodes, edges) {
 
   const pos = new Map();
   const bandBoxes = [];
+  const colTops = Array.from({ length: maxCol + 1 }, () => []);
   let y = TOP;
   for (const b of bands) {
     const cols = cells.get(b);
@@ -317,14 +325,158 @@ function layout(nodes, edges) {
         return ys.length ? ys.reduce((a, v) => a + v, 0) / ys.length : Infinity;
       };
       list.sort((a, z) => key(a) - key(z) || a.kind.localeCompare(z.kind) || a.name.localeCompare(z.name));
-      list.forEach((n, i) => pos.set(n.id, { x: LEFT + c * (NODE_W + COL_GAP), y: y + BAND_PAD + i * (NODE_H + ROW_GAP) }));
+      list.forEach((n, i) => {
+        const p = { x: colX(c), y: y + BAND_PAD + i * (NODE_H + ROW_GAP), col: c };
+        pos.set(n.id, p);
+        colTops[c].push(p.y);
+      });
       rows = Math.max(rows, list.length);
     }
-    const height = BAND_PAD + rows * (NODE_H + ROW_GAP) + 6;
+    const height = BAND_PAD + rows * (NODE_H + ROW_GAP) - ROW_GAP + BAND_BOTTOM;
     bandBoxes.push({ name: b, y, height });
-    y += height + 14;
+    y += height + BAND_GAP;
   }
-  return { pos, bands: bandBoxes, width: LEFT * 2 + (maxCol + 1) * NODE_W + maxCol * COL_GAP, height: y };
+  return { pos, bands: bandBoxes, colTops, maxCol, width: colX(maxCol) + NODE_W + LEFT, height: y - BAND_GAP + TOP };
+}
+
+function colX(c) { return LEFT + c * (NODE_W + COL_GAP); }
+
+// ---------- edge routing ----------
+
+// Edges are drawn orthogonally, from the consumer's left side to the provider's right side. Between two
+// columns they run vertically in the gap (a channel), each in a lane of its own; an edge that spans
+// columns crosses each column between its boxes (a corridor), so that no edge passes through a box.
+// Edges into the same provider share their last lane, and edges out of the same consumer their first.
+
+// corridor returns the y at which a path now at y, bound for goal, crosses column c: in the gap between
+// two boxes (or above or below all of them) that costs the least detour. used counts the edges already
+// through each gap, which are spread over its width.
+function corridor(lay, c, y, goal, used) {
+  const tops = lay.colTops[c].slice().sort((a, b) => a - b);
+  const gaps = [];
+  let lo = 4;
+  for (const t of tops) {
+    gaps.push([lo, t - CLEAR]);
+    lo = t + NODE_H + CLEAR;
+  }
+  gaps.push([lo, lay.height - 4]);
+  let best = null;
+  gaps.forEach(([a, b], i) => {
+    if (b < a) return;
+    const key = c + ':' + i;
+    const n = used.get(key) || 0;
+    // A narrow gap is used at its middle; a wide one as close to the straight way as it allows.
+    let yc = b - a < 3 * CLEAR ? (a + b) / 2 : Math.min(Math.max(y, a + CLEAR), b - CLEAR);
+    const spread = Math.min(5, (b - a) / 6);
+    yc += (n % 2 ? 1 : -1) * Math.ceil(n / 2) * spread;
+    yc = Math.min(Math.max(yc, a), b);
+    const cost = 1.1 * Math.abs(yc - y) + Math.abs(yc - goal); // ties go to the straighter way
+    if (!best || cost < best.cost - 0.5) best = { y: yc, key, cost };
+  });
+  used.set(best.key, (used.get(best.key) || 0) + 1);
+  return best.y;
+}
+
+// routeEdges returns, for each drawable edge, its path as points.
+function routeEdges(edges, lay) {
+  const used = new Map();
+  const routes = [];
+  const lanes = new Map(); // channel -> lane key -> { ys, order }
+  const lane = (ch, key, order, y1, y2) => {
+    if (!lanes.has(ch)) lanes.set(ch, new Map());
+    const m = lanes.get(ch);
+    if (!m.has(key)) m.set(key, { ys: [], order });
+    m.get(key).ys.push(y1, y2);
+  };
+  edges.forEach((e, i) => {
+    const a = lay.pos.get(e.from), b = lay.pos.get(e.to);
+    if (!a || !b) return;
+    const ya = a.y + NODE_H / 2, yb = b.y + NODE_H / 2;
+    if (b.col >= a.col) {
+      // Only a cycle draws a provider at or after its consumer: a plain curve.
+      routes.push({ e, curve: [a.x, ya, b.x + NODE_W, yb] });
+      return;
+    }
+    // legs[j] runs in the channel left of column a.col - j, from ys[j] to ys[j + 1].
+    const ys = [ya];
+    for (let c = a.col - 1; c > b.col; c--) ys.push(corridor(lay, c, ys[ys.length - 1], yb, used));
+    ys.push(yb);
+    const legs = [];
+    for (let j = 0; j < ys.length - 1; j++) {
+      const ch = a.col - 1 - j;
+      const last = ch === b.col;
+      const key = last ? 'to:' + e.to : j === 0 ? 'from:' + e.from : 'edge:' + i;
+      lane(ch, key, last ? 0 : j === 0 ? 2 : 1, ys[j], ys[j + 1]);
+      legs.push({ ch, key });
+    }
+    routes.push({ e, a, b, ys, legs });
+  });
+  // Lanes: those into providers nearest the providers (left), those out of consumers nearest the
+  // consumers (right), through-going ones between; each group by height.
+  const laneX = new Map();
+  for (const [ch, m] of lanes) {
+    const list = [...m.entries()].map(([key, l]) => ({ key, order: l.order, y: l.ys.reduce((s, v) => s + v, 0) / l.ys.length }));
+    list.sort((p, q) => p.order - q.order || p.y - q.y);
+    const left = colX(ch) + NODE_W + ARROW_ROOM, right = colX(ch + 1) - 8;
+    const step = (right - left) / list.length;
+    list.forEach((l, i) => laneX.set(ch + '|' + l.key, left + (i + 0.5) * step));
+  }
+  for (const r of routes) {
+    if (r.curve) continue;
+    const pts = [[r.a.x, r.ys[0]]];
+    r.legs.forEach((leg, j) => {
+      const x = laneX.get(leg.ch + '|' + leg.key);
+      pts.push([x, r.ys[j]], [x, r.ys[j + 1]]);
+    });
+    pts.push([r.b.x + NODE_W, r.ys[r.ys.length - 1]]);
+    r.points = pts;
+  }
+  return routes;
+}
+
+// pathOf draws points as straight segments with rounded corners.
+function pathOf(points) {
+  const pts = [];
+  for (const p of points) {
+    const q = pts[pts.length - 1];
+    if (q && Math.abs(q[0] - p[0]) < 0.01 && Math.abs(q[1] - p[1]) < 0.01) continue;
+    const o = pts[pts.length - 2];
+    // Drop a point in the middle of a straight run.
+    if (o && ((Math.abs(o[0] - q[0]) < 0.01 && Math.abs(q[0] - p[0]) < 0.01) || (Math.abs(o[1] - q[1]) < 0.01 && Math.abs(q[1] - p[1]) < 0.01))) pts.pop();
+    pts.push(p);
+  }
+  const f = (v) => Math.round(v * 10) / 10;
+  let d = `M ${f(pts[0][0])} ${f(pts[0][1])}`;
+  for (let i = 1; i < pts.length - 1; i++) {
+    const [p0, p, p1] = [pts[i - 1], pts[i], pts[i + 1]];
+    const d0 = Math.hypot(p[0] - p0[0], p[1] - p0[1]), d1 = Math.hypot(p1[0] - p[0], p1[1] - p[1]);
+    const r = Math.min(CORNER, d0 / 2, d1 / 2);
+    const a = [p[0] + (p0[0] - p[0]) * r / d0, p[1] + (p0[1] - p[1]) * r / d0];
+    const b = [p[0] + (p1[0] - p[0]) * r / d1, p[1] + (p1[1] - p[1]) * r / d1];
+    d += ` L ${f(a[0])} ${f(a[1])} Q ${f(p[0])} ${f(p[1])} ${f(b[0])} ${f(b[1])}`;
+  }
+  const z = pts[pts.length - 1];
+  return d + ` L ${f(z[0])} ${f(z[1])}`;
+}
+
+// fitText shortens text with an ellipsis to fit max pixels in the given font (a CSS font without the
+// family, which is the page's).
+let measurer = null;
+function fitText(text, font, max) {
+  text = text || '';
+  if (!measurer) {
+    measurer = document.createElement('canvas').getContext('2d');
+    measurer.family = getComputedStyle(document.documentElement).fontFamily;
+  }
+  measurer.font = font + ' ' + measurer.family;
+  const fits = (t) => measurer.measureText(t).width <= max;
+  if (fits(text)) return text;
+  let lo = 0, hi = text.length;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (fits(text.slice(0, mid) + '…')) lo = mid; else hi = mid - 1;
+  }
+  return text.slice(0, lo) + '…';
 }
 
 // ---------- plan overlay ----------
@@ -368,28 +520,35 @@ function phaseClass(p) { return 'phase-' + (p || 'none').toLowerCase(); }
 
 function drawGraph(nodes, edges) {
   const lay = layout(nodes, edges);
-  const svg = s('svg', { id: 'graph', width: Math.max(lay.width, 600), height: Math.max(lay.height, 200),
-    viewBox: `0 0 ${Math.max(lay.width, 600)} ${Math.max(lay.height, 200)}`, role: 'img', 'aria-label': 'dependency graph' });
+  const svg = s('svg', { id: 'graph', width: '100%', height: Math.ceil(lay.height), role: 'img', 'aria-label': 'dependency graph',
+    'data-width': Math.ceil(lay.width), 'data-height': Math.ceil(lay.height) });
   svg.append(s('defs', {},
     s('marker', { id: 'arrow', viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' },
       s('path', { d: 'M 0 0 L 10 5 L 0 10 z', class: 'arrowhead' }))));
+  const root = s('g', { id: 'viewport' });
+  svg.append(root);
   for (const b of lay.bands) {
-    svg.append(s('g', { class: 'band', 'data-band': b.name },
-      s('rect', { x: 8, y: b.y, width: Math.max(lay.width, 600) - 16, height: b.height, rx: 14 }),
+    root.append(s('g', { class: 'band', 'data-band': b.name },
+      s('rect', { x: 8, y: b.y, width: lay.width - 16, height: b.height, rx: 14 }),
       s('text', { x: 22, y: b.y + 22, class: 'band-label' }, b.name === GLOBAL_BAND ? 'global · definitions, profiles, multi-region' : 'region ' + b.name)));
   }
   const edgeLayer = s('g', { class: 'edges' });
-  svg.append(edgeLayer);
-  for (const e of edges) {
-    const a = lay.pos.get(e.from), b = lay.pos.get(e.to);
-    if (!a || !b) continue;
-    // From the consumer's left side to the provider's right side (providers sit in earlier columns).
-    const x1 = a.x, y1 = a.y + NODE_H / 2, x2 = b.x + NODE_W, y2 = b.y + NODE_H / 2;
-    const dx = Math.max(40, Math.abs(x1 - x2) / 2);
+  root.append(edgeLayer);
+  for (const r of routeEdges(edges, lay)) {
+    const e = r.e;
+    let d;
+    if (r.curve) {
+      const [x1, y1, x2, y2] = r.curve;
+      const dx = Math.max(40, Math.abs(x1 - x2) / 2);
+      d = `M ${x1} ${y1} C ${x1 - dx} ${y1}, ${x2 + dx} ${y2}, ${x2} ${y2}`;
+    } else {
+      d = pathOf(r.points);
+    }
     edgeLayer.append(s('path', { class: `edge edge-${e.type}${e.attached ? ' attached' : ''}${e.planned ? ' planned' : ''}`, 'data-from': e.from, 'data-to': e.to,
-      d: `M ${x1} ${y1} C ${x1 - dx} ${y1}, ${x2 + dx} ${y2}, ${x2} ${y2}`, 'marker-end': 'url(#arrow)' },
+      d, 'marker-end': 'url(#arrow)' },
     s('title', {}, `${e.attached ? 'attached ' : ''}${e.type}: ${e.why || ''}`)));
   }
+  const textMax = NODE_W - 26;
   for (const n of nodes) {
     const p = lay.pos.get(n.id);
     const phase = n.planned ? 'Planned' : (n.phase || 'Pending');
@@ -397,33 +556,146 @@ function drawGraph(nodes, edges) {
     if (n.planned) classes.push('planned');
     if (n.action) classes.push('action-' + n.action);
     if (n.deleting) classes.push('deleting');
+    const open = () => { if (!n.planned) location.hash = `#/object/${n.kind}/${encodeURIComponent(n.id)}`; };
     const g = s('g', { class: classes.join(' '), transform: `translate(${p.x},${p.y})`, tabindex: n.planned ? null : 0,
       'data-id': n.id, 'data-kind': n.kind, 'data-name': n.name, 'data-phase': phase,
-      onclick: () => { if (!n.planned) location.hash = `#/object/${n.kind}/${encodeURIComponent(n.id)}`; },
-      onkeydown: (ev) => { if (ev.key === 'Enter' && !n.planned) location.hash = `#/object/${n.kind}/${encodeURIComponent(n.id)}`; } });
-    g.append(s('title', {}, [`${humanKind(n.kind)} ${n.name}: ${phase}`, n.message, n.reason].filter(Boolean).join('\n')));
+      onclick: open, onkeydown: (ev) => { if (ev.key === 'Enter') open(); },
+      onmouseenter: () => highlight(svg, n.id, true), onmouseleave: () => highlight(svg, n.id, false) });
+    // The tooltip has everything in full: the name, what it waits on, the message.
+    g.append(s('title', {}, [`${humanKind(n.kind)} ${n.name}: ${phase}`, n.waiting_on ? `waiting on ${n.waiting_on}` : '',
+      n.message, n.reason].filter(Boolean).join('\n')));
     g.append(s('rect', { class: 'box', width: NODE_W, height: NODE_H, rx: 10 }));
     g.append(s('rect', { class: 'stripe', width: 6, height: NODE_H - 2, x: 1, y: 1, rx: 3 }));
-    g.append(s('text', { class: 'kind', x: 16, y: 18 }, humanKind(n.kind).toUpperCase()));
-    g.append(s('text', { class: 'name', x: 16, y: 38 }, truncate(n.name, 27)));
+    g.append(s('text', { class: 'kind', x: 16, y: 17 }, humanKind(n.kind).toUpperCase()));
+    g.append(s('text', { class: 'name', x: 16, y: 36 }, fitText(n.name, NAME_FONT, textMax)));
+    const detail = (cls, ...parts) => g.append(s('text', { class: 'detail' + (cls ? ' ' + cls : ''), x: 16, y: 53 }, ...parts));
     if (n.planned || n.action) {
-      g.append(s('text', { class: 'detail action', x: 16, y: 56 }, s('tspan', { class: 'verb' }, n.action || 'create'),
-        n.planned ? ' · planned' : ''));
-      if (n.reason) g.append(s('text', { class: 'detail', x: 16, y: 72 }, truncate(n.reason, 38)));
+      detail('action', s('tspan', { class: 'verb' }, n.action || 'create'), n.planned ? ' · planned' : '');
+      if (n.reason) g.append(s('text', { class: 'detail', x: 16, y: 69 }, fitText(n.reason, DETAIL_FONT, textMax)));
     } else if (n.waiting_on) {
       // The age is filled in by fillAges, after the graph's signature is taken.
-      g.append(s('text', { class: 'detail waiting', x: 16, y: 56 }, s('tspan', { class: 'phase' }, phase), ' · waiting ',
-        s('tspan', { class: 'age', 'data-since': n.waiting_since || '' })));
-      g.append(s('text', { class: 'detail waiting-on', x: 16, y: 72 }, 'on ' + truncate(n.waiting_on, 36)));
+      detail('waiting', s('tspan', { class: 'phase' }, phase), ' · waiting ', s('tspan', { class: 'age', 'data-since': n.waiting_since || '' }));
+      g.append(s('text', { class: 'detail waiting-on', x: 16, y: 69 }, fitText('on ' + n.waiting_on, DETAIL_FONT, textMax)));
     } else {
-      g.append(s('text', { class: 'detail', x: 16, y: 56 }, s('tspan', { class: 'phase' }, phase), n.deleting ? ' · deleting' : ''));
-      if (!n.reconciled && n.message) g.append(s('text', { class: 'detail', x: 16, y: 72 }, truncate(n.message, 38)));
+      detail('', s('tspan', { class: 'phase' }, phase), n.deleting ? ' · deleting' : '');
+      if (!n.reconciled && n.message) g.append(s('text', { class: 'detail', x: 16, y: 69 }, fitText(n.message, DETAIL_FONT, textMax)));
     }
     g.append(s('circle', { class: 'dot', cx: NODE_W - 16, cy: 16, r: 5 }));
-    svg.append(g);
+    root.append(g);
   }
   return svg;
 }
+
+// highlight marks the edges of a node under the pointer.
+function highlight(svg, id, on) {
+  for (const p of svg.querySelectorAll('path.edge')) {
+    if (p.dataset.from === id || p.dataset.to === id) p.classList.toggle('hl', on);
+  }
+}
+
+// ---------- pan and zoom ----------
+
+// The graph is drawn at its natural size inside a frame as wide as the page and as high as the window
+// allows. state.view is the frame's transform: fitted (the whole graph shown, never enlarged) until the
+// user zooms (wheel, buttons) or pans (drag), then kept across live updates until "Fit".
+
+function zoomControls() {
+  return h('div', { class: 'zoom', role: 'group', 'aria-label': 'zoom' },
+    h('button', { id: 'graph-zoom-out', class: 'ghost', title: 'Zoom out', onclick: () => zoomBy(1 / 1.25) }, '−'),
+    h('span', { id: 'graph-scale', class: 'scale' }),
+    h('button', { id: 'graph-zoom-in', class: 'ghost', title: 'Zoom in', onclick: () => zoomBy(1.25) }, '+'),
+    h('button', { id: 'graph-fit', class: 'ghost', title: 'Show the whole graph', onclick: () => { const g = $('svg#graph'); if (g) fitView(g); } }, 'Fit'),
+    h('button', { id: 'graph-actual', class: 'ghost', title: 'Actual size', onclick: () => zoomBy(1 / state.view.k) }, '1:1'));
+}
+
+// sizeFrame makes the frame as high as the graph at the width's scale, within what the window shows
+// below the frame's top (at least MIN_FRAME_H).
+function sizeFrame(svg) {
+  const top = svg.getBoundingClientRect().top + window.scrollY;
+  const room = Math.max(MIN_FRAME_H, window.innerHeight - top - 44); // below: the page's padding
+  const w = svg.clientWidth || 1;
+  const gw = +svg.dataset.width, gh = +svg.dataset.height;
+  svg.setAttribute('height', Math.ceil(Math.max(200, Math.min(room, gh * Math.min(1, w / gw)))));
+}
+
+function fitView(svg) {
+  const w = svg.clientWidth || 1, hh = svg.clientHeight || 1;
+  const gw = +svg.dataset.width, gh = +svg.dataset.height;
+  const k = Math.min(1, w / gw, hh / gh);
+  state.view = { k, x: (w - gw * k) / 2, y: Math.max(0, (hh - gh * k) / 2), user: false };
+  applyView(svg);
+}
+
+function applyView(svg) {
+  const v = state.view;
+  svg.querySelector('#viewport').setAttribute('transform', `translate(${v.x} ${v.y}) scale(${v.k})`);
+  svg.dataset.scale = String(v.k);
+  const label = $('#graph-scale');
+  if (label) label.textContent = Math.round(v.k * 100) + '%';
+}
+
+// zoomAt scales by f around the frame's point (px, py), within MIN_ZOOM..MAX_ZOOM.
+function zoomAt(svg, px, py, f) {
+  const v = state.view;
+  const k = Math.min(MAX_ZOOM, Math.max(MIN_ZOOM, v.k * f));
+  state.view = { k, x: px - (px - v.x) * k / v.k, y: py - (py - v.y) * k / v.k, user: true };
+  applyView(svg);
+}
+
+function zoomBy(f) {
+  const svg = $('svg#graph');
+  if (svg) zoomAt(svg, svg.clientWidth / 2, svg.clientHeight / 2, f);
+}
+
+// panZoom lets the wheel zoom around the pointer and a drag pan; a drag is not a click on a node.
+function panZoom(svg) {
+  svg.addEventListener('wheel', (ev) => {
+    ev.preventDefault();
+    const r = svg.getBoundingClientRect();
+    zoomAt(svg, ev.clientX - r.left, ev.clientY - r.top, Math.exp(-ev.deltaY * (ev.deltaMode ? 0.05 : 0.0015)));
+  }, { passive: false });
+  let drag = null, dragged = 0;
+  svg.addEventListener('pointerdown', (ev) => {
+    if (ev.button !== 0) return;
+    drag = { id: ev.pointerId, sx: ev.clientX, sy: ev.clientY, x: state.view.x, y: state.view.y, moved: false };
+  });
+  svg.addEventListener('pointermove', (ev) => {
+    if (!drag || ev.pointerId !== drag.id) return;
+    const dx = ev.clientX - drag.sx, dy = ev.clientY - drag.sy;
+    if (!drag.moved) {
+      if (Math.hypot(dx, dy) < 5) return;
+      drag.moved = true;
+      svg.setPointerCapture(ev.pointerId);
+      svg.classList.add('panning');
+    }
+    state.view = { ...state.view, x: drag.x + dx, y: drag.y + dy, user: true };
+    applyView(svg);
+  });
+  const end = () => {
+    if (drag && drag.moved) dragged = performance.now();
+    drag = null;
+    svg.classList.remove('panning');
+  };
+  svg.addEventListener('pointerup', end);
+  svg.addEventListener('pointercancel', end);
+  svg.addEventListener('click', (ev) => {
+    if (performance.now() - dragged < 400) { ev.stopPropagation(); ev.preventDefault(); }
+  }, true);
+}
+
+// showGraph sizes a graph just put on the page and gives it the view: the user's, or a fitted one.
+function showGraph(svg) {
+  sizeFrame(svg);
+  panZoom(svg);
+  if (state.view.user) applyView(svg); else fitView(svg);
+}
+
+window.addEventListener('resize', () => {
+  const svg = $('svg#graph');
+  if (!svg) return;
+  sizeFrame(svg);
+  if (state.view.user) applyView(svg); else fitView(svg);
+});
 
 function fillAges(root) {
   for (const el of root.querySelectorAll('.age[data-since]')) el.textContent = age(el.dataset.since);
@@ -448,8 +720,6 @@ function legend() {
 async function renderGraphPage(withPlan, live, seq, r) {
   await loadGraph(r.root);
   if (seq !== state.seq) return;
-  const scroller = $('#graph-scroll');
-  const keep = scroller ? { left: scroller.scrollLeft, top: scroller.scrollTop } : null;
   const g = withPlan ? planOverlay(state.graph, state.plan) : { nodes: state.graph.nodes, edges: state.graph.edges };
   const counts = {};
   for (const n of state.graph.nodes) counts[n.phase || 'Pending'] = (counts[n.phase || 'Pending'] || 0) + 1;
@@ -466,9 +736,14 @@ async function renderGraphPage(withPlan, live, seq, r) {
     const el = body.querySelector(`g.node[data-id="${CSS.escape(rootNode.id)}"]`);
     if (el) el.classList.add('root');
   }
-  const view = [focus, h('div', { class: 'toolbar' }, summary, legend()), body];
+  // No null in the view: replaceChildren would show it as the text "null".
+  const view = [focus, h('div', { class: 'toolbar' }, summary, h('div', { class: 'tools' }, legend(), g.nodes.length ? zoomControls() : null)), body].filter(Boolean);
   const sig = (r.root || '') + '\n' + viewSig(view);
   fillAges(body);
+  // Another graph page starts fitted; the same page keeps the view the user chose.
+  const viewOf = (withPlan ? 'plan' : 'graph') + ' ' + (r.root || '');
+  if (viewOf !== state.viewOf) state.view = { k: 1, x: 0, y: 0, user: false };
+  state.viewOf = viewOf;
   // A live update redraws the graph only: the plan panel keeps its text, cursor and focus.
   const slot = $('#graph-slot');
   if (live && !state.full && slot && withPlan === Boolean($('#plan-panel'))) {
@@ -482,12 +757,13 @@ async function renderGraphPage(withPlan, live, seq, r) {
     }
     slot.replaceChildren(...view);
   } else {
-    $('#main').replaceChildren(withPlan ? planPanel() : '', h('div', { id: 'graph-slot' }, ...view));
+    $('#main').replaceChildren(...[withPlan ? planPanel() : null, h('div', { id: 'graph-slot' }, ...view)].filter(Boolean));
   }
   state.full = false;
   state.graphSig = sig;
-  const sc = $('#graph-scroll');
-  if (sc && keep) { sc.scrollLeft = keep.left; sc.scrollTop = keep.top; }
+  state.pageSig = '';
+  const svg = $('svg#graph');
+  if (svg) showGraph(svg);
 }
 
 // ---------- plan preview ----------
@@ -643,11 +919,26 @@ async function renderObject(kind, id, live, seq) {
     h('div', { class: 'grid' },
       h('section', { class: 'card' }, h('h2', {}, 'Spec'), h('pre', { id: 'spec', class: 'json' }, JSON.stringify(obj.spec, null, 2))),
       h('section', { class: 'card' }, h('h2', {}, 'Status'), h('pre', { id: 'status', class: 'json' }, JSON.stringify(st, null, 2)))));
+  // A live update that changes nothing shown (but the clocks) leaves the page alone: the reader keeps
+  // a selection, and a node read meanwhile stays in the page.
+  const sig = pageSig(page);
+  if (live && !state.full && sig === state.pageSig && $('#object-page')) {
+    fillAges($('#object-page'));
+    return;
+  }
   const y = window.scrollY;
   state.full = false;
   state.graphSig = '';
+  state.pageSig = sig;
   $('#main').replaceChildren(page);
   if (live) window.scrollTo(0, y); else window.scrollTo(0, 0);
+}
+
+// pageSig is what an object page shows, without the ticking ages.
+function pageSig(page) {
+  const copy = page.cloneNode(true);
+  for (const el of copy.querySelectorAll('.age')) el.textContent = '';
+  return copy.outerHTML;
 }
 
 // ---------- start ----------
