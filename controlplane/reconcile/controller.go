@@ -87,6 +87,9 @@ type Config struct {
 	// ListedTTL is how long a listed copy may be used after its listing (default 30s, at most
 	// ResyncInterval).
 	ListedTTL time.Duration
+	// Lookups are handed to every reconcile (LookupsFrom): its reads of other objects, forward and
+	// reverse. Controllers of one process share one (default: new lookups over the controller's client).
+	Lookups *Lookups
 }
 
 // logLockSpan writes one LockSpans line, if enabled.
@@ -201,6 +204,9 @@ type requeueTimer struct {
 // hold a controller (or admin) token.
 func New[S any, T any](queue Queue, res *client.Resource[S, T], rec Reconciler[S, T], cfg Config) *Controller[S, T] {
 	cfg.applyDefaults(res.Kind())
+	if cfg.Lookups == nil {
+		cfg.Lookups = NewLookups(res.Client())
+	}
 	return &Controller[S, T]{
 		cfg: cfg, res: res, rec: rec, queue: queue,
 		log:      cfg.Logger.With("kind", res.Kind()),
@@ -547,7 +553,7 @@ func (c *Controller[S, T]) heartbeat(ctx context.Context, cancel context.CancelF
 // process runs one reconcile of listed, or of the object read now when listed is nil, and writes its
 // outcome. It returns whether to ack, or else the redelivery delay.
 func (c *Controller[S, T]) process(ctx context.Context, id string, listed *api.Object[S, T]) (delay time.Duration, ack bool) {
-	ctx = context.WithValue(ctx, startedKey{}, time.Now())
+	ctx = withLookups(context.WithValue(ctx, startedKey{}, time.Now()), c.cfg.Lookups)
 	obj := listed
 	if obj == nil {
 		var err error

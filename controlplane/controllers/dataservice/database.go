@@ -12,7 +12,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -117,17 +116,11 @@ type Reconciler[S any, T any] struct {
 	// AWS serves the kind with AWS (RDS, S3) on eks runtimes; nil leaves eks runtimes in-cluster too.
 	AWS *AWS
 
-	once      sync.Once
-	runtimes  reconcile.Deps[api.KubernetesRuntimeSpec, api.KubernetesRuntimeStatus]
-	instances reconcile.Deps[api.WorkloadInstanceSpec, api.WorkloadInstanceStatus]
 }
 
-func (r *Reconciler[S, T]) init() *Reconciler[S, T] {
-	r.once.Do(func() {
-		r.runtimes.Resource = r.Client.KubernetesRuntimes()
-		r.instances.Resource = r.Client.WorkloadInstances()
-	})
-	return r
+// lookups are the reads of other objects that the runtime hands the reconcile (reconcile.LookupsFrom).
+func (r *Reconciler[S, T]) lookups(ctx context.Context) *reconcile.Lookups {
+	return reconcile.LookupsFrom(ctx, r.Client)
 }
 
 // Reconcile runs the data service at its home, gives every other runtime its consumers run on access to
@@ -138,7 +131,7 @@ func (r *Reconciler[S, T]) Reconcile(ctx context.Context, obj *api.Object[S, T])
 	st := client.CommonStatus(obj)
 	runtimes := r.Kind.Runtimes(&obj.Status)
 	homeOf := r.Kind.Home(&obj.Status)
-	insts, err := r.init().consumers(ctx, obj.ID, svc.InstanceID)
+	insts, err := r.consumers(ctx, obj.ID, svc.InstanceID)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -266,7 +259,7 @@ func (r *Reconciler[S, T]) runHome(ctx context.Context, id, name string, svc Ser
 func (r *Reconciler[S, T]) consumers(ctx context.Context, id, named string) ([]*api.WorkloadInstance, error) {
 	var out []*api.WorkloadInstance
 	if named != "" {
-		inst, err := r.instances.Get(ctx, named)
+		inst, err := r.lookups(ctx).Instances.Get(ctx, named)
 		switch {
 		case api.IsNotFound(err):
 		case err != nil:
@@ -326,7 +319,7 @@ func namespacesOn(insts []*api.WorkloadInstance, runtimeID string) []string {
 // LoadBalancer Service that the other runtimes reach it by. consumers are the namespaces of the
 // instances using it there.
 func (r *Reconciler[S, T]) run(ctx context.Context, id, name string, svc Service, exposed bool, consumers []string, rs *api.DataRuntimeStatus) (*api.KubernetesRuntime, *kube.Cluster, error) {
-	rt, err := r.runtimes.RequireReady(ctx, rs.RuntimeID)
+	rt, err := r.lookups(ctx).Runtimes.RequireReady(ctx, rs.RuntimeID)
 	if rt != nil {
 		rs.Runtime = rt.Name
 	}
@@ -478,7 +471,7 @@ func (r *Reconciler[S, T]) Finalize(ctx context.Context, obj *api.Object[S, T]) 
 		return reconcile.Result{}, nil
 	}
 	for _, rs := range *r.Kind.Runtimes(&obj.Status) {
-		rt, err := r.init().runtimes.Get(ctx, rs.RuntimeID)
+		rt, err := r.lookups(ctx).Runtimes.Get(ctx, rs.RuntimeID)
 		if api.IsNotFound(err) {
 			continue // the runtime and everything on it are gone
 		}
@@ -540,7 +533,7 @@ func (r *Reconciler[S, T]) Finalize(ctx context.Context, obj *api.Object[S, T]) 
 // dropAccess deletes what gave a runtime access to the home (the alias Service and the credentials'
 // copy) once no consumer runs there. A runtime that is gone took them with it.
 func (r *Reconciler[S, T]) dropAccess(ctx context.Context, id string, svc Service, rs api.DataRuntimeStatus) error {
-	rt, err := r.runtimes.Get(ctx, rs.RuntimeID)
+	rt, err := r.lookups(ctx).Runtimes.Get(ctx, rs.RuntimeID)
 	if api.IsNotFound(err) {
 		return nil
 	}

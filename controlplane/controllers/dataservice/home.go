@@ -95,7 +95,7 @@ func (r *Reconciler[S, T]) chooseHome(ctx context.Context, svc Service, prev *ap
 		return prev, nil
 	}
 	home := func(id, reason string) (*api.DataHome, error) {
-		rt, err := r.runtimes.Get(ctx, id)
+		rt, err := r.lookups(ctx).Runtimes.Get(ctx, id)
 		if api.IsNotFound(err) {
 			return nil, reconcile.Wait(fmt.Sprintf("kubernetes_runtime %s, its home", id), "not found", "HomeRuntimeMissing", 0)
 		}
@@ -263,7 +263,7 @@ func accessObjects(ns string, port int32, address string, inCluster bool, creds 
 
 // access makes the home reachable on a runtime that is not the home, for the consumers there.
 func (r *Reconciler[S, T]) access(ctx context.Context, id string, svc Service, home *api.DataRuntimeStatus, address string, creds map[string][]byte, rs *api.DataRuntimeStatus) error {
-	rt, err := r.runtimes.RequireReady(ctx, rs.RuntimeID)
+	rt, err := r.lookups(ctx).Runtimes.RequireReady(ctx, rs.RuntimeID)
 	if rt != nil {
 		rs.Runtime = rt.Name
 	}

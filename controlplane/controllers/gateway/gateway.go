@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -36,29 +35,18 @@ type Reconciler struct {
 	Client *client.Client
 	// Connector connects to runtimes' clusters.
 	Connector *kube.Connector
-
-	once        sync.Once
-	instances   reconcile.Deps[api.WorkloadInstanceSpec, api.WorkloadInstanceStatus]
-	definitions reconcile.Deps[api.WorkloadDefinitionSpec, api.WorkloadDefinitionStatus]
-	runtimes    reconcile.Deps[api.KubernetesRuntimeSpec, api.KubernetesRuntimeStatus]
-	services    reconcile.Deps[api.SupportServiceSpec, api.SupportServiceStatus]
 }
 
-func (r *Reconciler) init() *Reconciler {
-	r.once.Do(func() {
-		r.instances.Resource = r.Client.WorkloadInstances()
-		r.definitions.Resource = r.Client.WorkloadDefinitions()
-		r.runtimes.Resource = r.Client.KubernetesRuntimes()
-		r.services.Resource = r.Client.SupportServices()
-	})
-	return r
+// lookups are the reads of other objects that the runtime hands the reconcile (reconcile.LookupsFrom).
+func (r *Reconciler) lookups(ctx context.Context) *reconcile.Lookups {
+	return reconcile.LookupsFrom(ctx, r.Client)
 }
 
 // Reconcile makes sure every runtime the instance runs on has the support services the gateway needs
 // (ingress; cert-manager with TLS; external-dns when a domain name holds a host), waits for them, then
 // applies an Ingress (and a Certificate) there and reports the address, URL and certificate per runtime.
 func (r *Reconciler) Reconcile(ctx context.Context, gw *api.Gateway) (reconcile.Result, error) {
-	inst, err := r.init().instances.RequireReady(ctx, gw.Spec.InstanceID)
+	inst, err := r.lookups(ctx).Instances.RequireReady(ctx, gw.Spec.InstanceID)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -94,7 +82,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, gw *api.Gateway) (reconcile.
 				return reconcile.Result{}, err
 			}
 			used = append(used, api.ObjectRef{Kind: api.KindSupportService, ID: ss.ID, Name: ss.Name})
-			if got, err := r.services.RequireReady(ctx, ss.ID); err != nil {
+			if got, err := r.lookups(ctx).SupportServices.RequireReady(ctx, ss.ID); err != nil {
 				ready = false
 				rs.Message = err.Error()
 				if waitErr == nil {
@@ -141,9 +129,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, gw *api.Gateway) (reconcile.
 // gateway) when none exists. One declared by an operator, under any name, is used as it is. Concurrent
 // gateways meet on the deterministic name: the loser of the create finds the winner's.
 func (r *Reconciler) ensure(ctx context.Context, gw *api.Gateway, p api.PlacementStatus, typ string) (*api.SupportService, error) {
-	for ss, err := range r.Client.SupportServices().All(ctx, client.ListOptions{}) {
+	for ss, err := range r.lookups(ctx).SupportServicesReferencing(ctx, p.RuntimeID) {
 		if err != nil {
-			return nil, fmt.Errorf("list support_services: %w", err)
+			return nil, fmt.Errorf("list the support_services of kubernetes_runtime %q: %w", p.Runtime, err)
 		}
 		if ss.Spec.RuntimeID == p.RuntimeID && ss.Spec.Type == typ && ss.DeletionRequestedAt == nil {
 			return ss, nil
@@ -170,7 +158,7 @@ func (r *Reconciler) port(ctx context.Context, gw *api.Gateway, inst *api.Worklo
 	if gw.Spec.Port != 0 {
 		return gw.Spec.Port, nil
 	}
-	def, err := r.definitions.Get(ctx, inst.Spec.DefinitionID)
+	def, err := r.lookups(ctx).Definitions.Get(ctx, inst.Spec.DefinitionID)
 	if err != nil {
 		return 0, fmt.Errorf("get workload_definition: %w", err)
 	}
@@ -201,7 +189,7 @@ func (r *Reconciler) domains(ctx context.Context, gw *api.Gateway) ([]api.Object
 
 // route applies the Ingress (and Certificate) on one runtime and reads back the address and certificate.
 func (r *Reconciler) route(ctx context.Context, gw *api.Gateway, inst *api.WorkloadInstance, port int32, rs *api.GatewayRuntimeStatus) error {
-	rt, err := r.runtimes.RequireReady(ctx, rs.RuntimeID)
+	rt, err := r.lookups(ctx).Runtimes.RequireReady(ctx, rs.RuntimeID)
 	if err != nil {
 		rs.Message = err.Error()
 		var we *reconcile.WaitError
@@ -279,7 +267,7 @@ func (r *Reconciler) remove(ctx context.Context, gw *api.Gateway, rs api.Gateway
 	if len(rs.Objects) == 0 {
 		return nil
 	}
-	rt, err := r.init().runtimes.Get(ctx, rs.RuntimeID)
+	rt, err := r.lookups(ctx).Runtimes.Get(ctx, rs.RuntimeID)
 	if api.IsNotFound(err) {
 		return nil
 	}

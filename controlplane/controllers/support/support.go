@@ -45,18 +45,20 @@ type Reconciler struct {
 	// for exactly the end of the grace: the last consumer's going notifies the support service (the
 	// store notifies what a finalized object referenced), and it looks again when the grace ends.
 	OwnerGrace time.Duration
-
-	once     sync.Once
-	renderer *render.Renderer
-	runtimes reconcile.Deps[api.KubernetesRuntimeSpec, api.KubernetesRuntimeStatus]
 }
 
-func (r *Reconciler) init() *Reconciler {
-	r.once.Do(func() {
-		r.renderer = &render.Renderer{ChartDir: r.ChartDir, HelmCacheDir: r.HelmCacheDir}
-		r.runtimes.Resource = r.Client.KubernetesRuntimes()
-	})
-	return r
+// lookups are the reads of other objects that the runtime hands the reconcile (reconcile.LookupsFrom).
+func (r *Reconciler) lookups(ctx context.Context) *reconcile.Lookups {
+	return reconcile.LookupsFrom(ctx, r.Client)
+}
+
+// renderers hold one renderer (with its cache of downloaded charts) per chart and cache directory.
+var renderers sync.Map // [2]string{ChartDir, HelmCacheDir} -> *render.Renderer
+
+// renderer is the renderer of the reconciler's chart and cache directories.
+func (r *Reconciler) renderer() *render.Renderer {
+	v, _ := renderers.LoadOrStore([2]string{r.ChartDir, r.HelmCacheDir}, &render.Renderer{ChartDir: r.ChartDir, HelmCacheDir: r.HelmCacheDir})
+	return v.(*render.Renderer)
 }
 
 // Reconcile installs (or upgrades) the support service's chart on its runtime and reports its health.
@@ -65,11 +67,11 @@ func (r *Reconciler) init() *Reconciler {
 // A chart that cannot be fetched stalls it (ReasonChartUnreachable): whoever waits on it stops with
 // the reason, and it is retried with backoff until the chart can be fetched.
 func (r *Reconciler) Reconcile(ctx context.Context, ss *api.SupportService) (reconcile.Result, error) {
-	left, removed, err := r.init().usage(ctx, ss)
+	left, removed, err := r.usage(ctx, ss)
 	if err != nil || removed {
 		return reconcile.Result{}, err
 	}
-	rt, err := r.runtimes.RequireReady(ctx, ss.Spec.RuntimeID)
+	rt, err := r.lookups(ctx).Runtimes.RequireReady(ctx, ss.Spec.RuntimeID)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -247,7 +249,7 @@ func (r *Reconciler) render(ctx context.Context, ss *api.SupportService, kubeVer
 	}
 	def := &api.WorkloadDefinition{Meta: api.Meta{Name: "qleet-" + ss.Spec.Type}, Spec: api.WorkloadDefinitionSpec{Helm: h, ClusterScoped: true}}
 	inst := &api.WorkloadInstance{Meta: api.Meta{Name: "qleet-" + ss.Spec.Type}, Spec: api.WorkloadInstanceSpec{Namespace: namespace(ss)}}
-	objs, err := r.renderer.Render(ctx, def, inst, kubeVersion)
+	objs, err := r.renderer().Render(ctx, def, inst, kubeVersion)
 	if err != nil {
 		return nil, "", fmt.Errorf("render %s: %w", source, err)
 	}
@@ -323,7 +325,7 @@ func (r *Reconciler) Finalize(ctx context.Context, ss *api.SupportService) (reco
 	if ss.DeletionOrphan {
 		return reconcile.Result{}, nil
 	}
-	rt, err := r.init().runtimes.Get(ctx, ss.Spec.RuntimeID)
+	rt, err := r.lookups(ctx).Runtimes.Get(ctx, ss.Spec.RuntimeID)
 	if api.IsNotFound(err) {
 		return reconcile.Result{}, nil
 	}

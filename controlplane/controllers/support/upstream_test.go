@@ -127,11 +127,8 @@ func TestUnfetchableChartSaysWhyAndWhatToDo(t *testing.T) {
 	})
 }
 
-// initRenderer sets up the renderer alone, for tests that render without a control plane.
-func (r *Reconciler) initRenderer() *Reconciler {
-	r.once.Do(func() { r.renderer = &render.Renderer{ChartDir: r.ChartDir, HelmCacheDir: r.HelmCacheDir} })
-	return r
-}
+// initRenderer returns r: it renders without a control plane as it is (kept so the tests read the same).
+func (r *Reconciler) initRenderer() *Reconciler { return r }
 
 // closedAddr returns a loopback address nothing listens on.
 func closedAddr(t *testing.T) string {

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"iter"
 	"maps"
 	"slices"
 	"sort"
@@ -17,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/qleetos/terraform-provider-qleet/api"
-	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/render"
@@ -50,9 +50,12 @@ func (r *InstanceReconciler) dependencies(ctx context.Context, inst *api.Workloa
 	d := &dependencies{}
 	h := sha256.New()
 	var refs []api.ObjectRef
-	for s, err := range r.Client.Secrets().All(ctx, client.ListOptions{}) {
+	lk := r.lookups(ctx)
+	// Reverse lookups from the store's reference index (the secrets and data services that name the
+	// instance), and reads by id of the data services the instance names: never a list of a whole kind.
+	for s, err := range lk.SecretsServing(ctx, inst.ID) {
 		if err != nil {
-			return nil, fmt.Errorf("list secrets: %w", err)
+			return nil, fmt.Errorf("list the secrets that serve it: %w", err)
 		}
 		if s.DeletionRequestedAt != nil || !slices.Contains(s.Spec.InstanceIDs, inst.ID) {
 			continue
@@ -60,23 +63,20 @@ func (r *InstanceReconciler) dependencies(ctx context.Context, inst *api.Workloa
 		refs = append(refs, api.ObjectRef{Kind: api.KindSecret, ID: s.ID, Name: s.Name})
 		d.secrets = append(d.secrets, s)
 	}
-	for db, err := range r.Client.Databases().All(ctx, client.ListOptions{}) {
-		if err != nil {
-			return nil, fmt.Errorf("list databases: %w", err)
-		}
-		if db.DeletionRequestedAt == nil && (db.Spec.InstanceID == inst.ID || slices.Contains(inst.Spec.Databases, db.ID)) {
-			refs = append(refs, api.ObjectRef{Kind: api.KindDatabase, ID: db.ID, Name: db.Name})
-			d.databases = append(d.databases, db)
-		}
+	var err error
+	if d.databases, err = dataServices(ctx, inst, lk.DatabasesReferencing(ctx, inst.ID), lk.Databases, inst.Spec.Databases,
+		func(db *api.Database) string { return db.Spec.InstanceID }); err != nil {
+		return nil, err
 	}
-	for b, err := range r.Client.Buckets().All(ctx, client.ListOptions{}) {
-		if err != nil {
-			return nil, fmt.Errorf("list buckets: %w", err)
-		}
-		if b.DeletionRequestedAt == nil && (b.Spec.InstanceID == inst.ID || slices.Contains(inst.Spec.Buckets, b.ID)) {
-			refs = append(refs, api.ObjectRef{Kind: api.KindBucket, ID: b.ID, Name: b.Name})
-			d.buckets = append(d.buckets, b)
-		}
+	for _, db := range d.databases {
+		refs = append(refs, api.ObjectRef{Kind: api.KindDatabase, ID: db.ID, Name: db.Name})
+	}
+	if d.buckets, err = dataServices(ctx, inst, lk.BucketsReferencing(ctx, inst.ID), lk.Buckets, inst.Spec.Buckets,
+		func(b *api.Bucket) string { return b.Spec.InstanceID }); err != nil {
+		return nil, err
+	}
+	for _, b := range d.buckets {
+		refs = append(refs, api.ObjectRef{Kind: api.KindBucket, ID: b.ID, Name: b.Name})
 	}
 	inst.Status.Dependencies = refs
 	sort.Slice(d.secrets, func(i, j int) bool { return d.secrets[i].Name < d.secrets[j].Name })
@@ -88,7 +88,7 @@ func (r *InstanceReconciler) dependencies(ctx context.Context, inst *api.Workloa
 		fmt.Fprintf(h, "secret %s %s %d\n", s.Name, s.ID, s.Generation)
 	}
 	for _, u := range inst.Spec.Uses {
-		used, err := r.deps().instances.RequireReady(ctx, u.InstanceID)
+		used, err := r.lookups(ctx).Instances.RequireReady(ctx, u.InstanceID)
 		if err != nil {
 			return nil, err
 		}
@@ -114,6 +114,43 @@ func (r *InstanceReconciler) dependencies(ctx context.Context, inst *api.Workloa
 	return d, nil
 }
 
+// dataServices are the data services of one kind that serve the instance, by id: those whose
+// spec.instance_id names it (referencing, from the reference index) and those its spec lists (named, read
+// by id). One being deleted, or named but gone, does not count.
+func dataServices[S any, T any](ctx context.Context, inst *api.WorkloadInstance, referencing iter.Seq2[*api.Object[S, T], error],
+	deps *reconcile.Deps[S, T], named []string, instanceOf func(*api.Object[S, T]) string) ([]*api.Object[S, T], error) {
+	kind := deps.Resource.Kind()
+	byID := map[string]*api.Object[S, T]{}
+	for o, err := range referencing {
+		if err != nil {
+			return nil, fmt.Errorf("list the %ss that serve it: %w", kind, err)
+		}
+		if instanceOf(o) == inst.ID {
+			byID[o.ID] = o
+		}
+	}
+	for _, id := range named {
+		if _, ok := byID[id]; ok {
+			continue
+		}
+		o, err := deps.Get(ctx, id)
+		if api.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("get %s %s: %w", kind, id, err)
+		}
+		byID[id] = o
+	}
+	out := make([]*api.Object[S, T], 0, len(byID))
+	for _, id := range slices.Sorted(maps.Keys(byID)) {
+		if byID[id].DeletionRequestedAt == nil {
+			out = append(out, byID[id])
+		}
+	}
+	return out, nil
+}
+
 // onRuntime is what the instance's pods get on one runtime beyond the instance-wide dependencies: the
 // connection details of its databases there.
 type onRuntime struct {
@@ -124,7 +161,7 @@ type onRuntime struct {
 
 // servicePort is the port of a used instance's Service: its definition's first container port.
 func (r *InstanceReconciler) servicePort(ctx context.Context, used *api.WorkloadInstance) (int32, error) {
-	def, err := r.deps().definitions.Get(ctx, used.Spec.DefinitionID)
+	def, err := r.lookups(ctx).Definitions.Get(ctx, used.Spec.DefinitionID)
 	if err != nil {
 		return 0, fmt.Errorf("get workload_definition of used workload_instance %q: %w", used.Name, err)
 	}

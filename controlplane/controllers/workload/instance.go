@@ -94,21 +94,11 @@ type InstanceReconciler struct {
 	// to go; goneStops the cancel of the cache watch that asks for a reconcile when that is gone.
 	deleting  map[string][]kube.AppliedRef
 	goneStops map[string]func()
-
-	depsOnce    sync.Once
-	definitions reconcile.Deps[api.WorkloadDefinitionSpec, api.WorkloadDefinitionStatus]
-	runtimes    reconcile.Deps[api.KubernetesRuntimeSpec, api.KubernetesRuntimeStatus]
-	instances   reconcile.Deps[api.WorkloadInstanceSpec, api.WorkloadInstanceStatus]
 }
 
-// deps returns the reconciler's dependency readers.
-func (r *InstanceReconciler) deps() *InstanceReconciler {
-	r.depsOnce.Do(func() {
-		r.definitions.Resource = r.Client.WorkloadDefinitions()
-		r.runtimes.Resource = r.Client.KubernetesRuntimes()
-		r.instances.Resource = r.Client.WorkloadInstances()
-	})
-	return r
+// lookups are the reads of other objects that the runtime hands the reconcile (reconcile.LookupsFrom).
+func (r *InstanceReconciler) lookups(ctx context.Context) *reconcile.Lookups {
+	return reconcile.LookupsFrom(ctx, r.Client)
 }
 
 // progressMark is the state of a rollout when it last made progress.
@@ -131,7 +121,7 @@ type recentApply struct {
 // and removes it from runtimes it no longer uses.
 func (r *InstanceReconciler) Reconcile(ctx context.Context, inst *api.WorkloadInstance) (reconcile.Result, error) {
 	// The definition is used whatever its phase: it is Reconciling while its instances roll it out.
-	def, err := r.deps().definitions.Get(ctx, inst.Spec.DefinitionID)
+	def, err := r.lookups(ctx).Definitions.Get(ctx, inst.Spec.DefinitionID)
 	if api.IsNotFound(err) {
 		return reconcile.Result{}, reconcile.Wait(fmt.Sprintf("workload_definition %q", inst.Spec.DefinitionID), "NotFound", "WorkloadDefinitionNotFound", 5*time.Second)
 	}
@@ -635,7 +625,7 @@ func (r *InstanceReconciler) connect(ctx context.Context, runtimeID string, clea
 	var rt *api.KubernetesRuntime
 	var err error
 	if cleanup {
-		rt, err = r.deps().runtimes.Get(ctx, runtimeID)
+		rt, err = r.lookups(ctx).Runtimes.Get(ctx, runtimeID)
 		if err == nil {
 			if c := unreachable(rt); c != nil {
 				return rt, nil, &reconcile.WaitError{On: fmt.Sprintf("kubernetes_runtime %q", rt.Name), State: c.Message, Reason: ReasonRuntimeUnreachable, After: 10 * time.Second}
@@ -645,7 +635,7 @@ func (r *InstanceReconciler) connect(ctx context.Context, runtimeID string, clea
 			err = reconcile.Wait(fmt.Sprintf("kubernetes_runtime %q", rt.Name), string(rt.Status.Phase), "KubernetesRuntimeNotReady", 5*time.Second)
 		}
 	} else {
-		rt, err = r.deps().runtimes.RequireReady(ctx, runtimeID)
+		rt, err = r.lookups(ctx).Runtimes.RequireReady(ctx, runtimeID)
 	}
 	if err != nil {
 		return rt, nil, err

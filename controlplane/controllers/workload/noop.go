@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/qleetos/terraform-provider-qleet/api"
@@ -26,22 +25,15 @@ type NoopInstanceReconciler struct {
 	Client *client.Client
 	// Renderer renders definitions (default: a shared zero Renderer).
 	Renderer *render.Renderer
-
-	depsOnce    sync.Once
-	definitions reconcile.Deps[api.WorkloadDefinitionSpec, api.WorkloadDefinitionStatus]
-	runtimes    reconcile.Deps[api.KubernetesRuntimeSpec, api.KubernetesRuntimeStatus]
 }
 
 // ErrNoopPlacement is returned (as a Terminal error) for an instance with a placement: the simulation
 // reconciler handles instances pinned to a runtime only.
 var ErrNoopPlacement = errors.New("the simulation (no-op compute) reconciler handles instances pinned to a runtime (spec.runtime_id) only, not placements")
 
-func (r *NoopInstanceReconciler) deps() *NoopInstanceReconciler {
-	r.depsOnce.Do(func() {
-		r.definitions.Resource = r.Client.WorkloadDefinitions()
-		r.runtimes.Resource = r.Client.KubernetesRuntimes()
-	})
-	return r
+// lookups are the reads of other objects that the runtime hands the reconcile (reconcile.LookupsFrom).
+func (r *NoopInstanceReconciler) lookups(ctx context.Context) *reconcile.Lookups {
+	return reconcile.LookupsFrom(ctx, r.Client)
 }
 
 // Reconcile implements reconcile.Reconciler without compute: see the type's documentation.
@@ -49,14 +41,14 @@ func (r *NoopInstanceReconciler) Reconcile(ctx context.Context, inst *api.Worklo
 	if inst.Spec.Placement != nil || inst.Spec.RuntimeID == "" {
 		return reconcile.Result{}, reconcile.Terminal(ErrNoopPlacement)
 	}
-	def, err := r.deps().definitions.Get(ctx, inst.Spec.DefinitionID)
+	def, err := r.lookups(ctx).Definitions.Get(ctx, inst.Spec.DefinitionID)
 	if api.IsNotFound(err) {
 		return reconcile.Result{}, reconcile.Wait(fmt.Sprintf("workload_definition %q", inst.Spec.DefinitionID), "NotFound", "WorkloadDefinitionNotFound", 5*time.Second)
 	}
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("get workload_definition: %w", err)
 	}
-	rt, err := r.deps().runtimes.RequireReady(ctx, inst.Spec.RuntimeID)
+	rt, err := r.lookups(ctx).Runtimes.RequireReady(ctx, inst.Spec.RuntimeID)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
