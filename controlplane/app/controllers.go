@@ -45,6 +45,9 @@ func (a *App) startControllers(ctx context.Context, endpoint, token string) erro
 	a.reconcileMetrics = metrics
 	cfg := a.controllerConfig()
 	cfg.Metrics = metrics
+	// Every controller's reconciles share one set of lookups: reads of the same runtime or definition
+	// made at once are shared across kinds.
+	cfg.Lookups = reconcile.NewLookups(cl)
 	if a.cfg.LockTTL > 0 {
 		cfg.LockTTL = a.cfg.LockTTL
 	}
