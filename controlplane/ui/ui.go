@@ -1,7 +1,8 @@
-// Package ui is the QleetOS web view served at /ui: the estate as a dependency graph coloured by phase,
-// a page per object (spec, status, conditions, events, applied objects, replicas), a plan's preview on
-// the graph, and live updates from GET /v1/watch. It is hand-written HTML, CSS and JavaScript embedded in
-// the binary: no build step, no CDN, so it works offline. It signs in with an API bearer token, which the
+// Package ui is the QleetOS web view served at /ui: the estate as a dependency graph coloured by phase
+// (fitted to the window, with wheel zoom and drag pan, its edges routed around the boxes), a page per
+// object (spec, status, conditions, events, applied objects, replicas), a plan's preview on the graph,
+// and live updates from GET /v1/watch. It is hand-written HTML, CSS and JavaScript embedded in the
+// binary: no build step, no CDN, so it works offline. It signs in with an API bearer token, which the
 // browser keeps in sessionStorage and sends as the Authorization header, never in a URL.
 package ui
 
