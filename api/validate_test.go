@@ -86,3 +86,18 @@ func TestDatabaseVersionTables(t *testing.T) {
 	require.Equal(t, "8.0", api.DatabaseMajor(api.EngineMySQL, "8.0.39"))
 	require.Equal(t, "8", api.DatabaseMajor(api.EngineMySQL, "8"))
 }
+
+func TestDatabaseReplicasPerRegion(t *testing.T) {
+	t.Parallel()
+	ki, _ := api.LookupKind(api.KindDatabase)
+	check := func(engine string, n int) []api.FieldError {
+		s := &api.DatabaseSpec{Engine: engine, ReplicasPerRegion: n}
+		ki.Default(s)
+		return ki.Validate(s)
+	}
+	require.Empty(t, check(api.EnginePostgres, 0))
+	require.Empty(t, check(api.EnginePostgres, api.MaxReplicasPerRegion))
+	require.Equal(t, []api.FieldError{{Field: "spec.replicas_per_region", Message: "must be between 0 and 5, not 6"}}, check(api.EnginePostgres, 6))
+	require.Equal(t, []api.FieldError{{Field: "spec.replicas_per_region", Message: "must be between 0 and 5, not -1"}}, check(api.EnginePostgres, -1))
+	require.Equal(t, []api.FieldError{{Field: "spec.replicas_per_region", Message: "must be 0 for mysql: QleetOS runs read replicas of postgres only"}}, check(api.EngineMySQL, 1))
+}

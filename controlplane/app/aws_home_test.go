@@ -80,13 +80,54 @@ func TestOneRDSInstanceForTwoEKSRegions(t *testing.T) {
 	}
 	require.ElementsMatch(t, []string{"us-east-1", "eu-west-1"}, regions, "the node follows the app into both regions")
 
+	// Read replicas: one RDS read replica in each region, of the one home (by ARN across regions), in
+	// that region's cluster VPC; each region reads from its own.
+	db.Spec.ReplicasPerRegion = 1
+	_, err = cl.Databases().Update(ctx, db)
+	require.NoError(t, err)
+	db, err = cl.Databases().WaitReconciled(cptest.Wait(t, 2*time.Minute), db.ID)
+	require.NoError(t, err)
+	require.Equal(t, api.PhaseReady, db.Status.Phase, db.Status.Message)
+	replicas := map[string]string{} // region -> source
+	for _, c := range awssim.Filter(sim.Calls(), "rds", "CreateDBInstanceReadReplica") {
+		if c.Error == "" {
+			replicas[c.Region] = c.Params["SourceDBInstanceIdentifier"]
+			require.NotEmpty(t, c.Params["DBSubnetGroupName"], c.Region)
+		}
+	}
+	primary := home.CloudID
+	require.Equal(t, map[string]string{"us-east-1": primary, "eu-west-1": "arn:aws:rds:us-east-1:" + acct.ID + ":db:" + primary}, replicas)
+	var replicaIDs []string
+	for _, rs := range db.Status.Runtimes {
+		region := map[string]string{api.DataRoleHome: "us-east-1", api.DataRoleAccess: "eu-west-1"}[rs.Role]
+		require.Equal(t, 1, rs.Replicas, rs.Runtime)
+		require.Len(t, rs.ReplicaCloudIDs, 1, rs.Runtime)
+		replicaIDs = append(replicaIDs, region+" "+rs.ReplicaCloudIDs[0])
+		require.Contains(t, rs.ReadHost, rs.ReplicaCloudIDs[0]+".", rs.Runtime)
+		require.Contains(t, rs.ReadHost, "."+region+".", "read in its own region")
+		require.Equal(t, home.Host, rs.Host, "writes go home")
+	}
+	var subnetGroups []string
+	for _, c := range awssim.Filter(sim.Calls(), "rds", "CreateDBSubnetGroup") {
+		if c.Error == "" {
+			subnetGroups = append(subnetGroups, c.Region)
+		}
+	}
+	require.ElementsMatch(t, []string{"us-east-1", "eu-west-1"}, subnetGroups, "the home's, and one for the replica in eu-west-1's VPC")
+
 	require.NoError(t, cl.WorkloadInstances().Delete(cptest.Wait(t, 2*time.Minute), inst.ID, client.DeleteOptions{Wait: true}))
-	require.NoError(t, cl.Databases().Delete(cptest.Wait(t, 2*time.Minute), db.ID, client.DeleteOptions{Wait: true}))
+	require.NoError(t, cl.Databases().Delete(cptest.Wait(t, 3*time.Minute), db.ID, client.DeleteOptions{Wait: true}))
 	var deletes []string
 	for _, c := range awssim.Filter(sim.Calls(), "rds", "DeleteDBInstance") {
 		if c.Error == "" {
-			deletes = append(deletes, c.Region)
+			deletes = append(deletes, c.Region+" "+c.Params["DBInstanceIdentifier"])
 		}
 	}
-	require.Equal(t, []string{"us-east-1"}, deletes, "the access in eu-west-1 deletes nothing in AWS")
+	require.Len(t, deletes, 3, "the two replicas and the one home; nothing else")
+	require.ElementsMatch(t, replicaIDs, deletes[:2], "the replicas go first")
+	require.Equal(t, "us-east-1 "+primary, deletes[2], "then the one home")
+	for _, r := range sim.Resources() {
+		require.NotEqual(t, "db-instance", r.Type, "no RDS instance is left: %+v", r)
+		require.NotEqual(t, "db-subnet-group", r.Type, "no DB subnet group is left: %+v", r)
+	}
 }

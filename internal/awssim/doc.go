@@ -134,7 +134,8 @@
 // CreateNodegroup, DescribeNodegroup, ListNodegroups, UpdateNodegroupConfig,
 // DescribeUpdate, DeleteNodegroup, TagResource, UntagResource,
 // ListTagsForResource. RDS CreateDBSubnetGroup, DescribeDBSubnetGroups,
-// DeleteDBSubnetGroup, CreateDBInstance, DescribeDBInstances,
+// DeleteDBSubnetGroup, CreateDBInstance, CreateDBInstanceReadReplica (a
+// source by identifier in its region, or by ARN across regions), DescribeDBInstances,
 // DeleteDBInstance, AddTagsToResource, ListTagsForResource. S3 ListBuckets,
 // CreateBucket, HeadBucket, DeleteBucket, PutBucketTagging,
 // GetBucketTagging, DeleteBucketTagging, GetBucketLocation, ListObjectsV2,

@@ -37,6 +37,8 @@ type dbInstance struct {
 	account          string
 	region           string
 	readyAt, goneAt  time.Time
+	// source is the ARN of the instance a read replica streams from; empty for a primary.
+	source string
 }
 
 type rdsSubnetXML struct {
@@ -92,6 +94,8 @@ type dbInstanceXML struct {
 	VpcSecurityGroups    []sgMembership    `xml:"VpcSecurityGroups>VpcSecurityGroupMembership,omitempty"`
 	PubliclyAccessible   bool              `xml:"PubliclyAccessible"`
 	DBInstanceArn        string            `xml:"DBInstanceArn"`
+	ReplicaSource        string            `xml:"ReadReplicaSourceDBInstanceIdentifier,omitempty"`
+	Replicas             []string          `xml:"ReadReplicaDBInstanceIdentifiers>ReadReplicaDBInstanceIdentifier,omitempty"`
 	DbiResourceID        string            `xml:"DbiResourceId"`
 	TagList              []xmlTag          `xml:"TagList>Tag,omitempty"`
 }
@@ -109,7 +113,13 @@ func (s *Sim) dbXML(d *dbInstance) dbInstanceXML {
 	x := dbInstanceXML{DBInstanceIdentifier: d.Identifier, DBInstanceClass: d.Class, Engine: d.Engine, EngineVersion: d.EngineVersion,
 		DBInstanceStatus: d.Status, MasterUsername: d.MasterUsername, DBName: d.DBName, AllocatedStorage: d.AllocatedStorage,
 		PubliclyAccessible: d.Public, DBInstanceArn: d.arn(), DbiResourceID: "db-" + strings.ToUpper(hexSHA256([]byte(d.arn()))[:26]),
-		TagList: d.Tags.xml()}
+		TagList: d.Tags.xml(), ReplicaSource: d.source}
+	for _, r := range s.state.dbs {
+		if r.source == d.arn() {
+			x.Replicas = append(x.Replicas, r.arn())
+		}
+	}
+	slices.Sort(x.Replicas)
 	if d.Status != "creating" {
 		x.Endpoint = &dbEndpointXML{d.address(), d.Port, "Z2R2ITUGPM61AM"}
 		x.InstanceCreateTime = d.Created.Format(isoTime)
@@ -126,14 +136,15 @@ func (s *Sim) dbXML(d *dbInstance) dbInstanceXML {
 
 func (s *Sim) rdsActions() map[string]handler {
 	return map[string]handler{
-		"CreateDBSubnetGroup":    s.createDBSubnetGroup,
-		"DescribeDBSubnetGroups": s.describeDBSubnetGroups,
-		"DeleteDBSubnetGroup":    s.deleteDBSubnetGroup,
-		"CreateDBInstance":       s.createDBInstance,
-		"DescribeDBInstances":    s.describeDBInstances,
-		"DeleteDBInstance":       s.deleteDBInstance,
-		"AddTagsToResource":      s.rdsAddTags,
-		"ListTagsForResource":    s.rdsListTags,
+		"CreateDBSubnetGroup":         s.createDBSubnetGroup,
+		"DescribeDBSubnetGroups":      s.describeDBSubnetGroups,
+		"DeleteDBSubnetGroup":         s.deleteDBSubnetGroup,
+		"CreateDBInstance":            s.createDBInstance,
+		"CreateDBInstanceReadReplica": s.createDBInstanceReadReplica,
+		"DescribeDBInstances":         s.describeDBInstances,
+		"DeleteDBInstance":            s.deleteDBInstance,
+		"AddTagsToResource":           s.rdsAddTags,
+		"ListTagsForResource":         s.rdsListTags,
 	}
 }
 
@@ -254,6 +265,64 @@ func (s *Sim) createDBInstance(q *request) (*reply, *apiError) {
 	d.AllocatedStorage, _ = strconv.Atoi(f.Get("AllocatedStorage"))
 	if d.AllocatedStorage == 0 {
 		d.AllocatedStorage = 20
+	}
+	if d.SubnetGroup != "" && s.state.subnetGroups[rdsKey(q, d.SubnetGroup)] == nil {
+		return nil, noSuchSubnetGroup(d.SubnetGroup)
+	}
+	key := rdsKey(q, id)
+	if s.state.dbs[key] != nil {
+		return nil, errorf(http.StatusBadRequest, "DBInstanceAlreadyExists", "DB instance already exists")
+	}
+	for _, t := range formStructs(f, "Tags") {
+		d.Tags.set(t["Key"], t["Value"])
+	}
+	now := s.now()
+	d.Created, d.readyAt = now, now.Add(s.cfg.DBDelay)
+	s.state.dbs[key] = d
+	return &reply{body: struct {
+		DB dbInstanceXML `xml:"DBInstance"`
+	}{s.dbXML(d)}}, nil
+}
+
+// createDBInstanceReadReplica makes a read replica of an available instance, named by identifier in the
+// same region or by ARN from any region of the account; it takes the source's engine, version, user,
+// database and storage.
+func (s *Sim) createDBInstanceReadReplica(q *request) (*reply, *apiError) {
+	f := q.form
+	id := strings.ToLower(f.Get("DBInstanceIdentifier"))
+	if !matches(`^[a-z][a-z0-9]*(-[a-z0-9]+)*$`, id) || len(id) > 63 {
+		return nil, rdsBad("The parameter DBInstanceIdentifier is not a valid identifier.")
+	}
+	from := f.Get("SourceDBInstanceIdentifier")
+	var src *dbInstance
+	if strings.HasPrefix(from, "arn:") {
+		for _, d := range s.state.dbs {
+			if d.arn() == from && d.account == q.account() {
+				src = d
+			}
+		}
+	} else {
+		src = s.state.dbs[rdsKey(q, strings.ToLower(from))]
+		if src != nil {
+			from = src.arn()
+		}
+	}
+	switch {
+	case src == nil:
+		return nil, noSuchDB(f.Get("SourceDBInstanceIdentifier"))
+	case src.region != q.region && !strings.HasPrefix(f.Get("SourceDBInstanceIdentifier"), "arn:"):
+		return nil, rdsBad("The source instance of a cross-region read replica must be given by its ARN.")
+	case src.Status != "available":
+		return nil, errorf(http.StatusBadRequest, "InvalidDBInstanceState", "DB instance %s is not in available state.", src.Identifier)
+	case src.source != "":
+		return nil, rdsBad("A read replica of a read replica is not supported here.")
+	}
+	d := &dbInstance{Identifier: id, Class: cmpOr(f.Get("DBInstanceClass"), src.Class), Engine: src.Engine, EngineVersion: src.EngineVersion,
+		MasterUsername: src.MasterUsername, DBName: src.DBName, Port: src.Port, AllocatedStorage: src.AllocatedStorage,
+		SubnetGroup: strings.ToLower(f.Get("DBSubnetGroupName")), SecurityGroups: formList(f, "VpcSecurityGroupIds"),
+		Public: f.Get("PubliclyAccessible") == "true", Status: "creating", account: q.account(), region: q.region, source: from}
+	if src.region != q.region && d.SubnetGroup == "" {
+		return nil, rdsBad("DBSubnetGroupName is required for a cross-region read replica in a VPC.")
 	}
 	if d.SubnetGroup != "" && s.state.subnetGroups[rdsKey(q, d.SubnetGroup)] == nil {
 		return nil, noSuchSubnetGroup(d.SubnetGroup)

@@ -103,6 +103,9 @@ func (a *AWS) run(ctx context.Context, cl *kube.Cluster, id, name string, svc Se
 		}
 	} else {
 		ready, err = a.ensureDB(ctx, cls.RDS, cls.EC2, rs, svc, creds, rt, o)
+		if err == nil && ready && (rs.Replicas > 0 || len(rs.ReplicaCloudIDs) > 0) {
+			ready, err = a.syncReplicas(ctx, rt, id, name, svc, rs, rs.Replicas, rs)
+		}
 	}
 	if err != nil {
 		return err

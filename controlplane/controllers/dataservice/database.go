@@ -64,6 +64,10 @@ type Service struct {
 	HomeRuntimeID, HomeRegion string
 	// Engine and Version are a database's, for RDS.
 	Engine, Version string
+	// Replicas is a database's read replicas per region where a consumer runs.
+	Replicas int
+	// Streaming says that replicas run somewhere: the home lets them stream from it.
+	Streaming bool
 }
 
 // Kind describes a data service kind to the Reconciler.
@@ -86,7 +90,8 @@ var Databases = Kind[api.DatabaseSpec, api.DatabaseStatus]{
 		}
 		return Service{InstanceID: db.Spec.InstanceID, Namespace: render.DatabaseNamespace(db.Name), Image: eng.Image, Port: eng.Port, DataDir: eng.DataDir,
 			Credentials: map[string]string{"username": "app", "password": "", "database": "app"}, Env: env, Size: db.Spec.Size, Retain: db.Spec.Retain,
-			Kind: api.KindDatabase, Engine: db.Spec.Engine, Version: db.Spec.Version, HomeRuntimeID: db.Spec.RuntimeID, HomeRegion: db.Spec.Region}
+			Kind: api.KindDatabase, Engine: db.Spec.Engine, Version: db.Spec.Version, HomeRuntimeID: db.Spec.RuntimeID, HomeRegion: db.Spec.Region,
+			Replicas: db.Spec.ReplicasPerRegion}
 	},
 	Runtimes: func(st *api.DatabaseStatus) *[]api.DataRuntimeStatus { return &st.Runtimes },
 	Home:     func(st *api.DatabaseStatus) **api.DataHome { return &st.Home },
@@ -115,7 +120,6 @@ type Reconciler[S any, T any] struct {
 	Kind Kind[S, T]
 	// AWS serves the kind with AWS (RDS, S3) on eks runtimes; nil leaves eks runtimes in-cluster too.
 	AWS *AWS
-
 }
 
 // lookups are the reads of other objects that the runtime hands the reconcile (reconcile.LookupsFrom).
@@ -150,13 +154,18 @@ func (r *Reconciler[S, T]) Reconcile(ctx context.Context, obj *api.Object[S, T])
 	*homeOf = home
 	readyBefore := readyRuntimes(*runtimes)
 	plan := sites(home, insts, *runtimes)
+	if err := r.placeReplicas(ctx, plan, insts, svc.Replicas); err != nil {
+		return reconcile.Result{}, err
+	}
+	svc.Streaming = slices.ContainsFunc(plan, func(s site) bool { return s.replicas > 0 })
 	out := make([]api.DataRuntimeStatus, len(plan))
 	for i, s := range plan {
-		out[i] = api.DataRuntimeStatus{RuntimeID: s.runtimeID, Role: s.role, Copy: s.copy, Phase: api.PhasePending}
+		out[i] = api.DataRuntimeStatus{RuntimeID: s.runtimeID, Role: s.role, Copy: s.copy, Phase: api.PhasePending, Replicas: s.replicas}
 		for _, prev := range *runtimes {
 			if prev.RuntimeID == s.runtimeID {
 				out[i].Objects = prev.Objects
 				out[i].Runtime = prev.Runtime
+				out[i].ReplicaCloudIDs = prev.ReplicaCloudIDs
 			}
 		}
 	}
@@ -192,7 +201,7 @@ func (r *Reconciler[S, T]) Reconcile(ctx context.Context, obj *api.Object[S, T])
 				rs.Message = fmt.Sprintf("waiting for the address of its home on kubernetes_runtime %q (Service %s)", home.Runtime, render.ExposeService)
 			}
 		default:
-			if err := r.access(ctx, obj.ID, svc, homeRS, address, creds, rs); err != nil {
+			if err := r.access(ctx, obj.ID, obj.Name, svc, homeRS, address, creds, rs); err != nil {
 				if err := failed(rs, err); err != nil {
 					return reconcile.Result{}, err
 				}
@@ -346,7 +355,7 @@ func (r *Reconciler[S, T]) runInCluster(ctx context.Context, cl *kube.Cluster, r
 	if err := ownNamespace(ctx, cl, ns, id, adopt); err != nil {
 		return reconcile.Terminal(fmt.Errorf("on kubernetes_runtime %q: %w", rt.Name, err))
 	}
-	objs, err := renderService(ctx, cl, svc, exposed)
+	objs, err := renderService(ctx, cl, svc, exposed, rs.Replicas)
 	if err != nil {
 		return err
 	}
@@ -358,9 +367,16 @@ func (r *Reconciler[S, T]) runInCluster(ctx context.Context, cl *kube.Cluster, r
 		}
 		return fmt.Errorf("on kubernetes_runtime %q: %w", rt.Name, err)
 	}
+	if err := pruneDropped(ctx, cl, owner, applied); err != nil {
+		return fmt.Errorf("on kubernetes_runtime %q: %w", rt.Name, err)
+	}
 	rep := kube.HealthWith(ctx, cl, applied, kube.HealthOptions{})
 	rs.Objects = rep.Objects
 	rs.Namespace, rs.Host, rs.Port = ns, fmt.Sprintf("%s.%s.svc.cluster.local", ServiceName, ns), svc.Port
+	rs.ReadHost = ""
+	if rs.Replicas > 0 {
+		rs.ReadHost = readHost(ns)
+	}
 	if !rep.Ready {
 		nr := rep.NotReady()
 		rs.Phase, rs.Message = api.PhaseReconciling, fmt.Sprintf("%s %q is not ready: %s", nr.Kind, nr.Name, nr.Message)
@@ -402,9 +418,10 @@ func retainedFor(ctx context.Context, cl *kube.Cluster, namespace, mark string) 
 	return ns.Labels[LabelRetained] == mark, nil
 }
 
-// renderService makes a data service's objects. The credentials are generated once: an existing credentials
-// Secret (of this object, or retained by one of its kind and name) keeps its values.
-func renderService(ctx context.Context, cl *kube.Cluster, svc Service, exposed bool) ([]*unstructured.Unstructured, error) {
+// renderService makes a data service's objects, with replicas read replicas beside it. The credentials are
+// generated once: an existing credentials Secret (of this object, or retained by one of its kind and
+// name) keeps its values.
+func renderService(ctx context.Context, cl *kube.Cluster, svc Service, exposed bool, replicas int) ([]*unstructured.Unstructured, error) {
 	ns := svc.Namespace
 	creds, err := keptCredentials(ctx, cl, svc)
 	if err != nil {
@@ -431,6 +448,7 @@ func renderService(ctx context.Context, cl *kube.Cluster, svc Service, exposed b
 	if len(svc.Args) > 0 {
 		container["args"] = svc.Args
 	}
+	pod := map[string]any{"containers": []any{container}}
 	objs := []map[string]any{
 		{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}},
 		{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": CredentialsSecret, "namespace": ns}, "type": "Opaque", "data": data},
@@ -440,7 +458,7 @@ func renderService(ctx context.Context, cl *kube.Cluster, svc Service, exposed b
 			"serviceName": ServiceName, "replicas": int64(1),
 			"selector":                             map[string]any{"matchLabels": labels},
 			"persistentVolumeClaimRetentionPolicy": map[string]any{"whenDeleted": whenDeleted, "whenScaled": "Retain"},
-			"template":                             map[string]any{"metadata": map[string]any{"labels": labels}, "spec": map[string]any{"containers": []any{container}}},
+			"template":                             map[string]any{"metadata": map[string]any{"labels": labels}, "spec": pod},
 			"volumeClaimTemplates": []any{map[string]any{"metadata": map[string]any{"name": "data"}, "spec": map[string]any{
 				"accessModes": []any{"ReadWriteOnce"}, "resources": map[string]any{"requests": map[string]any{"storage": svc.Size}}}}},
 		}},
@@ -448,6 +466,12 @@ func renderService(ctx context.Context, cl *kube.Cluster, svc Service, exposed b
 	if exposed {
 		objs = append(objs, map[string]any{"apiVersion": "v1", "kind": "Service", "metadata": map[string]any{"name": render.ExposeService, "namespace": ns}, "spec": map[string]any{
 			"type": "LoadBalancer", "selector": labels, "ports": []any{map[string]any{"name": "main", "port": int64(svc.Port), "targetPort": int64(svc.Port)}}}})
+	}
+	if svc.Streaming {
+		objs = streamingHome(svc, objs, container, pod)
+	}
+	if replicas > 0 {
+		objs = append(objs, replicaObjects(svc, fmt.Sprintf("%s.%s.svc.cluster.local", ServiceName, ns), CredentialsSecret, replicas)...)
 	}
 	out := make([]*unstructured.Unstructured, len(objs))
 	for i, o := range objs {
@@ -470,6 +494,10 @@ func (r *Reconciler[S, T]) Finalize(ctx context.Context, obj *api.Object[S, T]) 
 	if obj.DeletionOrphan {
 		return reconcile.Result{}, nil
 	}
+	// Read replicas first, retain or not: they hold no data of their own, and stream from the home.
+	if gone, err := r.removeReplicas(ctx, obj, svc); err != nil || !gone {
+		return reconcile.Result{RequeueAfter: time.Second}, err
+	}
 	for _, rs := range *r.Kind.Runtimes(&obj.Status) {
 		rt, err := r.lookups(ctx).Runtimes.Get(ctx, rs.RuntimeID)
 		if api.IsNotFound(err) {
@@ -482,9 +510,10 @@ func (r *Reconciler[S, T]) Finalize(ctx context.Context, obj *api.Object[S, T]) 
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		// A runtime that only reaches the home holds no data: what QleetOS put there goes, retain or not.
+		// A runtime that only reaches the home holds no data: what QleetOS put there goes, retain or not
+		// (on AWS, the network its read replicas had).
 		accessOnly := rs.Role == api.DataRoleAccess && !rs.Copy
-		if rt.Spec.Provider == api.ProviderEKS && r.AWS != nil && !svc.Retain && !accessOnly {
+		if rt.Spec.Provider == api.ProviderEKS && r.AWS != nil && (!svc.Retain || accessOnly) {
 			if after, err := r.AWS.remove(ctx, cl, obj.ID, obj.Name, svc, rt, &rs); err != nil || after > 0 {
 				client.CommonStatus(obj).Message = rs.Message
 				return reconcile.Result{RequeueAfter: after}, err
@@ -539,6 +568,15 @@ func (r *Reconciler[S, T]) dropAccess(ctx context.Context, id string, svc Servic
 	}
 	if err != nil {
 		return err
+	}
+	if r.AWS != nil && rt.Spec.Provider == api.ProviderEKS {
+		gone, err := r.AWS.removeReplicas(ctx, rt, id, svc, &rs)
+		if err != nil {
+			return err
+		}
+		if !gone {
+			return errors.New(rs.Message)
+		}
 	}
 	cl, err := r.Connector.Connect(ctx, rt)
 	if err != nil {

@@ -36,6 +36,8 @@ type site struct {
 	role      string
 	// copy: the runtime holds a copy of the data from before the data service had one home.
 	copy bool
+	// replicas: read replicas run there for its region.
+	replicas int
 }
 
 // sortConsumers orders a data service's consumers: the one it names first, then the oldest.
@@ -225,7 +227,8 @@ func exposedAddress(ctx context.Context, cl *kube.Cluster, ns string) (string, e
 
 // accessObjects give a runtime that is not the home what its consumers need to reach the home: a copy of
 // the credentials, and (for a home in a cluster) an alias Service whose endpoint is the home's address.
-func accessObjects(ns string, port int32, address string, inCluster bool, creds map[string][]byte) []*unstructured.Unstructured {
+func accessObjects(svc Service, address string, inCluster bool, creds map[string][]byte, replicas int) []*unstructured.Unstructured {
+	ns, port := svc.Namespace, svc.Port
 	data := map[string]any{}
 	for k, v := range creds {
 		data[k] = base64.StdEncoding.EncodeToString(v)
@@ -253,6 +256,9 @@ func accessObjects(ns string, port int32, address string, inCluster bool, creds 
 			objs = append(objs, map[string]any{"apiVersion": "v1", "kind": "Service", "metadata": map[string]any{"name": render.AccessService, "namespace": ns},
 				"spec": map[string]any{"type": "ExternalName", "externalName": address, "ports": ports}})
 		}
+		if replicas > 0 {
+			objs = append(objs, replicaObjects(svc, fmt.Sprintf("%s.%s.svc.cluster.local", render.AccessService, ns), render.AccessCredentialsSecret, replicas)...)
+		}
 	}
 	out := make([]*unstructured.Unstructured, len(objs))
 	for i, o := range objs {
@@ -262,7 +268,7 @@ func accessObjects(ns string, port int32, address string, inCluster bool, creds 
 }
 
 // access makes the home reachable on a runtime that is not the home, for the consumers there.
-func (r *Reconciler[S, T]) access(ctx context.Context, id string, svc Service, home *api.DataRuntimeStatus, address string, creds map[string][]byte, rs *api.DataRuntimeStatus) error {
+func (r *Reconciler[S, T]) access(ctx context.Context, id, name string, svc Service, home *api.DataRuntimeStatus, address string, creds map[string][]byte, rs *api.DataRuntimeStatus) error {
 	rt, err := r.lookups(ctx).Runtimes.RequireReady(ctx, rs.RuntimeID)
 	if rt != nil {
 		rs.Runtime = rt.Name
@@ -279,7 +285,7 @@ func (r *Reconciler[S, T]) access(ctx context.Context, id string, svc Service, h
 		return reconcile.Terminal(fmt.Errorf("on kubernetes_runtime %q: %w", rt.Name, err))
 	}
 	inCluster := home.CloudID == ""
-	objs := accessObjects(ns, home.Port, address, inCluster, creds)
+	objs := accessObjects(svc, address, inCluster, creds, rs.Replicas)
 	owner := kube.Owner{InstanceID: id, Namespace: ns, Previous: kube.RefsOf(rs.Objects)}
 	applied, err := kube.Apply(ctx, cl, owner, objs)
 	if err != nil {
@@ -289,11 +295,37 @@ func (r *Reconciler[S, T]) access(ctx context.Context, id string, svc Service, h
 		return fmt.Errorf("on kubernetes_runtime %q: %w", rt.Name, err)
 	}
 	rep := kube.HealthWith(ctx, cl, applied, kube.HealthOptions{})
-	rs.Objects = mergeObjects(rs.Objects, rep.Objects)
+	if rs.Copy {
+		// An old copy's objects stay, listed, to be deleted with the data service.
+		rs.Objects = mergeObjects(rs.Objects, rep.Objects)
+	} else {
+		if err := pruneDropped(ctx, cl, owner, applied); err != nil {
+			return fmt.Errorf("on kubernetes_runtime %q: %w", rt.Name, err)
+		}
+		rs.Objects = rep.Objects
+	}
 	rs.Namespace, rs.Port = ns, home.Port
 	rs.Host = fmt.Sprintf("%s.%s.svc.cluster.local", render.AccessService, ns)
+	rs.ReadHost = ""
 	if !inCluster {
 		rs.Host, rs.Endpoint, rs.Region, rs.CloudID = home.Host, home.Endpoint, home.Region, home.CloudID
+		if r.AWS != nil && rt.Spec.Provider == api.ProviderEKS && (rs.Replicas > 0 || len(rs.ReplicaCloudIDs) > 0) {
+			ready, err := r.AWS.syncReplicas(ctx, rt, id, name, svc, home, rs.Replicas, rs)
+			if err != nil {
+				return fmt.Errorf("on kubernetes_runtime %q: %w", rt.Name, err)
+			}
+			if !ready {
+				rs.Phase = api.PhaseReconciling
+				return nil
+			}
+		}
+	} else if rs.Replicas > 0 {
+		rs.ReadHost = readHost(ns)
+		if !rep.Ready {
+			nr := rep.NotReady()
+			rs.Phase, rs.Message = api.PhaseReconciling, fmt.Sprintf("read replicas: %s %q is not ready: %s", nr.Kind, nr.Name, nr.Message)
+			return nil
+		}
 	}
 	rs.Phase, rs.Message = api.PhaseReady, ""
 	return nil

@@ -192,10 +192,18 @@ func (d *dependencies) dataServices() []dataService {
 			env: func(at *api.DataRuntimeStatus, c map[string][]byte) map[string]string {
 				eng, p := render.EngineOf(&spec), spec.EnvPrefix
 				user, pass, name := string(c["username"]), string(c["password"]), string(c["database"])
-				return map[string]string{
+				env := map[string]string{
 					p + "_URL": api.DatabaseURL(eng.Scheme, user, pass, at.Host, at.Port, name), p + "_HOST": at.Host,
 					p + "_PORT": strconv.Itoa(int(at.Port)), p + "_NAME": name, p + "_USER": user, p + "_PASSWORD": pass,
 				}
+				if spec.ReplicasPerRegion > 0 {
+					// Its region's read replicas, else the home: a database without replicas adds no
+					// variable, so that its consumers do not roll.
+					read := cmp.Or(at.ReadHost, at.Host)
+					env[p+"_READ_URL"], env[p+"_READ_HOST"] = api.DatabaseURL(eng.Scheme, user, pass, read, at.Port, name), read
+					env[p+"_READ_PORT"] = strconv.Itoa(int(at.Port))
+				}
+				return env
 			}})
 	}
 	for _, b := range d.buckets {
@@ -244,7 +252,8 @@ func (s dataService) notOn(runtime string) string {
 
 // dataOn waits until every database and bucket of the instance is Ready on the runtime, and returns a
 // Secret in the instance's namespace per data service with its connection details, read from its
-// credentials there (a database's <PREFIX>_URL, _HOST, _PORT, _NAME, _USER, _PASSWORD; a bucket's
+// credentials there (a database's <PREFIX>_URL, _HOST, _PORT, _NAME, _USER, _PASSWORD, and with read
+// replicas _READ_URL, _READ_HOST, _READ_PORT; a bucket's
 // <PREFIX>_ENDPOINT, _BUCKET, _REGION, _ACCESS_KEY_ID, _SECRET_ACCESS_KEY), with the variables that
 // reference it. A Failed one fails the instance with its reason.
 func (r *InstanceReconciler) dataOn(ctx context.Context, cl *kube.Cluster, d *dependencies, rt *api.KubernetesRuntime, ns string) (onRuntime, error) {
@@ -275,6 +284,9 @@ func (r *InstanceReconciler) dataOn(ctx context.Context, cl *kube.Cluster, d *de
 		// the credentials' version, never the values (AnnotationDependencies).
 		fmt.Fprintf(h, "%s %s at %s:%d %s %s %s %s credentials %s %s\n", s.kind, s.id, at.Host, at.Port, at.Endpoint, at.Region, at.CloudID,
 			at.Namespace, creds.UID, creds.ResourceVersion)
+		if at.ReadHost != "" {
+			fmt.Fprintf(h, "read %s\n", at.ReadHost) // only when set: instances without replicas keep their hash
+		}
 		for _, k := range slices.Sorted(maps.Keys(values)) {
 			data[k] = base64.StdEncoding.EncodeToString([]byte(values[k]))
 			out.env = append(out.env, map[string]any{"name": k, "valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": secretName, "key": k}}})
