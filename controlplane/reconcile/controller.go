@@ -45,9 +45,9 @@ type Config struct {
 	// (default 2s). It must be well under the lock TTL and the consumer's ack wait.
 	Heartbeat time.Duration
 	// ResyncInterval is how often objects that are not reconciled are enqueued again (default 30s), while
-	// the process is busy: a pass runs only when a notification was handled since the last one (by any
-	// controller of this process), or an owned object counts its grace (see OwnerGrace). At rest no pass
-	// runs, so the control plane makes no calls; the objects that wait are woken by notifications
+	// the process is busy: a pass runs only when a notification was handled since the last one (by a
+	// controller sharing its Activity), or an owned object counts its grace (see OwnerGrace). At rest no
+	// pass runs, so the control plane makes no calls; the objects that wait are woken by notifications
 	// (a dependency's status change, a watch event, their own requeue).
 	ResyncInterval time.Duration
 	// DriftInterval is how often every object, Ready ones included, is enqueued again (default 10h, like
@@ -58,6 +58,10 @@ type Config struct {
 	// token bucket holding one second's worth (at most a listing page): a pass over a large estate never
 	// floods the queue ahead of fresh work.
 	ResyncRate float64
+	// Activity counts the notifications handled by the controllers that share it (those of one process
+	// should): a pass of objects that are not reconciled runs only when it moved since the last pass
+	// (default: one of the controller's own).
+	Activity *Activity
 	// FailedRecheckInterval is how often objects Failed at their current generation are reconciled
 	// again (default 5m), so that a world fixed outside QleetOS heals without a spec change.
 	FailedRecheckInterval time.Duration
@@ -134,6 +138,9 @@ func (c *Config) applyDefaults(kind string) {
 	}
 	if c.ResyncRate <= 0 {
 		c.ResyncRate = DefaultResyncRate
+	}
+	if c.Activity == nil {
+		c.Activity = &Activity{}
 	}
 	if c.FailedRecheckInterval <= 0 {
 		c.FailedRecheckInterval = 5 * time.Minute
@@ -317,7 +324,7 @@ func (c *Controller[S, T]) handle(ctx context.Context, locker *broker.Locker, m 
 	// A notification for an object this replica is reconciling right now is taken over by that worker,
 	// which reconciles once more when it is done and only then acks it: no lock contention and no
 	// redelivery delay, and if this process dies the notification is still unacked and redelivered.
-	activity.Add(1)
+	c.cfg.Activity.n.Add(1)
 	if !c.begin(id, m) {
 		return
 	}
@@ -836,16 +843,17 @@ func jitter(d time.Duration) time.Duration {
 }
 
 // resync is the safety net. While the process is busy (a notification was handled since the last
-// pass, by any of its controllers) or an owned object counts its grace, it enqueues the objects that are
-// not reconciled every ResyncInterval, in case a requeue was lost. Every DriftInterval (hours) it
-// enqueues every object, and every FailedRecheckInterval the objects Failed at their current generation
-// when the last pass saw any, so that a fixed world heals. Drift itself is learned from watch events,
-// not from here. At rest no pass runs. Message ids de-duplicate across replicas; passes are paced (pacer).
+// pass by a controller sharing its Config.Activity) or an owned object counts its grace, it enqueues the
+// objects that are not reconciled every ResyncInterval, in case a requeue was lost. Every DriftInterval
+// (hours) it enqueues every object, and every FailedRecheckInterval the objects Failed at their current
+// generation when the last pass saw any, so that a fixed world heals. Drift itself is learned from watch
+// events, not from here. At rest no pass runs. Message ids de-duplicate across replicas; passes are
+// paced (pacer).
 func (c *Controller[S, T]) resync(ctx context.Context) {
 	// A full pass at start makes the controller level-triggered across restarts. Its notification ids
 	// are its own ("resync-start-"), so that replicas starting together de-duplicate each other but a
 	// restart is not taken for a duplicate of the previous process's last pass in the same bucket.
-	seen := activity.Load()
+	seen := c.cfg.Activity.n.Load()
 	if _, err := c.resyncPass(ctx, "resync-start-", true, true); err != nil && ctx.Err() == nil {
 		c.log.Warn("initial resync failed", "err", err)
 	}
@@ -865,11 +873,11 @@ func (c *Controller[S, T]) resync(ctx context.Context) {
 			if failed {
 				lastFailed = now
 			}
-			busy := activity.Load() != seen || c.graceCounting()
+			busy := c.cfg.Activity.n.Load() != seen || c.graceCounting()
 			if !drift && !failed && !busy {
 				continue
 			}
-			seen = activity.Load()
+			seen = c.cfg.Activity.n.Load()
 			if _, err := c.resyncPass(ctx, "resync-", drift, failed); err != nil && ctx.Err() == nil {
 				c.log.Warn("resync failed", "err", err)
 			}
@@ -877,9 +885,9 @@ func (c *Controller[S, T]) resync(ctx context.Context) {
 	}
 }
 
-// activity counts the notifications handled by every controller of this process: a resync pass of
-// objects that are not reconciled runs only when it moved since the last pass.
-var activity atomic.Int64
+// Activity counts the notifications handled by the controllers that share it (Config.Activity). The
+// zero value is ready to use.
+type Activity struct{ n atomic.Int64 }
 
 // graceCounting reports whether an object created for owners is counting its grace, which only a
 // resync pass ends.

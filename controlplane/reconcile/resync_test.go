@@ -71,9 +71,9 @@ func TestResyncPassIsPaced(t *testing.T) {
 
 // TestNoResyncPassAtRest checks that an idle controller makes no calls: once its objects are reconciled
 // and no notification comes, its resync passes (every 100ms here) do not list the kind, and the drift
-// pass waits for its 10h default. A notification makes passes run again. Not parallel: the passes follow
-// the activity of every controller in the process.
+// pass waits for its 10h default. A notification makes passes run again.
 func TestNoResyncPassAtRest(t *testing.T) {
+	t.Parallel()
 	b := setup(t, setupOpts{})
 	counter := &countingTransport{}
 	cl, err := client.New(b.url, client.WithToken(b.token), client.WithHTTPClient(&http.Client{Transport: counter}))
