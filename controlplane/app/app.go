@@ -24,8 +24,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/klog/v2"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/broker"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/server"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
@@ -52,7 +54,8 @@ type Config struct {
 	// Workers per controller (default 16: reconciles mostly wait on the network, the same default as
 	// `qleet server --workers`). The workload_instance controller gets four times as many.
 	Workers int
-	// ResyncInterval and DriftInterval tune the controllers' safety net (defaults 30s and 60s).
+	// ResyncInterval and DriftInterval tune the controllers' safety net (defaults 30s, while busy, and
+	// 10h: reconcile.Config's fields of the same names). Drift is learned from the clusters' watches.
 	ResyncInterval time.Duration
 	DriftInterval  time.Duration
 	// LockTTL is the per-object lock TTL (default 10s).
@@ -181,6 +184,8 @@ type App struct {
 	Registry *prometheus.Registry
 
 	relay *broker.Relay
+	// conn connects the controllers to clusters, when they run here.
+	conn *kube.Connector
 	// reconcileMetrics are the controllers' metrics, when they run.
 	reconcileMetrics *reconcile.Metrics
 	httpSrv          *http.Server
@@ -370,6 +375,15 @@ func (a *App) ensureToken(ctx context.Context, file, name, role string) (string,
 // do not run here), read without a metrics scrape.
 func (a *App) ReconcilesFinished(kind string) int64 { return a.reconcileMetrics.Finished(kind) }
 
+// ClusterRequests returns how many requests this process's controllers and agents made to clusters so
+// far, watches apart (zero when the controllers do not run here). At rest only watches are made.
+func (a *App) ClusterRequests() kube.RequestCounts {
+	if a.conn == nil {
+		return kube.RequestCounts{}
+	}
+	return a.conn.Requests()
+}
+
 // DataDir returns the absolute data directory.
 func (a *App) DataDir() string { return a.cfg.DataDir }
 
@@ -397,8 +411,55 @@ func (a *App) controllerConfig() reconcile.Config {
 	return reconcile.Config{
 		Workers: workers, ResyncInterval: a.cfg.ResyncInterval, DriftInterval: a.cfg.DriftInterval,
 		FailedRecheckInterval: a.cfg.FailedRecheckInterval, OwnerGrace: a.cfg.OwnerGrace, Logger: a.log,
-		LockSpans: a.cfg.LockSpans,
+		LockSpans: a.cfg.LockSpans, Activity: &reconcile.Activity{},
 	}
+}
+
+// appliedOwnerKinds are the kinds whose controllers apply objects to clusters: an applied object that
+// does not name its owner's kind (applied before objects carried kube.LabelOwnerKind, or by an owner
+// that does not say it) notifies each of them, and the controllers of the others find no such object.
+var appliedOwnerKinds = []string{api.KindWorkloadInstance, api.KindGateway, api.KindSupportService, api.KindDatabase, api.KindBucket}
+
+// ownedChanges turns the clusters' watch events about applied objects (kube.ConnectorConfig's
+// OnOwnedChange) into notifications of exactly their owners, published straight to the broker like a
+// requeue: a drift (an object edited or deleted by hand) is put back within the window plus one
+// reconcile, without any sweep. Events of one owner within the window are coalesced into one
+// notification.
+type ownedChanges struct {
+	ctx   context.Context
+	queue interface {
+		Publish(ctx context.Context, kind, id, msgID string) error
+	}
+	log    *slog.Logger
+	window time.Duration
+
+	mu      sync.Mutex
+	pending map[string]bool // "kind\x00id" -> scheduled
+}
+
+// changed schedules the owner's notification, unless one is already scheduled.
+func (o *ownedChanges) changed(kind, id string) {
+	key := kind + "\x00" + id
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.pending[key] {
+		return
+	}
+	o.pending[key] = true
+	time.AfterFunc(o.window, func() {
+		o.mu.Lock()
+		delete(o.pending, key)
+		o.mu.Unlock()
+		kinds := []string{kind}
+		if kind == "" {
+			kinds = appliedOwnerKinds
+		}
+		for _, k := range kinds {
+			if err := o.queue.Publish(o.ctx, k, id, ""); err != nil && o.ctx.Err() == nil {
+				o.log.Warn("notify the owner of a changed object; the resync will find the drift", "kind", k, "id", id, "err", err)
+			}
+		}
+	})
 }
 
 func (a *App) fail(err error) {

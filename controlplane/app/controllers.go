@@ -58,8 +58,12 @@ func (a *App) startControllers(ctx context.Context, endpoint, token string) erro
 	}
 	accounts := &awscloud.Accounts{Client: cl}
 	eksRuntimes := &cluster.EKS{Accounts: accounts, Poll: a.cfg.AWSPoll}
+	agents := newAgents(ctx, cl, a.Broker, a.log)
+	owned := &ownedChanges{ctx: ctx, queue: a.Broker, log: a.log, window: 20 * time.Millisecond, pending: map[string]bool{}}
 	conn := kube.NewConnector(kube.ConnectorConfig{LocalDir: localDir, Sources: map[string]kube.RESTConfigSource{api.ProviderEKS: eksRuntimes.RESTConfig},
-		OnReachability: func(id string, err error) { cluster.ReportReachability(ctx, cl.KubernetesRuntimes(), id, err) }})
+		OnReachability: func(id string, err error) { cluster.ReportReachability(ctx, cl.KubernetesRuntimes(), id, err) },
+		OnOwnedChange:  owned.changed, OnCluster: agents.clusterOpened})
+	a.conn = conn
 	a.closers = append(a.closers, func(context.Context) { conn.Close() })
 	var local *kubesim.Supervisor
 	if localDir != "" {
@@ -81,7 +85,7 @@ func (a *App) startControllers(ctx context.Context, endpoint, token string) erro
 		reconcile.New(a.Broker, cl.Gateways(), &gateway.Reconciler{Client: cl, Connector: conn}, cfg),
 		reconcile.New(a.Broker, cl.DomainNames(), &gateway.DomainReconciler{Client: cl, Accounts: accounts}, cfg),
 	)
-	ctrls = append(ctrls, &agents{cl: cl, queue: a.Broker, conn: conn, log: a.log, interval: 2 * time.Second, running: map[string]runningAgent{}})
+	ctrls = append(ctrls, agents)
 	for _, c := range ctrls {
 		cctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})

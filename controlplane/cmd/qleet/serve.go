@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/telemetry"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/telemetry/tracing"
 )
@@ -97,8 +98,8 @@ a flag on the command line wins.`,
 	fs.StringVar(&apiEndpoint, "api-endpoint", "", "API endpoint (controller mode)")
 	fs.StringVar(&token, "token", "", "controller token (controller mode)")
 	fs.IntVar(&workers, "workers", app.DefaultWorkers, "reconcile workers per kind (reconciles mostly wait on the network)")
-	fs.DurationVar(&resync, "resync", 30*time.Second, "resync interval for objects that are not reconciled")
-	fs.DurationVar(&drift, "drift-interval", 60*time.Second, "how often Ready objects are re-checked for drift")
+	fs.DurationVar(&resync, "resync", 30*time.Second, "resync interval for objects that are not reconciled, while the controllers are busy (at rest no pass runs)")
+	fs.DurationVar(&drift, "drift-interval", reconcile.DefaultDriftInterval, "how often every object is enqueued again: the safety net behind the clusters' watch events, which bring drift at once")
 	fs.DurationVar(&failedRecheck, "failed-recheck", 5*time.Minute, "how often Failed objects are reconciled again, so that a fixed world heals")
 	fs.DurationVar(&cleanupGrace, "cleanup-grace", 2*time.Minute, "how long a deletion waits for an unreachable cluster before it offers orphaning")
 	fs.DurationVar(&scaleDownDelay, "scale-down-delay", 2*time.Minute, "how long a node added by node autoscaling must be idle before it is removed")

@@ -120,6 +120,9 @@ func (cl *Cluster) Close() {
 	})
 }
 
+// Done is closed when the cluster is closed (Close): its cache, watches and probes stop.
+func (cl *Cluster) Done() <-chan struct{} { return cl.Cache().stop }
+
 // Informer returns the synced shared informer of a kind, starting its watch on first use. Look-ups in
 // the first 10s wait for the watch to fill; it returns ErrNotCached when the watch is not synced.
 func (c *Cache) Informer(ctx context.Context, gk schema.GroupKind, version string) (cache.SharedIndexInformer, error) {

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -49,6 +50,8 @@ type Cluster struct {
 	cache     *Cache
 	// onOwnedChange is the connector's OnOwnedChange, set before the cache is made.
 	onOwnedChange func(kind, id string)
+	// requests counts what this cluster's clients sent.
+	requests *requestCounter
 
 	reach *reachability
 }
@@ -61,10 +64,13 @@ type ConnectorConfig struct {
 	// Timeout bounds each request to a cluster (default 15s), watches excepted. Calls to a cluster whose
 	// probe fails are refused at once, and those under way are cancelled, rather than waiting it out.
 	Timeout time.Duration
-	// ProbeInterval is how often each connected cluster's API server is asked for its version, so that an
+	// ProbeInterval says when a connected cluster's API server is asked for its version, so that an
 	// outage (down, or a hung server that accepts connections and never answers) is known within
-	// seconds (default DefaultProbeInterval; negative: never). It is one small request per cluster, not
-	// per object; a cluster is probed only while a runtime is connected to it.
+	// seconds (default DefaultProbeInterval; negative: never). A cluster that answers is not probed on a
+	// timer: a probe runs when there is a reason to doubt it, namely a request or watch that fails at
+	// the transport, a request that has not answered within ProbeInterval, or an idle watch connection
+	// that stops answering HTTP/2 pings (see http2Keepalive). While it does not answer it is probed
+	// every ProbeInterval, until it does. At rest, then, it costs no request.
 	ProbeInterval time.Duration
 	// ProbeTimeout bounds each probe (default DefaultProbeTimeout): a server that fails two probes in a
 	// row (the second a second after the first) is unreachable.
@@ -83,6 +89,10 @@ type ConnectorConfig struct {
 	// Changes made while a watch was down arrive when it resumes. A kind is watched once something
 	// applied or read it through the cluster's cache. It runs on the watch's goroutine: keep it short.
 	OnOwnedChange func(kind, id string)
+	// OnCluster, when set, is called once for each cluster the connector opens, with the runtime that
+	// opened it, after it is stored: the in-process agent starts there, and stops when the cluster's
+	// Done closes (no runtime uses it any more, or the connector closes). Keep it short.
+	OnCluster func(cl *Cluster, rt *api.KubernetesRuntime)
 	// Sources connect to the runtimes of providers that no kubeconfig describes, by provider name (e.g.
 	// "eks": an endpoint and tokens from the cloud). A source is called once per runtime until Forget.
 	Sources map[string]RESTConfigSource
@@ -98,6 +108,8 @@ type Connector struct {
 	mu        sync.Mutex
 	byKey     map[string]*Cluster // connection details hash -> cluster
 	byRuntime map[string]string   // runtime id -> connection details hash
+	// retired sums the requests of the clusters closed so far (Requests).
+	retired RequestCounts
 }
 
 // NewConnector returns a Connector with defaults applied.
@@ -150,17 +162,29 @@ func (c *Connector) Connect(ctx context.Context, rt *api.KubernetesRuntime) (*Cl
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes_runtime %q: %w", rt.Name, err)
 	}
+	return c.keep(rt, key, cl), nil
+}
+
+// keep stores a newly opened cluster under key for rt, unless one was opened concurrently (then that
+// one is kept and cl closed), and tells OnCluster about a cluster it keeps.
+func (c *Connector) keep(rt *api.KubernetesRuntime, key string, cl *Cluster) *Cluster {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	kept := true
 	if existing, ok := c.byKey[key]; ok { // opened concurrently
 		cl.Close()
-		cl = existing
+		cl, kept = existing, false
 	}
 	c.byKey[key] = cl
 	old := c.byRuntime[rt.ID]
 	c.byRuntime[rt.ID] = key
-	c.dropUnusedLocked(old)
-	return cl, nil
+	if old != key {
+		c.dropUnusedLocked(old)
+	}
+	c.mu.Unlock()
+	if kept && c.cfg.OnCluster != nil {
+		c.cfg.OnCluster(cl, rt)
+	}
+	return cl
 }
 
 // connectSource connects through a source, keyed by runtime (and its spec generation).
@@ -186,19 +210,7 @@ func (c *Connector) connectSource(ctx context.Context, rt *api.KubernetesRuntime
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes_runtime %q: %w", rt.Name, err)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if existing, ok := c.byKey[key]; ok {
-		cl.Close()
-		cl = existing
-	}
-	c.byKey[key] = cl
-	old := c.byRuntime[rt.ID]
-	c.byRuntime[rt.ID] = key
-	if old != key {
-		c.dropUnusedLocked(old)
-	}
-	return cl, nil
+	return c.keep(rt, key, cl), nil
 }
 
 // Forget drops the cached connection of a runtime; a cluster no other runtime uses is closed.
@@ -224,9 +236,17 @@ func (c *Connector) dropUnusedLocked(key string) {
 		}
 	}
 	if cl, ok := c.byKey[key]; ok {
-		cl.Close()
+		c.retire(cl)
 		delete(c.byKey, key)
 	}
+}
+
+// retire closes cl and keeps its request counts.
+func (c *Connector) retire(cl *Cluster) {
+	cl.Close()
+	n := cl.Requests()
+	c.retired.Calls += n.Calls
+	c.retired.Watches += n.Watches
 }
 
 // Close closes every cached cluster (stopping their caches).
@@ -234,7 +254,7 @@ func (c *Connector) Close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for key, cl := range c.byKey {
-		cl.Close()
+		c.retire(cl)
 		delete(c.byKey, key)
 	}
 	clear(c.byRuntime)
@@ -297,6 +317,9 @@ func (c *Connector) newCluster(rc *rest.Config, key string) (*Cluster, error) {
 	cl.onOwnedChange = c.cfg.OnOwnedChange
 	cl.reach.timeout = c.cfg.ProbeTimeout
 	if c.cfg.ProbeInterval > 0 {
+		cl.reach.slowAfter = c.cfg.ProbeInterval
+	}
+	if c.cfg.ProbeInterval > 0 {
 		// Close stops the probes with the cache.
 		go cl.monitor(c.cfg.ProbeInterval, cl.Cache().stop, func(err error) { c.reachabilityChanged(key, err) })
 	}
@@ -321,11 +344,36 @@ func (c *Connector) reachabilityChanged(key string, err error) {
 	}
 }
 
+// http2Keepalive is how client-go's HTTP/2 connections to clusters check that an idle connection still
+// answers: after readIdle seconds without a frame they send a PING, and close the connection when no
+// answer comes within ping seconds. A watch on such a connection then fails, which makes the cluster's
+// monitor probe it: this is how a hung API server is noticed at rest without any request (client-go's
+// defaults, 30s and 15s, would take most of a minute). Set through client-go's environment variables
+// (HTTP2_READ_IDLE_TIMEOUT_SECONDS, HTTP2_PING_TIMEOUT_SECONDS), unless the process's environment
+// sets them, before any transport is made.
+var http2Keepalive = struct{ readIdle, ping string }{readIdle: "4", ping: "2"}
+
+func init() {
+	for k, v := range map[string]string{"HTTP2_READ_IDLE_TIMEOUT_SECONDS": http2Keepalive.readIdle, "HTTP2_PING_TIMEOUT_SECONDS": http2Keepalive.ping} {
+		if _, set := os.LookupEnv(k); !set {
+			_ = os.Setenv(k, v)
+		}
+	}
+}
+
 // NewCluster builds the clients of a Cluster from a REST config.
 func NewCluster(rc *rest.Config) (*Cluster, error) {
 	rc = rest.CopyConfig(rc)
-	reach := &reachability{host: rc.Host}
-	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return guardTransport{next: rt, reach: reach} })
+	reach := &reachability{host: rc.Host, kick: make(chan struct{}, 1)}
+	counter := &requestCounter{}
+	// The request timeout is the guard's, which leaves watches alone: as the http.Client's timeout it
+	// cut every watch after 15s, and the informers opened them again, four times a minute per kind.
+	timeout := rc.Timeout
+	rc.Timeout = 0
+	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countingTransport{next: rt, n: counter} })
+	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return guardTransport{next: rt, reach: reach, timeout: timeout}
+	})
 	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return tracingTransport{next: rt} })
 	// The typed client (and the cache's informers built on it) speaks protobuf: decoding watch and list
 	// streams of thousands of objects is the largest CPU cost of a cache refill (make bench, scale
@@ -346,7 +394,7 @@ func NewCluster(rc *rest.Config) (*Cluster, error) {
 		return nil, fmt.Errorf("discovery client: %w", err)
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	return &Cluster{Config: rc, Clientset: cs, Dynamic: dyn, Mapper: mapper, reach: reach}, nil
+	return &Cluster{Config: rc, Clientset: cs, Dynamic: dyn, Mapper: mapper, reach: reach, requests: counter}, nil
 }
 
 // ErrUnreachable says a cluster's API server does not answer: its last probe failed or timed out (a
@@ -381,6 +429,10 @@ const (
 type reachability struct {
 	host    string
 	timeout time.Duration // bounds each probe
+	// slowAfter is how long a request may go unanswered before the cluster is doubted (0: never).
+	slowAfter time.Duration
+	// kick wakes the monitor to probe: something made the cluster doubtful.
+	kick chan struct{}
 
 	mu       sync.Mutex
 	down     *UnreachableError           // nil while the cluster answers (or before the first probe)
@@ -394,6 +446,17 @@ const probeFailures = 2
 
 // probeRetry is how soon the monitor probes again after a failed probe.
 const probeRetry = time.Second
+
+// suspect asks the monitor (if any) for a probe soon.
+func (r *reachability) suspect() {
+	if r.kick == nil {
+		return
+	}
+	select {
+	case r.kick <- struct{}{}:
+	default: // a probe is already asked for
+	}
+}
 
 // err returns the cluster's unreachability, or nil.
 func (r *reachability) err() error {
@@ -459,6 +522,8 @@ type probeKey struct{}
 type guardTransport struct {
 	next  http.RoundTripper
 	reach *reachability
+	// timeout bounds each request but watches, until its body is closed (0: none).
+	timeout time.Duration
 }
 
 // RoundTrip sends req unless the cluster is known not to answer.
@@ -470,24 +535,50 @@ func (g guardTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(req.Context())
+	if g.timeout > 0 && !isWatch(req) {
+		ctx, cancel = context.WithTimeout(req.Context(), g.timeout)
+	}
 	done := g.reach.track(cancel)
+	var slow *time.Timer
+	if g.reach.slowAfter > 0 {
+		slow = time.AfterFunc(g.reach.slowAfter, g.reach.suspect) // no answer yet: is it hung?
+	}
 	resp, err := g.next.RoundTrip(req.WithContext(ctx))
+	if slow != nil {
+		slow.Stop()
+	}
 	if err != nil {
 		done()
+		if ctx.Err() == nil {
+			g.reach.suspect() // refused, reset, unresolvable: is it down?
+		}
 		if down := g.reach.err(); down != nil && ctx.Err() != nil && req.Context().Err() == nil {
 			return nil, fmt.Errorf("%w: %w", down, err) // cancelled because the probe found the cluster down
 		}
 		return nil, err
 	}
-	resp.Body = &doneBody{ReadCloser: resp.Body, done: done}
+	resp.Body = &doneBody{ReadCloser: resp.Body, done: done, ctx: ctx, failed: g.reach.suspect}
 	return resp, nil
 }
 
-// doneBody calls done when the response body is closed (a watch's body stays open for its life).
+// doneBody calls done when the response body is closed (a watch's body stays open for its life), and
+// failed when reading it fails for another reason than its end or its request's cancellation: the
+// connection broke under a watch.
 type doneBody struct {
 	io.ReadCloser
-	once sync.Once
-	done func()
+	once   sync.Once
+	done   func()
+	ctx    context.Context
+	failed func()
+}
+
+// Read reads the body, reporting a broken connection.
+func (b *doneBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) && b.ctx.Err() == nil {
+		b.failed()
+	}
+	return n, err
 }
 
 func (b *doneBody) Close() error {
@@ -518,6 +609,10 @@ func (cl *Cluster) probe(ctx context.Context) (*version.Info, error) {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%s: no answer within %s: %w", cl.Config.Host, timeout, err)
 		}
+		if strings.Contains(err.Error(), "client connection lost") {
+			// The connection was closed because it stopped answering pings (http2Keepalive).
+			return nil, fmt.Errorf("%s: no answer within %ss to a ping on its connection: %w", cl.Config.Host, http2Keepalive.ping, err)
+		}
 		return nil, fmt.Errorf("%s: %w", cl.Config.Host, err)
 	}
 	var info version.Info
@@ -531,8 +626,11 @@ func (cl *Cluster) probe(ctx context.Context) (*version.Info, error) {
 // *UnreachableError saying since when it does not.
 func (cl *Cluster) Reachable() error { return cl.reach.err() }
 
-// monitor probes the cluster every interval until stop is closed, and calls changed on every change of
-// its reachability (nil: it answers again).
+// monitor probes the cluster when it is doubted (reachability.suspect) until stop is closed, and calls
+// changed on every change of its reachability (nil: it answers again). A failed probe is repeated a
+// second later, then every interval while the cluster does not answer; once it answers, the monitor
+// waits for the next doubt. A cluster that answers is never probed on a timer; it is probed once when
+// the connection opens.
 func (cl *Cluster) monitor(interval time.Duration, stop <-chan struct{}, changed func(error)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
@@ -540,12 +638,19 @@ func (cl *Cluster) monitor(interval time.Duration, stop <-chan struct{}, changed
 		cancel()
 	}()
 	t := time.NewTimer(0)
+	if !t.Stop() {
+		<-t.C
+	}
 	defer t.Stop()
+	armed := false // the timer runs: the cluster did not answer its last probe
+	cl.reach.suspect() // one probe when the connection opens: nothing is known of the cluster yet
 	for {
 		select {
 		case <-stop:
 			return
+		case <-cl.reach.kick:
 		case <-t.C:
+			armed = false
 		}
 		_, err := cl.probe(ctx)
 		if ctx.Err() != nil {
@@ -554,10 +659,21 @@ func (cl *Cluster) monitor(interval time.Duration, stop <-chan struct{}, changed
 		if cl.reach.record(err) && changed != nil {
 			changed(cl.Reachable())
 		}
+		if err == nil {
+			if armed && !t.Stop() {
+				<-t.C
+			}
+			armed = false
+			continue
+		}
 		next := interval
-		if err != nil && cl.Reachable() == nil {
+		if cl.Reachable() == nil {
 			next = min(probeRetry, interval) // make sure, soon
 		}
+		if armed && !t.Stop() {
+			<-t.C
+		}
 		t.Reset(next)
+		armed = true
 	}
 }

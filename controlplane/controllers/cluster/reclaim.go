@@ -105,11 +105,9 @@ func (r *Reconciler) usage(ctx context.Context, rt *api.KubernetesRuntime) (time
 		rt.Status.RemoveCondition(ConditionReclaim)
 	}
 	if after == 0 {
-		if n > 0 {
-			// Instances placed here fail over when it stops answering: look at it regularly, not only
-			// at the drift interval, so that failover starts within a recheck of the failure.
-			return r.recheck(), nil
-		}
+		// Instances placed here fail over when it stops answering: the connector's reachability
+		// reports (ReportReachability) and the cluster's watches tell the runtime at once, and its new
+		// phase notifies the instances. Nothing needs looking at on a timer.
 		return 0, nil
 	}
 	if inUse {

@@ -205,7 +205,7 @@ func (r *Reconciler) route(ctx context.Context, gw *api.Gateway, inst *api.Workl
 	}
 	ns := inst.Status.Namespace
 	objs := render(gw, inst.Name, ns, port)
-	owner := kube.Owner{InstanceID: gw.ID, Namespace: ns, Previous: kube.RefsOf(rs.Objects)}
+	owner := kube.Owner{InstanceID: gw.ID, Kind: api.KindGateway, Namespace: ns, Previous: kube.RefsOf(rs.Objects)}
 	applied, err := kube.Apply(ctx, cl, owner, objs)
 	if err != nil {
 		rs.Message = err.Error()
@@ -278,7 +278,7 @@ func (r *Reconciler) remove(ctx context.Context, gw *api.Gateway, rs api.Gateway
 	if err != nil {
 		return err
 	}
-	owner := kube.Owner{InstanceID: gw.ID, Previous: kube.RefsOf(rs.Objects)}
+	owner := kube.Owner{InstanceID: gw.ID, Kind: api.KindGateway, Previous: kube.RefsOf(rs.Objects)}
 	if err := kube.DeleteAll(ctx, cl, owner); err != nil && !errors.Is(err, kube.ErrStillPresent) {
 		return fmt.Errorf("remove the route from kubernetes_runtime %q: %w", rt.Name, err)
 	}

@@ -94,7 +94,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, ss *api.SupportService) (rec
 	}
 	ss.Status.Chart, ss.Status.Namespace = source, namespace(ss)
 	previous := kube.RefsOf(ss.Status.Objects)
-	owner := kube.Owner{InstanceID: ss.ID, Namespace: namespace(ss), Previous: previous, ClusterScoped: true}
+	owner := kube.Owner{InstanceID: ss.ID, Kind: api.KindSupportService, Namespace: namespace(ss), Previous: previous, ClusterScoped: true}
 	applied, err := kube.Apply(ctx, cl, owner, objs)
 	if err != nil {
 		var oe *kube.OwnershipError
@@ -340,7 +340,7 @@ func (r *Reconciler) Finalize(ctx context.Context, ss *api.SupportService) (reco
 		}
 		return reconcile.Result{}, err
 	}
-	owner := kube.Owner{InstanceID: ss.ID, Namespace: namespace(ss), Previous: r.searchRefs(ctx, ss, rt.Status.Version), ClusterScoped: true}
+	owner := kube.Owner{InstanceID: ss.ID, Kind: api.KindSupportService, Namespace: namespace(ss), Previous: r.searchRefs(ctx, ss, rt.Status.Version), ClusterScoped: true}
 	err = kube.DeleteAll(ctx, cl, owner)
 	if errors.Is(err, kube.ErrStillPresent) {
 		ss.Status.Message = err.Error()

@@ -202,7 +202,7 @@ func (r *InstanceReconciler) rollout(ctx context.Context, def *api.WorkloadDefin
 
 	key := inst.ID + "/" + rt.ID
 	previous := kube.RefsOf(ps.Objects)
-	owner := kube.Owner{InstanceID: inst.ID, Namespace: render.Namespace(inst), Previous: previous, Adopt: inst.Spec.Adopt, ClusterScoped: def.Spec.ClusterScoped}
+	owner := kube.Owner{InstanceID: inst.ID, Kind: api.KindWorkloadInstance, Namespace: render.Namespace(inst), Previous: previous, Adopt: inst.Spec.Adopt, ClusterScoped: def.Spec.ClusterScoped}
 	hash := desiredHash(rt.ID, objs)
 	applied, fresh := r.recentlyApplied(key, hash)
 	var applyTook time.Duration // how long an apply made now took; zero when nothing was applied
@@ -522,7 +522,7 @@ func (r *InstanceReconciler) cleanup(ctx context.Context, inst *api.WorkloadInst
 	if again {
 		left, err = kube.Remaining(ctx, cl, refs)
 	} else {
-		owner := kube.Owner{InstanceID: inst.ID, Namespace: render.Namespace(inst), Previous: kube.RefsOf(ps.Objects)}
+		owner := kube.Owner{InstanceID: inst.ID, Kind: api.KindWorkloadInstance, Namespace: render.Namespace(inst), Previous: kube.RefsOf(ps.Objects)}
 		left, err = kube.DeleteOwned(ctx, cl, owner)
 	}
 	if err != nil {
