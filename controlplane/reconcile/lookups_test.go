@@ -51,7 +51,7 @@ func TestNoReconcileListsAWholeKind(t *testing.T) {
 			switch {
 			case isOpts && filtered:
 				return true
-			case !isOpts && !(isVar(call.Args[1]) && onQleetClient(sel.X)):
+			case !isOpts && (!isVar(call.Args[1]) || !onQleetClient(sel.X)):
 				return true // not a QleetOS client list (client-go's, another All or List)
 			}
 			found = append(found, rel+" "+accessor(sel.X)+" ("+fset.Position(call.Pos()).String()+")")
