@@ -63,8 +63,8 @@ func NewLookups(cl *client.Client) *Lookups {
 func (l *Lookups) Client() *client.Client { return l.cl }
 
 // InstancesReferencing lists the workload_instances whose spec or status names id: a definition's or a
-// runtime's instances, the instances a database or bucket lists in their spec, the instances that use
-// another one.
+// runtime's instances, the instances whose spec.databases or spec.buckets name a data service, the
+// instances that use another one.
 func (l *Lookups) InstancesReferencing(ctx context.Context, id string) iter.Seq2[*api.WorkloadInstance, error] {
 	return Referencing(ctx, l.cl.WorkloadInstances(), id)
 }
