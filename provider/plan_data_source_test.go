@@ -117,7 +117,9 @@ func serveProvider(t *testing.T) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	reattach := make(chan *plugin.ReattachConfig, 1)
 	closed := make(chan struct{})
-	const addr = "registry.terraform.io/qleetos/qleet"
+	// OpenTofu resolves qleetos/qleet on its own registry, which TF_ACC_PROVIDER_HOST names (as for the
+	// testing framework's own reattach): make test-tofu sets it to registry.opentofu.org.
+	addr := cmp.Or(os.Getenv(resource.EnvTfAccProviderHost), "registry.terraform.io") + "/qleetos/qleet"
 	go func() {
 		err := tf6server.Serve(addr, func() tfprotov6.ProviderServer { return providerserver.NewProtocol6(New("test")())() },
 			tf6server.WithDebug(ctx, reattach, closed), tf6server.WithGoPluginLogger(hclog.NewNullLogger()), tf6server.WithoutLogStderrOverride())

@@ -2,6 +2,7 @@
 # make install-provider: build the provider and put it in Terraform's implicit local filesystem mirror,
 # ~/.terraform.d/plugins/registry.terraform.io/qleetos/qleet/<version>/<os>_<arch>/, so that a plain
 # `terraform init && terraform apply` installs qleetos/qleet from there: no dev_overrides, no CLI config.
+# OpenTofu's copy goes under registry.opentofu.org/qleetos/qleet beside it.
 # Terraform reads that directory only when no CLI config has a provider_installation block; this script
 # says so when yours has one. The provider tests (provider/examples_header_test.go) run this script too.
 #
@@ -38,6 +39,12 @@ for old in "$ns"/*; do
   fi
 done
 echo ">> installed $dir/terraform-provider-qleet_v$version"
+# OpenTofu reads the same directory, but resolves qleetos/qleet on its own registry's host: the same build
+# there too (a hard link), so that a plain `tofu init` works as well.
+tofu_ns="$plugins/registry.opentofu.org/qleetos/qleet"
+rm -rf "$tofu_ns" && mkdir -p "$tofu_ns/$version/$platform"
+ln -f "$dir/terraform-provider-qleet_v$version" "$tofu_ns/$version/$platform/" 2>/dev/null ||
+  cp "$dir/terraform-provider-qleet_v$version" "$tofu_ns/$version/$platform/"
 
 # Terraform ignores the implicit mirror when a CLI config has a provider_installation block.
 cfg=${TF_CLI_CONFIG_FILE:-${TERRAFORM_CONFIG:-$HOME/.terraformrc}}
