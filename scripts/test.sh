@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test: the main module (unit, integration, provider acceptance) and tools/kubesim.
+# Runs every test: the main module (unit, integration, provider acceptance), tools/kubesim and
+# tools/image, the provider's write-only tests under terraform 1.11, and the provider tests under OpenTofu.
 # Ends with a summary and exits non-zero on any failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +34,9 @@ if ./scripts/terraform-wo.sh "$terraform_wo"; then
 else
   echo "skip provider-write-only: no terraform 1.11 or later at $terraform_wo" >> "$log/summary"
 fi
+
+# OpenTofu: the provider tests again, under bin/tofu (make test-tofu builds it when absent).
+run tofu make --no-print-directory test-tofu
 
 echo
 echo "==== test summary ===="
