@@ -117,7 +117,7 @@ func TestAccTerraformCloudPath(t *testing.T) {
 	} else {
 		t.Logf("tampered release: %s", line)
 	}
-	if _, err := os.Stat(filepath.Join(bad, ".terraform", "providers", reg.Host, "tampered")); err == nil {
+	if _, err := os.Stat(installedBinary(bad, reg.Host, "tampered", rel)); err == nil {
 		t.Errorf("init installed the tampered release")
 	}
 
@@ -145,9 +145,7 @@ func TestAccTerraformCloudPath(t *testing.T) {
 	if want := `"zh:` + rel.ZipSHA256 + `"`; !strings.Contains(string(lock), want) {
 		t.Errorf(".terraform.lock.hcl lacks the release's zip checksum %s:\n%s", want, lock)
 	}
-	installed := filepath.Join(work, ".terraform", "providers", reg.Host, "qleetos", "qleet", releaseVersion,
-		rel.OS+"_"+rel.Arch, "terraform-provider-qleet_v"+releaseVersion)
-	if _, err := os.Stat(installed); err != nil {
+	if _, err := os.Stat(installedBinary(work, reg.Host, "qleetos", rel)); err != nil {
 		t.Fatalf("the release's binary is not where init installs it: %v", err)
 	}
 	if t.Failed() {
@@ -192,6 +190,12 @@ func TestAccTerraformCloudPath(t *testing.T) {
 		}
 	}
 
+}
+
+// installedBinary is where init, in dir, installs the provider binary of rel from host/ns/qleet.
+func installedBinary(dir, host, ns string, rel *release) string {
+	return filepath.Join(dir, ".terraform", "providers", host, ns, "qleet", rel.Version, rel.OS+"_"+rel.Arch,
+		"terraform-provider-qleet_v"+rel.Version)
 }
 
 // lineWith returns the first line of out that contains sub (case-insensitively), trimmed, or "".
