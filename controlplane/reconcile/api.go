@@ -95,9 +95,15 @@ type WaitError struct {
 	State string
 	// Reason is a CamelCase cause, e.g. "RuntimeNotReady".
 	Reason string
-	// After is when to look again (default 5s). Dependency status changes also requeue at once.
+	// After is when to look again (default 5s). Dependency status changes also requeue at once. A
+	// negative After (OnNotification) looks again only when notified: the object waits on something whose
+	// change notifies it (a dependency it references), and no timer runs while it waits.
 	After time.Duration
 }
+
+// OnNotification is a WaitError.After that sets no timer: the wait ends when the dependency's status
+// change notifies the waiting object.
+const OnNotification time.Duration = -1
 
 func (e *WaitError) Error() string { return fmt.Sprintf("waiting for %s (%s)", e.On, e.state()) }
 

@@ -726,12 +726,12 @@ func (c *Controller[S, T]) outcome(obj *api.Object[S, T], st *api.Status, deleti
 		}
 		setWaitCondition(st, cond)
 		after := we.After
-		if after <= 0 {
+		if after == 0 {
 			after = 5 * time.Second
 		}
 		// The event leaves out how long it has waited, so that each pass of one wait is the same event,
-		// counted on one record (the status says how long).
-		return outcome{name: outcomeWaiting, reason: we.Reason, msg: we.Error(), delay: after}
+		// counted on one record (the status says how long). A wait on notification sets no timer.
+		return outcome{name: outcomeWaiting, reason: we.Reason, msg: we.Error(), delay: max(after, 0), ack: after < 0}
 	case IsTerminal(err):
 		c.clearFailures(id)
 		st.Phase = api.PhaseFailed

@@ -18,8 +18,10 @@ type Deps[S any, T any] struct {
 	// Resource reads the dependency's kind. It needs a controller token when the controller uses the
 	// dependency's write-only fields (a runtime's kubeconfig). Required.
 	Resource *client.Resource[S, T]
-	// After is how soon a reconcile waiting on a dependency looks again (default 5s); the dependency's
-	// status changes also requeue it at once.
+	// After is how soon a reconcile waiting on a dependency that does not exist looks again (default
+	// 5s): it may be created next, and a create notifies nobody. A dependency that exists and is not
+	// Ready is not looked at on a timer: its status changes (phase, observed generation) notify the
+	// objects that reference it, which ends their wait (WaitError.After < 0).
 	After time.Duration
 
 	reads sharedReads[*api.Object[S, T]]
@@ -63,7 +65,7 @@ func (d *Deps[S, T]) RequireReady(ctx context.Context, id string) (*api.Object[S
 	if st.Message != "" {
 		state += ": " + st.Message
 	}
-	return obj, Wait(fmt.Sprintf("%s %q", kind, obj.Name), state, reasonOf(kind, "NotReady"), d.after())
+	return obj, Wait(fmt.Sprintf("%s %q", kind, obj.Name), state, reasonOf(kind, "NotReady"), OnNotification)
 }
 
 func (d *Deps[S, T]) after() time.Duration {

@@ -412,6 +412,7 @@ func TestInstanceWaitsForRuntime(t *testing.T) {
 	require.Equal(t, `kubernetes_runtime "us-east"`, we.On)
 	require.Equal(t, "KubernetesRuntimeNotReady", we.Reason)
 	require.Equal(t, string(api.PhasePending), we.State)
+	require.Equal(t, reconcile.OnNotification, we.After, "no timer: the runtime's status change notifies the instance")
 
 	// A Failed runtime fails its instances with its reason instead of leaving them waiting in silence.
 	_, err = e.admin.KubernetesRuntimes().UpdateStatus(ctx, e.rt.ID, 0, api.KubernetesRuntimeStatus{
