@@ -137,7 +137,7 @@ Kinds: ` + strings.Join(kindNames(), ", ") + `
 		q.serverCmd("server", modeServer, "Run everything in one process: API, relay, controllers, embedded NATS, SQLite"),
 		q.serverCmd("api", modeAPI, "Run the API server and the outbox relay (scale-out)"),
 		q.serverCmd("controller", modeController, "Run the controllers against a remote API (scale-out)"),
-		q.agentCmd())
+		q.agentCmd(), q.upCmd(), q.downCmd())
 	add(groupSettings, q.loginCmd(), q.configCmd(), q.tokenCmd(), q.versionCmd())
 	return root
 }
