@@ -45,10 +45,11 @@ func runAddons(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interfa
 	t := time.NewTicker(addonInterval)
 	defer t.Stop()
 	var metricsAt time.Time
+	var metrics metricsWriter
 	for {
 		if time.Since(metricsAt) >= metricsEvery {
 			metricsAt = time.Now()
-			if err := syncMetrics(ctx, cs, dyn); err != nil && ctx.Err() == nil {
+			if err := metrics.sync(ctx, cs, dyn); err != nil && ctx.Err() == nil {
 				log.Warn("pod metrics", "err", err)
 			}
 		}

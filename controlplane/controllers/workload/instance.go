@@ -20,6 +20,7 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/support"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/render"
 )
@@ -176,6 +177,13 @@ func (r *InstanceReconciler) rollout(ctx context.Context, def *api.WorkloadDefin
 			return reconcile.Result{}, err
 		}
 		return reconcile.Result{}, reconcile.Wait(fmt.Sprintf("workload_instance %q", name), deps.whyMissing(name, rt.Name), "UsedInstanceNotPlaced", 5*time.Second)
+	}
+	if def.Spec.Autoscaling != nil {
+		// Its HorizontalPodAutoscaler reads the metrics API: served before the autoscaler is applied.
+		me := api.ObjectRef{Kind: api.KindWorkloadInstance, ID: inst.ID, Name: inst.Name}
+		if stall, err := support.NeedMetrics(ctx, r.Client, cl, me, rt); err != nil {
+			return reconcile.Result{Stalled: stall}, err
+		}
 	}
 	renderer := r.Renderer
 	if renderer == nil {
