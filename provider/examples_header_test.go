@@ -214,7 +214,7 @@ func TestAccExampleHeadersInit(t *testing.T) {
 			}
 			for _, want := range []string{
 				"Installed qleetos/qleet v" + version, // from the mirror install-provider.sh wrote
-				"has been successfully initialized!", // "Terraform has", or "OpenTofu has" under make test-tofu
+				"has been successfully initialized!",  // "Terraform has", or "OpenTofu has" under make test-tofu
 				"The configuration is valid.",
 			} {
 				if !strings.Contains(out.String(), want) {
