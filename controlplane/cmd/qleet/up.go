@@ -186,7 +186,7 @@ func (q *cli) up(ctx context.Context, out io.Writer, o *upOptions) error {
 		controllerSecret = upRelease + "-controller-token"
 		setValue(vals, "controller.existingSecret", controllerSecret)
 	}
-	if !has(vals, "agent.enabled") {
+	if agent, _ := vals["agent"].(map[string]any); agent == nil || agent["enabled"] == nil {
 		setValue(vals, "agent.enabled", true)
 		setValue(vals, "agent.runtime", o.runtime)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -116,6 +117,32 @@ func TestUpInstallsRegistersAndLogsInAndDownUndoesOnlyThat(t *testing.T) {
 		require.Empty(t, removed, "up removed")
 		_, err := admin.KubernetesRuntimes().GetByName(ctx, "home")
 		require.True(t, api.IsNotFound(err), "no registration: %v", err)
+	})
+
+	t.Run("up refuses a cluster-wide object of the chart that someone else made, and changes nothing", func(t *testing.T) {
+		_, err := cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "qleet-agent"}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		r := qleetIn(ctx, env, upArgs("qleet-system")...)
+		require.Equal(t, 1, r.code, r.stdout)
+		require.Contains(t, r.stderr, `ClusterRole "qleet-agent" exists`)
+		_, err = cs.CoreV1().Namespaces().Get(ctx, "qleet-system", metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "namespace made anyway: %v", err)
+		require.NoError(t, cs.RbacV1().ClusterRoles().Delete(ctx, "qleet-agent", metav1.DeleteOptions{}))
+		await.NoError(t, 30*time.Second, func(ctx context.Context) error {
+			added, removed := diffObjects(before, clusterObjects(ctx, t, kcl))
+			if len(added)+len(removed) > 0 {
+				return fmt.Errorf("added %v, removed %v", added, removed)
+			}
+			return nil
+		})
+	})
+
+	t.Run("down in a namespace up did not make deletes nothing", func(t *testing.T) {
+		r := qleetIn(ctx, env, "down", "--kubeconfig", sim.Kubeconfig, "--namespace", "team-a")
+		require.Equal(t, 0, r.code, r.stderr)
+		added, removed := diffObjects(before, clusterObjects(ctx, t, kcl))
+		require.Empty(t, added)
+		require.Empty(t, removed)
 	})
 
 	r := qleetIn(ctx, env, upArgs("qleet-system")...)
