@@ -642,7 +642,7 @@ func (cl *Cluster) monitor(interval time.Duration, stop <-chan struct{}, changed
 		<-t.C
 	}
 	defer t.Stop()
-	armed := false // the timer runs: the cluster did not answer its last probe
+	armed := false     // the timer runs: the cluster did not answer its last probe
 	cl.reach.suspect() // one probe when the connection opens: nothing is known of the cluster yet
 	for {
 		select {
