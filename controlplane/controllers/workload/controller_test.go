@@ -188,6 +188,14 @@ func TestInstanceReconciler(t *testing.T) {
 		t.Parallel()
 		spec := webSpec()
 		spec.Autoscaling = &api.Autoscaling{MinReplicas: 2, MaxReplicas: 5, TargetCPUPercent: 70}
+		// The autoscaler needs the metrics API: the test plays a Ready metrics-server support service
+		// (controlplane/app's TestAutoscaledInstanceGetsMetrics installs a real one).
+		ms, err := e.admin.SupportServices().Create(ctx, &api.SupportService{Meta: api.Meta{Name: "metrics"},
+			Spec: api.SupportServiceSpec{RuntimeID: e.rt.ID, Type: api.SupportMetricsServer}})
+		require.NoError(t, err)
+		_, err = e.ctrl.SupportServices().UpdateStatus(ctx, ms.ID, ms.ResourceVersion, api.SupportServiceStatus{
+			Status: api.Status{Phase: api.PhaseReady, ObservedGeneration: ms.Generation}})
+		require.NoError(t, err)
 		def := e.definition(t, "web-hpa", spec)
 		inst := e.instance(t, "web-hpa", def, nil)
 		e.reconcileReady(t, inst)
