@@ -16,12 +16,16 @@ run() {
   local name=$1; shift
   local start=$SECONDS
   echo ">> $name: $*"
+  # A heartbeat: go test prints a package's result only when it ends, and the longest take minutes.
+  (while sleep 20; do echo "   ... $name: running for $((SECONDS - start))s; $(grep -cE '^(ok|FAIL)[[:space:]]' "$log/$name.log" 2>/dev/null || true) packages done"; done) &
+  local beat=$!
   if "$@" 2>&1 | tee "$log/$name.log"; then
     echo "ok   $name ($((SECONDS - start))s)" >> "$log/summary"
   else
     echo "FAIL $name ($((SECONDS - start))s)" >> "$log/summary"
     status=1
   fi
+  kill "$beat" 2>/dev/null; wait "$beat" 2>/dev/null
 }
 
 run main go test -count=1 -timeout "$timeout" -p 2 ./...
