@@ -31,6 +31,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/tools/remotecommand"
 	"sigs.k8s.io/yaml"
 
@@ -287,9 +289,13 @@ func (q *cli) up(ctx context.Context, out io.Writer, o *upOptions) error {
 	if err := record(); err != nil {
 		return err
 	}
+	mini, err := minifyKubeconfig(raw, o.kubeContext)
+	if err != nil {
+		return err
+	}
 	rt, err := api0.KubernetesRuntimes().Create(ctx, &api.KubernetesRuntime{
 		Meta: api.Meta{Name: o.runtime, Labels: map[string]string{"qleetos.io/up": ns}},
-		Spec: api.KubernetesRuntimeSpec{Provider: "kubeconfig", Kubeconfig: string(raw), Context: o.kubeContext}})
+		Spec: api.KubernetesRuntimeSpec{Provider: "kubeconfig", Kubeconfig: string(mini)}})
 	if err != nil {
 		return fmt.Errorf("up: register the cluster as kubernetes_runtime %q: %w", o.runtime, err)
 	}
@@ -397,6 +403,25 @@ func annotate(ctx context.Context, cl *kube.Cluster, ns string, ann map[string]s
 		return fmt.Errorf("namespace %s: %w", ns, err)
 	}
 	return nil
+}
+
+// minifyKubeconfig keeps only the context up installed into (and its cluster and user), with the files it
+// names inlined: the control plane gets that cluster's credentials and no others.
+func minifyKubeconfig(raw []byte, kubeContext string) ([]byte, error) {
+	cfg, err := clientcmd.Load(raw)
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig: %w", err)
+	}
+	if kubeContext != "" {
+		cfg.CurrentContext = kubeContext
+	}
+	if err := clientcmdapi.FlattenConfig(cfg); err != nil {
+		return nil, fmt.Errorf("--kubeconfig: %w", err)
+	}
+	if err := clientcmdapi.MinifyConfig(cfg); err != nil {
+		return nil, fmt.Errorf("--kubeconfig: %w", err)
+	}
+	return clientcmd.Write(*cfg)
 }
 
 // loadChart loads dir, or the chart built into the binary.

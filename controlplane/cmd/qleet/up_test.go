@@ -18,6 +18,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
 	"github.com/qleetos/terraform-provider-qleet/api"
@@ -100,11 +102,19 @@ func TestUpInstallsRegistersAndLogsInAndDownUndoesOnlyThat(t *testing.T) {
 	before := clusterObjects(ctx, t, kcl)
 
 	dir := t.TempDir()
+	// The kubeconfig up is given also holds another cluster's context, which must not reach the API.
+	kc, err := clientcmd.Load(raw)
+	require.NoError(t, err)
+	kc.Clusters["elsewhere"] = &clientcmdapi.Cluster{Server: "https://elsewhere.example.com"}
+	kc.AuthInfos["elsewhere"] = &clientcmdapi.AuthInfo{Token: "elsewhere-secret"}
+	kc.Contexts["elsewhere"] = &clientcmdapi.Context{Cluster: "elsewhere", AuthInfo: "elsewhere"}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	require.NoError(t, clientcmd.WriteToFile(*kc, kubeconfig))
 	valuesFile := filepath.Join(dir, "values.yaml")
 	require.NoError(t, os.WriteFile(valuesFile, []byte("postgresql:\n  url: postgres://qleet:pw@db.example.com:5432/qleet?sslmode=verify-full\n"), 0o600))
 	env := cliEnv(t, "QLEET_BOOTSTRAP_TOKEN", a.AdminToken)
 	upArgs := func(ns string) []string {
-		return []string{"up", "--kubeconfig", sim.Kubeconfig, "--namespace", ns, "--values", valuesFile, "--endpoint", a.Endpoint,
+		return []string{"up", "--kubeconfig", kubeconfig, "--namespace", ns, "--values", valuesFile, "--endpoint", a.Endpoint,
 			"--image", "registry.example.com/qleet:9.9.9", "--runtime", "home", "--timeout", "1m"}
 	}
 
@@ -249,8 +259,13 @@ func TestUpInstallsRegistersAndLogsInAndDownUndoesOnlyThat(t *testing.T) {
 		require.True(t, strings.HasPrefix(tok, "qlt_"), "token %q", tok)
 		ctl, err := client.New(a.Endpoint, client.WithToken(tok))
 		require.NoError(t, err)
-		_, err = ctl.KubernetesRuntimes().List(ctx, client.ListOptions{})
+		// A controller token reads the runtime's write-only kubeconfig: only the context up installed into.
+		rt, err := ctl.KubernetesRuntimes().GetByName(ctx, "home")
 		require.NoError(t, err)
+		reg, err := clientcmd.Load([]byte(rt.Spec.Kubeconfig))
+		require.NoError(t, err)
+		require.Len(t, reg.Contexts, 1)
+		require.NotContains(t, rt.Spec.Kubeconfig, "elsewhere")
 		_, err = ctl.Tokens().List(ctx)
 		require.True(t, api.IsForbidden(err), "a controller token is not an admin: %v", err)
 	})
