@@ -31,6 +31,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/tools/remotecommand"
@@ -246,7 +247,12 @@ func (q *cli) up(ctx context.Context, out io.Writer, o *upOptions) error {
 	defer cancel()
 	if o.adminToken == "" {
 		fmt.Fprintf(out, "waiting for an API pod to make an admin token...\n")
-		if o.adminToken, err = tokenFromPod(wctx, cl, ns, "qleet-up-bootstrap"); err != nil {
+		// The exec stream gets a REST config of its own: the cluster's wraps requests in a timeout.
+		rc, err := kube.RESTConfigFromKubeconfig(raw, o.kubeContext)
+		if err != nil {
+			return err
+		}
+		if o.adminToken, err = tokenFromPod(wctx, cl, rc, ns, "qleet-up-bootstrap"); err != nil {
 			return fmt.Errorf("up: bootstrap admin token: %w (give one with --admin-token)", err)
 		}
 	}
@@ -351,7 +357,7 @@ func waitAPI(ctx context.Context, cl *client.Client) error {
 
 // tokenFromPod runs `qleet token create` in a running API pod, which uses the admin token the API wrote
 // into its data dir, and returns the new admin token.
-func tokenFromPod(ctx context.Context, cl *kube.Cluster, ns, name string) (string, error) {
+func tokenFromPod(ctx context.Context, cl *kube.Cluster, rc *rest.Config, ns, name string) (string, error) {
 	sel := "app.kubernetes.io/instance=" + upRelease + ",app.kubernetes.io/component=api"
 	for {
 		pods, err := cl.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
@@ -364,7 +370,7 @@ func tokenFromPod(ctx context.Context, cl *kube.Cluster, ns, name string) (strin
 			}
 			req := cl.Clientset.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(p.Name).SubResource("exec").
 				VersionedParams(&corev1.PodExecOptions{Container: "api", Command: []string{"qleet", "token", "create", "--name", name, "--role", api.RoleAdmin}, Stdout: true, Stderr: true}, scheme.ParameterCodec)
-			exec, err := remotecommand.NewSPDYExecutor(cl.Config, "POST", req.URL())
+			exec, err := remotecommand.NewSPDYExecutor(rc, "POST", req.URL())
 			if err != nil {
 				return "", err
 			}

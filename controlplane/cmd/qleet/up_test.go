@@ -70,6 +70,7 @@ func diffObjects(before, after []string) (added, removed []string) {
 // a control plane of the test standing in for the API the chart would run (kubesim runs no containers),
 // then `qleet down`, and compares the cluster with what it was before.
 func TestUpInstallsRegistersAndLogsInAndDownUndoesOnlyThat(t *testing.T) {
+	t.Parallel()
 	sim := kubesimtest.Start(t)
 	a, admin := cptest.Start(t, cptest.Config())
 	raw, err := os.ReadFile(sim.Kubeconfig)
