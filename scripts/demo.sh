@@ -119,7 +119,7 @@ RC
   mkdir -p "$demo/tf"
   cp "$root"/examples/quickstart/*.tf "$demo/tf/"
 
-  say "terraform apply examples/quickstart (a runtime profile, a definition with autoscaling, an instance placed in two regions: two kubesim clusters are provisioned, and a gateway with TLS: ingress and cert-manager are installed on both)"
+  say "terraform apply examples/quickstart (a runtime profile, a definition with autoscaling, an instance placed in two regions: two kubesim clusters are provisioned, with metrics-server for the autoscaler, and a gateway with TLS: ingress and cert-manager are installed on both)"
   say "waiting for the controllers to report each object reconciled; the local cluster takes a few seconds to start"
   tf apply -auto-approve -input=false
 
