@@ -2,14 +2,18 @@ package app_test
 
 import (
 	"context"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/stretchr/testify/require"
 
 	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/awscloud"
 	"github.com/qleetos/terraform-provider-qleet/internal/awssim"
 	"github.com/qleetos/terraform-provider-qleet/internal/cptest"
 )
@@ -31,12 +35,14 @@ func TestOneRDSInstanceForTwoEKSRegions(t *testing.T) {
 	require.NoError(t, err)
 	db, err := cl.Databases().Create(ctx, &api.Database{Meta: api.Meta{Name: "orders"}})
 	require.NoError(t, err)
+	bucket, err := cl.Buckets().Create(ctx, &api.Bucket{Meta: api.Meta{Name: "media"}})
+	require.NoError(t, err)
 	rpc, err := cl.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "rpc"},
 		Spec: api.WorkloadInstanceSpec{DefinitionID: webDefinition(t, cl, "rpc", 1, "").ID}})
 	require.NoError(t, err)
 	inst, err := cl.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "shop"}, Spec: api.WorkloadInstanceSpec{
 		DefinitionID: webDefinition(t, cl, "web", 1, "").ID, Placement: &api.Placement{Regions: []string{"us-east-1", "eu-west-1"}},
-		Databases: []string{db.ID}, Uses: []api.Use{{InstanceID: rpc.ID, EnvPrefix: "RPC", Placement: api.UseWithConsumers}}}})
+		Databases: []string{db.ID}, Buckets: []string{bucket.ID}, Uses: []api.Use{{InstanceID: rpc.ID, EnvPrefix: "RPC", Placement: api.UseWithConsumers}}}})
 	require.NoError(t, err)
 	start := time.Now()
 	inst, err = cl.WorkloadInstances().WaitReconciled(cptest.Wait(t, 3*time.Minute), inst.ID)
@@ -80,6 +86,38 @@ func TestOneRDSInstanceForTwoEKSRegions(t *testing.T) {
 	}
 	require.ElementsMatch(t, []string{"us-east-1", "eu-west-1"}, regions, "the node follows the app into both regions")
 
+	// One S3 bucket, in the home region; each cluster's consumers reach it with a role of their own,
+	// trusted by their cluster only (a role trusts one OpenID Connect provider), granting that bucket.
+	bucket, err = cl.Buckets().Get(ctx, bucket.ID)
+	require.NoError(t, err)
+	require.Equal(t, "us-east-1", bucket.Status.Home.Region)
+	var buckets []string
+	for _, c := range awssim.Filter(sim.Calls(), "s3", "CreateBucket") {
+		if c.Error == "" {
+			buckets = append(buckets, c.Region)
+		}
+	}
+	require.Equal(t, []string{"us-east-1"}, buckets, "one S3 bucket")
+	roles := map[string]bool{}
+	for _, c := range awssim.Filter(sim.Calls(), "iam", "PutRolePolicy") {
+		if c.Error == "" {
+			roles[c.Params["RoleName"]] = true
+		}
+	}
+	require.Len(t, roles, 2, "a role per cluster: %v", roles)
+	aws, err := awscloud.Account{Region: "us-east-1", AccessKeyID: acct.AccessKeyID, SecretAccessKey: acct.SecretAccessKey, Endpoint: sim.URL()}.Connect(ctx, "us-east-1")
+	require.NoError(t, err)
+	iamc := iam.NewFromConfig(aws.Config)
+	trusts := map[string]bool{}
+	for role := range roles {
+		got, err := iamc.GetRole(ctx, &iam.GetRoleInput{RoleName: &role})
+		require.NoError(t, err)
+		trust, _ := url.QueryUnescape(*got.Role.AssumeRolePolicyDocument)
+		require.Equal(t, 1, strings.Count(trust, "oidc-provider/"), "one cluster per role")
+		trusts[trust] = true
+	}
+	require.Len(t, trusts, 2, "each role trusts its own cluster")
+
 	// Read replicas: one RDS read replica in each region, of the one home (by ARN across regions), in
 	// that region's cluster VPC; each region reads from its own.
 	db.Spec.ReplicasPerRegion = 1
@@ -117,6 +155,10 @@ func TestOneRDSInstanceForTwoEKSRegions(t *testing.T) {
 
 	require.NoError(t, cl.WorkloadInstances().Delete(cptest.Wait(t, 2*time.Minute), inst.ID, client.DeleteOptions{Wait: true}))
 	require.NoError(t, cl.Databases().Delete(cptest.Wait(t, 3*time.Minute), db.ID, client.DeleteOptions{Wait: true}))
+	require.NoError(t, cl.Buckets().Delete(cptest.Wait(t, 2*time.Minute), bucket.ID, client.DeleteOptions{Wait: true}))
+	for _, r := range sim.Resources() {
+		require.False(t, r.Type == "role" && roles[r.ID], "the bucket's roles go with it: %+v", r)
+	}
 	var deletes []string
 	for _, c := range awssim.Filter(sim.Calls(), "rds", "DeleteDBInstance") {
 		if c.Error == "" {

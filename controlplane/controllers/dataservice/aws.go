@@ -91,15 +91,7 @@ func (a *AWS) run(ctx context.Context, cl *kube.Cluster, id, name string, svc Se
 			rs.Endpoint = ca.Spec.Endpoint
 		}
 		if err == nil && ready {
-			// IRSA: the instances' pods reach the bucket with its role, not their node's.
-			subjects := make([]string, 0, len(consumers))
-			for _, ns := range consumers {
-				subjects = append(subjects, awscloud.ServiceAccountSubject(ns, WorkloadServiceAccount))
-			}
-			var arn string
-			if arn, err = ensureBucketRole(ctx, cls, rs.CloudID, rt, subjects, o); err == nil {
-				err = annotateServiceAccounts(ctx, cl, consumers, arn)
-			}
+			err = bucketAccess(ctx, cls, cl, rs.CloudID, rs.CloudID, rt, consumers, o)
 		}
 	} else {
 		ready, err = a.ensureDB(ctx, cls.RDS, cls.EC2, rs, svc, creds, rt, o)

@@ -14,6 +14,7 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/awscloud"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 )
 
@@ -216,4 +217,15 @@ func (r *Reconciler[S, T]) removeReplicas(ctx context.Context, obj *api.Object[S
 		}
 	}
 	return gone, nil
+}
+
+// bucketAccess gives the consumers on rt, an eks runtime that is not the home of an S3 bucket, the
+// bucket through a role of this runtime's own (named like a bucket there would be), trusted by its
+// cluster only.
+func (a *AWS) bucketAccess(ctx context.Context, cl *kube.Cluster, id, name string, svc Service, home *api.DataRuntimeStatus, rt *api.KubernetesRuntime, consumers []string) error {
+	cls, _, err := a.Accounts.Clients(ctx, rt.Spec.CloudAccountID, rt.Spec.Region)
+	if err != nil {
+		return err
+	}
+	return bucketAccess(ctx, cls, cl, CloudName(id, name, rt.ID), home.CloudID, rt, consumers, awsOwner(id, svc))
 }

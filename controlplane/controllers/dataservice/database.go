@@ -201,7 +201,7 @@ func (r *Reconciler[S, T]) Reconcile(ctx context.Context, obj *api.Object[S, T])
 				rs.Message = fmt.Sprintf("waiting for the address of its home on kubernetes_runtime %q (Service %s)", home.Runtime, render.ExposeService)
 			}
 		default:
-			if err := r.access(ctx, obj.ID, obj.Name, svc, homeRS, address, creds, rs); err != nil {
+			if err := r.access(ctx, obj.ID, obj.Name, svc, homeRS, address, creds, namespacesOn(insts, rs.RuntimeID), rs); err != nil {
 				if err := failed(rs, err); err != nil {
 					return reconcile.Result{}, err
 				}
@@ -213,7 +213,7 @@ func (r *Reconciler[S, T]) Reconcile(ctx context.Context, obj *api.Object[S, T])
 		if prev.Role != api.DataRoleAccess || prev.Copy || slices.ContainsFunc(plan, func(s site) bool { return s.runtimeID == prev.RuntimeID }) {
 			continue
 		}
-		if err := r.dropAccess(ctx, obj.ID, svc, prev); err != nil {
+		if err := r.dropAccess(ctx, obj.ID, obj.Name, svc, prev); err != nil {
 			prev.Message = fmt.Sprintf("removing its access: %v", err)
 			out = append(out, prev)
 			waitErr = cmp.Or(waitErr, reconcile.Wait(fmt.Sprintf("kubernetes_runtime %q", prev.Runtime), "removing its access: "+err.Error(), "AccessCleanup", 5*time.Second))
@@ -561,7 +561,7 @@ func (r *Reconciler[S, T]) Finalize(ctx context.Context, obj *api.Object[S, T]) 
 
 // dropAccess deletes what gave a runtime access to the home (the alias Service and the credentials'
 // copy) once no consumer runs there. A runtime that is gone took them with it.
-func (r *Reconciler[S, T]) dropAccess(ctx context.Context, id string, svc Service, rs api.DataRuntimeStatus) error {
+func (r *Reconciler[S, T]) dropAccess(ctx context.Context, id, name string, svc Service, rs api.DataRuntimeStatus) error {
 	rt, err := r.lookups(ctx).Runtimes.Get(ctx, rs.RuntimeID)
 	if api.IsNotFound(err) {
 		return nil
@@ -581,6 +581,13 @@ func (r *Reconciler[S, T]) dropAccess(ctx context.Context, id string, svc Servic
 	cl, err := r.Connector.Connect(ctx, rt)
 	if err != nil {
 		return err
+	}
+	if r.AWS != nil && rt.Spec.Provider == api.ProviderEKS {
+		// What the runtime's access had in AWS: a bucket's role for its consumers, the network of a
+		// database's replicas.
+		if after, err := r.AWS.remove(ctx, cl, id, name, svc, rt, &rs); err != nil || after > 0 {
+			return cmp.Or(err, errors.New(rs.Message))
+		}
 	}
 	err = kube.DeleteAll(ctx, cl, kube.Owner{InstanceID: id, Namespace: svc.Namespace, Previous: kube.RefsOf(rs.Objects)})
 	if err == nil {

@@ -268,7 +268,7 @@ func accessObjects(svc Service, address string, inCluster bool, creds map[string
 }
 
 // access makes the home reachable on a runtime that is not the home, for the consumers there.
-func (r *Reconciler[S, T]) access(ctx context.Context, id, name string, svc Service, home *api.DataRuntimeStatus, address string, creds map[string][]byte, rs *api.DataRuntimeStatus) error {
+func (r *Reconciler[S, T]) access(ctx context.Context, id, name string, svc Service, home *api.DataRuntimeStatus, address string, creds map[string][]byte, consumers []string, rs *api.DataRuntimeStatus) error {
 	rt, err := r.lookups(ctx).Runtimes.RequireReady(ctx, rs.RuntimeID)
 	if rt != nil {
 		rs.Runtime = rt.Name
@@ -309,6 +309,11 @@ func (r *Reconciler[S, T]) access(ctx context.Context, id, name string, svc Serv
 	rs.ReadHost = ""
 	if !inCluster {
 		rs.Host, rs.Endpoint, rs.Region, rs.CloudID = home.Host, home.Endpoint, home.Region, home.CloudID
+		if r.AWS != nil && rt.Spec.Provider == api.ProviderEKS && svc.Kind == api.KindBucket {
+			if err := r.AWS.bucketAccess(ctx, cl, id, name, svc, home, rt, consumers); err != nil {
+				return fmt.Errorf("on kubernetes_runtime %q: %w", rt.Name, err)
+			}
+		}
 		if r.AWS != nil && rt.Spec.Provider == api.ProviderEKS && (rs.Replicas > 0 || len(rs.ReplicaCloudIDs) > 0) {
 			ready, err := r.AWS.syncReplicas(ctx, rt, id, name, svc, home, rs.Replicas, rs)
 			if err != nil {

@@ -65,10 +65,26 @@ func trustedSubjects(doc string) []string {
 	return subs
 }
 
-// ensureBucketRole makes the bucket's IAM role on an eks runtime (IRSA): trusted by the cluster's OpenID
+// bucketAccess gives the consumers on an eks runtime the bucket with a role of their own (IRSA): the
+// role named role, trusted by that cluster only, and their service accounts annotated with it. The home's
+// runtime and every other eks runtime a consumer runs on each have one: a role trusts one cluster's
+// OpenID Connect provider, and IAM is global, so a role per runtime keeps each trust policy simple.
+func bucketAccess(ctx context.Context, cls *awscloud.Clients, cl *kube.Cluster, role, bucket string, rt *api.KubernetesRuntime, consumers []string, o awscloud.Owner) error {
+	subjects := make([]string, 0, len(consumers))
+	for _, ns := range consumers {
+		subjects = append(subjects, awscloud.ServiceAccountSubject(ns, WorkloadServiceAccount))
+	}
+	arn, err := ensureBucketRole(ctx, cls, role, bucket, rt, subjects, o)
+	if err != nil {
+		return err
+	}
+	return annotateServiceAccounts(ctx, cl, consumers, arn)
+}
+
+// ensureBucketRole makes a bucket's IAM role on an eks runtime (IRSA): trusted by the cluster's OpenID
 // Connect provider for the service accounts of the instances using the bucket there, with an inline
 // policy granting S3 on this bucket only. It returns the role's ARN.
-func ensureBucketRole(ctx context.Context, cls *awscloud.Clients, name string, rt *api.KubernetesRuntime, subjects []string, o awscloud.Owner) (string, error) {
+func ensureBucketRole(ctx context.Context, cls *awscloud.Clients, name, bucket string, rt *api.KubernetesRuntime, subjects []string, o awscloud.Owner) (string, error) {
 	subjects = slices.Sorted(slices.Values(subjects))
 	trust := func() (string, error) {
 		if rt.Status.Cloud == nil || rt.Status.Cloud.ClusterName == "" {
@@ -96,7 +112,7 @@ func ensureBucketRole(ctx context.Context, cls *awscloud.Clients, name string, r
 		if err != nil {
 			return "", awscloud.Outcome(fmt.Errorf("create IAM role %s: %w", name, awscloud.Classify(err)))
 		}
-		if err := putBucketPolicy(ctx, cls.IAM, name); err != nil {
+		if err := putBucketPolicy(ctx, cls.IAM, name, bucket); err != nil {
 			return "", err
 		}
 		return sdkaws.ToString(out.Role.Arn), nil
@@ -120,17 +136,17 @@ func ensureBucketRole(ctx context.Context, cls *awscloud.Clients, name string, r
 		return "", awscloud.Outcome(fmt.Errorf("list the policies of IAM role %s: %w", name, awscloud.Classify(err)))
 	}
 	if !slices.Contains(pols.PolicyNames, bucketPolicyName) {
-		if err := putBucketPolicy(ctx, cls.IAM, name); err != nil {
+		if err := putBucketPolicy(ctx, cls.IAM, name, bucket); err != nil {
 			return "", err
 		}
 	}
 	return sdkaws.ToString(got.Role.Arn), nil
 }
 
-func putBucketPolicy(ctx context.Context, svc awscloud.IAM, bucket string) error {
-	if _, err := svc.PutRolePolicy(ctx, &iam.PutRolePolicyInput{RoleName: &bucket, PolicyName: sdkaws.String(bucketPolicyName),
+func putBucketPolicy(ctx context.Context, svc awscloud.IAM, role, bucket string) error {
+	if _, err := svc.PutRolePolicy(ctx, &iam.PutRolePolicyInput{RoleName: &role, PolicyName: sdkaws.String(bucketPolicyName),
 		PolicyDocument: sdkaws.String(awscloud.BucketPolicy(bucket))}); err != nil {
-		return awscloud.Outcome(fmt.Errorf("put the S3 policy of IAM role %s: %w", bucket, awscloud.Classify(err)))
+		return awscloud.Outcome(fmt.Errorf("put the S3 policy of IAM role %s: %w", role, awscloud.Classify(err)))
 	}
 	return nil
 }
