@@ -19,7 +19,7 @@ while :; do
   fi
   t=$(us)
   if (( t - shown >= 10000000 )); then
-    printf '   %s: %d packages compiled (%ds%s)\n' "$label" "$n" $(((t - start) / 1000000)) "${last:+; last $last}"
+    printf '   %s: still building, %d packages compiled so far (%ds%s)\n' "$label" "$n" $(((t - start) / 1000000)) "${last:+; last $last}"
     shown=$t
   fi
 done < <(${GO:-go} build -v "$@" 2>&1; echo "$?" > "${TMPDIR:-/tmp}/go-progress.$$")
