@@ -20,7 +20,6 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
-	"github.com/qleetos/terraform-provider-qleet/controlplane/controllers/support"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/render"
 )
@@ -181,7 +180,7 @@ func (r *InstanceReconciler) rollout(ctx context.Context, def *api.WorkloadDefin
 	if def.Spec.Autoscaling != nil {
 		// Its HorizontalPodAutoscaler reads the metrics API: served before the autoscaler is applied.
 		me := api.ObjectRef{Kind: api.KindWorkloadInstance, ID: inst.ID, Name: inst.Name}
-		if stall, err := support.NeedMetrics(ctx, r.Client, cl, me, rt); err != nil {
+		if stall, err := needMetrics(ctx, r.Client, cl, me, rt); err != nil {
 			return reconcile.Result{Stalled: stall}, err
 		}
 	}

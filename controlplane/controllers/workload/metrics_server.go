@@ -1,4 +1,4 @@
-package support
+package workload
 
 import (
 	"context"
@@ -25,14 +25,14 @@ var apiServices = schema.GroupVersionResource{Group: "apiregistration.k8s.io", V
 // metricsAPIService is the registration of the resource metrics API that autoscaling reads.
 const metricsAPIService = "v1beta1.metrics.k8s.io"
 
-// NeedMetrics makes sure the resource metrics API (metrics.k8s.io), which a HorizontalPodAutoscaler
+// needMetrics makes sure the resource metrics API (metrics.k8s.io), which a HorizontalPodAutoscaler
 // reads, is served on a runtime before the consumer's autoscaler is applied there. A metrics-server
 // support service on the runtime, under any name, is used as it is; else a cluster that serves the API
 // already (a managed cluster's own metrics-server) is left as it is; else a metrics-server support
 // service is created, owned by the consumer, and the consumer waits until it is Ready (a
 // *reconcile.WaitError, and the support service's stall when its chart cannot be fetched, for the
 // consumer to stall with).
-func NeedMetrics(ctx context.Context, cl *client.Client, k *kube.Cluster, consumer api.ObjectRef, rt *api.KubernetesRuntime) (*reconcile.Stall, error) {
+func needMetrics(ctx context.Context, cl *client.Client, k *kube.Cluster, consumer api.ObjectRef, rt *api.KubernetesRuntime) (*reconcile.Stall, error) {
 	var ss *api.SupportService
 	for s, err := range reconcile.LookupsFrom(ctx, cl).SupportServicesReferencing(ctx, rt.ID) {
 		if err != nil {
