@@ -107,9 +107,10 @@ func parsePreview(warnings []string) previewed {
 			p.provisioned[m[1]] = m[2] + " from " + m[3]
 		}
 		for _, m := range installRe.FindAllStringSubmatch(w, -1) {
-			types := strings.Split(m[1], ", ")
+			// One warning per resource: the gateway's and the instance's installs on a runtime add up.
+			types := append(p.installed[m[2]], strings.Split(m[1], ", ")...)
 			sort.Strings(types)
-			p.installed[m[2]] = types
+			p.installed[m[2]] = slices.Compact(types)
 		}
 		for _, m := range placeRe.FindAllStringSubmatch(w, -1) {
 			p.placed = append(p.placed, m[1]+" on "+m[2])
@@ -136,8 +137,9 @@ func TestAccQuickstartPlanThenApply(t *testing.T) {
 	eu, us := fmt.Sprintf("%[1]s-p-%[1]s-eu", name), fmt.Sprintf("%[1]s-p-%[1]s-us", name)
 	want := previewed{
 		provisioned: map[string]string{eu: name + "-eu from " + name + "-p", us: name + "-us from " + name + "-p"},
-		installed:   map[string][]string{eu: {"cert-manager", "ingress"}, us: {"cert-manager", "ingress"}},
-		placed:      []string{name + " on " + eu, name + " on " + us},
+		// The gateway's ingress and cert-manager; metrics-server for the app's autoscaler.
+		installed: map[string][]string{eu: {"cert-manager", "ingress", "metrics-server"}, us: {"cert-manager", "ingress", "metrics-server"}},
+		placed:    []string{name + " on " + eu, name + " on " + us},
 	}
 	plan := parsePreview(warnings)
 	if fmt.Sprint(plan) != fmt.Sprint(want) {

@@ -10,6 +10,16 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/api"
 )
 
+// ForInstance returns the support service types a workload instance of the definition needs on every
+// runtime it runs on: metrics-server when it autoscales (its HorizontalPodAutoscaler reads the metrics
+// API), unless the cluster serves that API itself, which only the controller can see.
+func ForInstance(def *api.WorkloadDefinitionSpec) []string {
+	if def.Autoscaling != nil {
+		return []string{api.SupportMetricsServer}
+	}
+	return nil
+}
+
 // ForGateway returns the support service types a gateway needs on every runtime its instance runs on, in
 // install order: ingress always; cert-manager with TLS; external-dns when a domain_name's zone holds one
 // of its hosts (inZone).

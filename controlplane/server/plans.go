@@ -269,6 +269,7 @@ func (s *Server) preview(ctx context.Context, req *api.PlanRequest) (*api.PlanRe
 	p.place()
 	p.follow()
 	p.gateways()
+	p.autoscalers()
 	p.rolls(changes)
 	p.removals()
 	p.keeps()
@@ -960,7 +961,7 @@ func (p *planner) gateways() {
 			for _, typ := range requirements.ForGateway(&spec, inZone) {
 				ss := p.supportService(pl.RuntimeID, typ)
 				if ss == nil {
-					ss = p.install(gw, pl, typ)
+					ss = p.install(gw, pl, typ, fmt.Sprintf("gateway %q needs %s on kubernetes_runtime %q, which has none", gw.Name, typ, pl.Runtime))
 				} else if !using[ss.ID] {
 					p.depend(self, v.ref(ss.ID), "", fmt.Sprintf("the gateway needs %s on kubernetes_runtime %q, which has it", typ, pl.Runtime),
 						api.EdgePlacement, "status.support_services", self)
@@ -983,19 +984,52 @@ func (p *planner) supportService(runtimeID, typ string) *store.Object {
 	return nil
 }
 
-func (p *planner) install(gw *store.Object, pl api.PlacementStatus, typ string) *store.Object {
+// autoscalers runs the instance controller's decision (requirements.ForInstance) for every instance the
+// plan places: on each runtime it is placed on anew, a support service of each needed type is used
+// where one exists, else installed, owned by the instance, as the controller would (a cluster that
+// serves the metrics API itself, which only the controller sees, gets none).
+func (p *planner) autoscalers() {
+	v := p.view
+	for _, instID := range slices.Sorted(maps.Keys(p.placed)) {
+		inst := v.objs[instID]
+		if inst == nil {
+			continue
+		}
+		var spec api.WorkloadInstanceSpec
+		_ = json.Unmarshal(inst.Spec, &spec)
+		def := v.objs[spec.DefinitionID]
+		if def == nil {
+			continue
+		}
+		var ds api.WorkloadDefinitionSpec
+		_ = json.Unmarshal(def.Spec, &ds)
+		for _, pl := range p.placed[instID] {
+			for _, typ := range requirements.ForInstance(&ds) {
+				if p.supportService(pl.RuntimeID, typ) == nil {
+					p.install(inst, pl, typ, fmt.Sprintf("workload_instance %q autoscales: its autoscaler reads the metrics API, which %s serves, on kubernetes_runtime %q (unless the cluster serves that API itself)", inst.Name, typ, pl.Runtime))
+				}
+			}
+		}
+	}
+}
+
+// install adds a support service of a type on a runtime, owned by the object that needs it.
+func (p *planner) install(owner *store.Object, pl api.PlacementStatus, typ, reason string) *store.Object {
 	name := requirements.Name(typ, pl.Runtime)
 	spec, _ := json.Marshal(api.SupportServiceSpec{RuntimeID: pl.RuntimeID, Type: typ})
 	status, _ := initialStatus(mustKind(api.KindSupportService))
 	ss := &store.Object{ID: plannedPrefix + api.KindSupportService + "/" + name, Kind: api.KindSupportService, Name: name,
 		Labels: map[string]string{"qleet.io/support-type": typ}, Generation: 1, Spec: spec, Status: status, CreatedAt: time.Now().UTC(),
-		Owners: []store.Ref{{Kind: api.KindGateway, ID: gw.ID, Name: gw.Name}}}
+		Owners: []store.Ref{{Kind: owner.Kind, ID: owner.ID, Name: owner.Name}}}
 	p.view.add(ss)
 	p.actions = append(p.actions, api.PlanAction{Action: api.ActionInstall, Kind: api.KindSupportService, ID: ss.ID, Name: name,
-		Runtime: pl.Runtime, Region: pl.Region, SupportType: typ, Cause: p.view.ref(gw.ID),
-		Reason: fmt.Sprintf("gateway %q needs %s on kubernetes_runtime %q, which has none", gw.Name, typ, pl.Runtime)})
+		Runtime: pl.Runtime, Region: pl.Region, SupportType: typ, Cause: p.view.ref(owner.ID), Reason: reason})
+	why := "status.support_services"
+	if owner.Kind == api.KindWorkloadInstance {
+		why = "meta.owners"
+	}
 	p.edges = append(p.edges,
-		api.GraphEdge{From: gw.ID, To: ss.ID, Type: api.EdgePlacement, Why: "status.support_services"},
+		api.GraphEdge{From: owner.ID, To: ss.ID, Type: api.EdgePlacement, Why: why},
 		api.GraphEdge{From: ss.ID, To: pl.RuntimeID, Type: api.EdgeReference, Why: "spec.runtime_id"})
 	return ss
 }

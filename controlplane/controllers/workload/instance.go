@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,7 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/render"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/requirements"
 )
 
 // Defaults of InstanceReconciler.
@@ -177,7 +179,7 @@ func (r *InstanceReconciler) rollout(ctx context.Context, def *api.WorkloadDefin
 		}
 		return reconcile.Result{}, reconcile.Wait(fmt.Sprintf("workload_instance %q", name), deps.whyMissing(name, rt.Name), "UsedInstanceNotPlaced", 5*time.Second)
 	}
-	if def.Spec.Autoscaling != nil {
+	if slices.Contains(requirements.ForInstance(&def.Spec), api.SupportMetricsServer) {
 		// Its HorizontalPodAutoscaler reads the metrics API: served before the autoscaler is applied.
 		me := api.ObjectRef{Kind: api.KindWorkloadInstance, ID: inst.ID, Name: inst.Name}
 		if stall, err := needMetrics(ctx, r.Client, cl, me, rt); err != nil {
