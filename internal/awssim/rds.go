@@ -266,22 +266,7 @@ func (s *Sim) createDBInstance(q *request) (*reply, *apiError) {
 	if d.AllocatedStorage == 0 {
 		d.AllocatedStorage = 20
 	}
-	if d.SubnetGroup != "" && s.state.subnetGroups[rdsKey(q, d.SubnetGroup)] == nil {
-		return nil, noSuchSubnetGroup(d.SubnetGroup)
-	}
-	key := rdsKey(q, id)
-	if s.state.dbs[key] != nil {
-		return nil, errorf(http.StatusBadRequest, "DBInstanceAlreadyExists", "DB instance already exists")
-	}
-	for _, t := range formStructs(f, "Tags") {
-		d.Tags.set(t["Key"], t["Value"])
-	}
-	now := s.now()
-	d.Created, d.readyAt = now, now.Add(s.cfg.DBDelay)
-	s.state.dbs[key] = d
-	return &reply{body: struct {
-		DB dbInstanceXML `xml:"DBInstance"`
-	}{s.dbXML(d)}}, nil
+	return s.addDB(q, d)
 }
 
 // createDBInstanceReadReplica makes a read replica of an available instance, named by identifier in the
@@ -324,14 +309,20 @@ func (s *Sim) createDBInstanceReadReplica(q *request) (*reply, *apiError) {
 	if src.region != q.region && d.SubnetGroup == "" {
 		return nil, rdsBad("DBSubnetGroupName is required for a cross-region read replica in a VPC.")
 	}
+	return s.addDB(q, d)
+}
+
+// addDB stores a new instance (or read replica) in its subnet group, with the request's tags, creating
+// until the configured delay has passed.
+func (s *Sim) addDB(q *request, d *dbInstance) (*reply, *apiError) {
 	if d.SubnetGroup != "" && s.state.subnetGroups[rdsKey(q, d.SubnetGroup)] == nil {
 		return nil, noSuchSubnetGroup(d.SubnetGroup)
 	}
-	key := rdsKey(q, id)
+	key := rdsKey(q, d.Identifier)
 	if s.state.dbs[key] != nil {
 		return nil, errorf(http.StatusBadRequest, "DBInstanceAlreadyExists", "DB instance already exists")
 	}
-	for _, t := range formStructs(f, "Tags") {
+	for _, t := range formStructs(q.form, "Tags") {
 		d.Tags.set(t["Key"], t["Value"])
 	}
 	now := s.now()
