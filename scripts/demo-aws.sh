@@ -36,7 +36,7 @@ calls() {
 
 tf() {
   TF_CLI_CONFIG_FILE="$demo/terraformrc" QLEET_ENDPOINT="$endpoint" QLEET_TOKEN="$(cat "$demo/data/admin.token")" \
-    TF_IN_AUTOMATION=1 "$bin/terraform" -chdir="$demo/tf" "$@"
+    TF_IN_AUTOMATION=1 "$("$root/scripts/find-terraform.sh")" -chdir="$demo/tf" "$@"
 }
 
 stop() {
@@ -49,9 +49,10 @@ stop() {
 }
 
 up() {
-  for b in qleet kubesim terraform awssim terraform-provider-qleet; do
+  for b in qleet kubesim awssim terraform-provider-qleet; do
     [ -x "$bin/$b" ] || die "bin/$b is missing: run 'make demo-aws', not this script"
   done
+  "$root/scripts/find-terraform.sh" >/dev/null || die "no terraform: run 'make demo-aws', not this script"
   mkdir -p "$demo/data"
   if alive "$demo/awssim.pid"; then
     say "AWS stand-in already running (pid $(cat "$demo/awssim.pid")), reusing it"

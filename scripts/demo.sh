@@ -83,12 +83,12 @@ down() {
 
 tf() {
   TF_CLI_CONFIG_FILE="$demo/terraformrc" QLEET_ENDPOINT="$endpoint" QLEET_TOKEN="$(cat "$demo/data/admin.token")" \
-    TF_IN_AUTOMATION=1 "$bin/terraform" -chdir="$demo/tf" "$@"
+    TF_IN_AUTOMATION=1 "$("$root/scripts/find-terraform.sh")" -chdir="$demo/tf" "$@"
 }
 
 up() {
   command -v go >/dev/null || die "Go is not installed: install Go 1.26 or newer from https://go.dev/dl/"
-  [ -x "$bin/qleet" ] && [ -x "$bin/kubesim" ] && [ -x "$bin/terraform" ] || die "binaries missing: run 'make demo', not this script"
+  [ -x "$bin/qleet" ] && [ -x "$bin/kubesim" ] && "$root/scripts/find-terraform.sh" >/dev/null || die "binaries missing: run 'make demo', not this script"
   mkdir -p "$demo/data"
   if running; then
     say "qleet server already running (pid $(cat "$pidfile")), reusing it"
@@ -151,7 +151,7 @@ Explore it from the CLI:
   bin/qleet graph                                              # the dependency graph
   bin/qleet image set <definition> <container> nginx:1.27      # roll out a new image
   curl -H "Authorization: Bearer \$QLEET_TOKEN" $endpoint/v1/workload_instances
-  TF_CLI_CONFIG_FILE=$demo/terraformrc bin/terraform -chdir=$demo/tf plan
+  TF_CLI_CONFIG_FILE=$demo/terraformrc $("$root/scripts/find-terraform.sh") -chdir=$demo/tf plan
 Clean up with: make demo-down (it lists what it destroys first)
 MSG
 }
