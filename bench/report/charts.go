@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -54,15 +55,101 @@ func Charts(dir string, res *Results) ([]string, error) {
 				[][]float64{s.ChurnSamplesMS, s.DirectSamplesMS}))
 		}
 	}
+	if res.Sim != nil {
+		for _, c := range simCostCharts {
+			add(simCostChart(dir, res.Sim, c))
+		}
+	}
 	return names, errors.Join(errs...)
+}
+
+// simCostFigure is one cost-growth chart of the sim section: a figure at rest and under churn.
+type simCostFigure struct {
+	name, title, yLabel string
+	rest, churn         func(SimRow) float64
+}
+
+var simCostCharts = []simCostFigure{
+	{"sim-cost-reconciles.png", "Simulation: instance reconciles per second", "reconciles / s",
+		func(r SimRow) float64 { return r.SteadyReconcilesPerS }, func(r SimRow) float64 { return r.ChurnReconcilesPerS }},
+	{"sim-cost-cpu.png", "Simulation: CPU of the control plane (harness process)", "CPU cores",
+		func(r SimRow) float64 { return r.SteadyCPUCores }, func(r SimRow) float64 { return r.ChurnCPUCores }},
+	{"sim-cost-rss.png", "Simulation: RSS of the harness process (mean)", "RSS (MB)",
+		func(r SimRow) float64 { return r.SteadyRSSMB }, func(r SimRow) float64 { return r.ChurnRSSMB }},
+}
+
+// simCostChart draws one figure against the instance count (log scale), one line per backend at rest
+// and one under churn. It draws nothing when fewer than two sizes were measured on any backend.
+func simCostChart(dir string, s *SimResult, f simCostFigure) (string, error) {
+	var order []string
+	by := map[string]plotter.XYs{}
+	sizes := map[int]bool{}
+	line := func(label string, x int, y float64) {
+		if _, ok := by[label]; !ok {
+			order = append(order, label)
+		}
+		by[label] = append(by[label], plotter.XY{X: float64(x), Y: y})
+	}
+	for _, r := range s.Rows {
+		n := s.RowInstances(r)
+		if r.Skipped != "" || n <= 0 || r.SteadyWindowS == 0 {
+			continue
+		}
+		sizes[n] = true
+		backend, _, _ := strings.Cut(r.Backend, ",")
+		line(backend+", at rest", n, f.rest(r))
+		if r.ChurnWindowS > 0 {
+			line(fmt.Sprintf("%s, %.0f updates/s", backend, s.UpdateRate), n, f.churn(r))
+		}
+	}
+	if len(sizes) < 2 {
+		return "", nil
+	}
+	p := plot.New()
+	p.Title.Text = f.title
+	p.X.Label.Text = "instances"
+	p.Y.Label.Text = f.yLabel
+	p.X.Scale = plot.LogScale{}
+	var ticks plot.ConstantTicks
+	var xs []int
+	for n := range sizes {
+		xs = append(xs, n)
+	}
+	sort.Ints(xs)
+	for _, n := range xs {
+		ticks = append(ticks, plot.Tick{Value: float64(n), Label: fmt.Sprint(n)})
+	}
+	var args []any
+	for _, l := range order {
+		args = append(args, l, by[l])
+	}
+	if err := plotutil.AddLinePoints(p, args...); err != nil {
+		return "", err
+	}
+	p.X.Tick.Marker = ticks
+	// From zero, with a band above the data for the legend.
+	p.Y.Min = 0
+	p.Y.Max = max(p.Y.Max*1.4, 0.01)
+	p.Legend.Top = true
+	p.Legend.Left = true
+	p.Add(plotter.NewGrid())
+	return f.name, p.Save(8*vg.Inch, 5*vg.Inch, filepath.Join(dir, f.name))
 }
 
 func applyChart(dir string, res *Results, n int) (string, error) {
 	var labels []string
 	var samples [][]float64
+	runs := false
+	for _, r := range res.Apply {
+		runs = runs || r.Run > 1
+	}
 	for _, r := range res.Apply {
 		if r.N == n && r.Skipped == "" && len(r.SamplesMS) > 0 {
-			labels = append(labels, r.Method[:1])
+			label := r.Method[:1]
+			if runs {
+				label = fmt.Sprintf("%s run %d", label, r.Run)
+			}
+			labels = append(labels, label)
 			samples = append(samples, r.SamplesMS)
 		}
 	}

@@ -25,13 +25,13 @@ func Markdown(res *Results, stamp string, charts []string) string {
 
 	if len(res.Apply) > 0 {
 		p("## 1. Apply to ready (per workload; 3-replica Deployment in its own namespace)\n\n")
-		p("| method | N | rounds | p50 ms | p99 ms | max ms | throughput /s | p50 ÷ a | p99 ÷ a | errors |\n|---|---|---|---|---|---|---|---|---|---|\n")
+		p("| run | method | N | rounds | p50 ms | p99 ms | max ms | throughput /s | p50 ÷ a | p99 ÷ a | errors |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, r := range res.Apply {
 			if r.Skipped != "" {
-				p("| %s | %d | – | skipped: %s | | | | | | |\n", r.Method, r.N, cell(r.Skipped))
+				p("| %d | %s | %d | – | skipped: %s | | | | | | |\n", max(r.Run, 1), r.Method, r.N, cell(r.Skipped))
 				continue
 			}
-			p("| %s | %d | %d | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f | %d |\n", r.Method, r.N, r.Rounds,
+			p("| %d | %s | %d | %d | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f | %d |\n", max(r.Run, 1), r.Method, r.N, r.Rounds,
 				r.Latency.P50MS, r.Latency.P99MS, r.Latency.MaxMS, r.Throughput, r.RatioP50, r.RatioP99, r.Errors)
 		}
 		p("\n")
@@ -71,9 +71,13 @@ func Markdown(res *Results, stamp string, charts []string) string {
 		p("| figure | value |\n|---|---|\n")
 		p("| API accepted every create in | %.1f s |\n", s.CreateAPIS)
 		p("| every instance reconciled after | %.1f s |\n", s.CreateS)
-		p("| steady-state RSS (mean / max over %.0f s) | %.0f / %.0f MB (harness baseline before the control plane: %.0f MB) |\n", s.SteadyWindowS, s.SteadyRSSMB, s.SteadyRSSMaxMB, s.BaselineRSSMB)
-		p("| steady-state Go heap in use | %.0f MB |\n", s.SteadyHeapMB)
-		p("| steady-state CPU | %.2f cores |\n", s.SteadyCPUCores)
+		p("| idle RSS (mean / max over %.0f s) | %.0f / %.0f MB (harness baseline before the control plane: %.0f MB) |\n", s.SteadyWindowS, s.SteadyRSSMB, s.SteadyRSSMaxMB, s.BaselineRSSMB)
+		p("| idle Go heap in use | %.0f MB |\n", s.SteadyHeapMB)
+		p("| idle CPU | %.3f cores |\n", s.SteadyCPUCores)
+		if s.IdleCountsMeasured {
+			p("| idle: API requests served, cluster calls (watches apart), watches opened | %d%s, %d, %d (after %.0f s of settling) |\n",
+				s.IdleAPIRequests, parenthesized(s.IdleAPIRoutes), s.IdleClusterCalls, s.IdleClusterWatches, s.IdleSettleS)
+		}
 		p("| full resync (restart until every instance reconciled again) | %.1f s (%d reconciles) |\n", s.ResyncS, s.ResyncDeliveries)
 		p("| churn | %.0f updates/s for %.0f s |\n", s.ChurnRate, s.ChurnWindowS)
 		p("| create-to-reconciled under churn p50 / p99 / max | %.0f / %.0f / %.0f ms (n=%d) |\n", s.CreateToReconciled.P50MS, s.CreateToReconciled.P99MS, s.CreateToReconciled.MaxMS, s.CreateToReconciled.N)
@@ -138,6 +142,14 @@ func Markdown(res *Results, stamp string, charts []string) string {
 // cell makes text safe inside a Markdown table cell.
 func cell(s string) string {
 	return strings.NewReplacer("|", "/", "\n", " ").Replace(s)
+}
+
+// parenthesized is " (s)", or nothing when s is empty.
+func parenthesized(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
 }
 
 func dash(s string) string {

@@ -70,6 +70,9 @@ type ApplyRow struct {
 	// N is the number of workloads applied at once in a round; Rounds how many rounds ran.
 	N      int `json:"n"`
 	Rounds int `json:"rounds"`
+	// Run numbers the runs of the apply section in one benchmark run, from 1 (0 in results written
+	// before there were several).
+	Run int `json:"run,omitempty"`
 	// Latency summarises apply-to-ready per workload.
 	Latency stats.Summary `json:"latency"`
 	// Throughput is workloads ready per second of round wall time (mean over rounds).
@@ -159,6 +162,19 @@ type ScaleResult struct {
 	SteadyCPUCores float64 `json:"steady_cpu_cores"`
 	// SteadyWindowS is the length of the window.
 	SteadyWindowS float64 `json:"steady_window_s"`
+	// IdleSettleS is how long the section waited, after creation, for a 3 s quiet spell before the idle
+	// window.
+	IdleSettleS float64 `json:"idle_settle_s,omitempty"`
+	// IdleCountsMeasured says whether the idle window's requests below were counted.
+	IdleCountsMeasured bool `json:"idle_counts_measured,omitempty"`
+	// IdleAPIRequests is how many API requests the control plane served during the idle window, and
+	// IdleAPIRoutes which ("METHOD route ×count").
+	IdleAPIRequests int    `json:"idle_api_requests"`
+	IdleAPIRoutes   string `json:"idle_api_routes,omitempty"`
+	// IdleClusterCalls is how many requests other than watches the controllers made to the clusters
+	// during the idle window; IdleClusterWatches how many watches they opened in it.
+	IdleClusterCalls   int64 `json:"idle_cluster_calls"`
+	IdleClusterWatches int64 `json:"idle_cluster_watches"`
 	// ResyncS is the time of a full resync: from a restart of the control plane until every instance had
 	// been reconciled again.
 	ResyncS float64 `json:"resync_s"`

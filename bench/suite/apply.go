@@ -44,6 +44,15 @@ func (r *Runner) runApply(ctx context.Context) error {
 	defer r.profileCPU(SectionApply)()
 	methods := r.applyMethods(ctx, k)
 
+	for run := 1; run <= r.cfg.ApplyRuns; run++ {
+		r.applyRun(ctx, methods, run)
+	}
+	return nil
+}
+
+// applyRun is one run of the apply section: every method at N=1 and at N, its rows tagged with run
+// (runs follow one another on the same rig, so that the spread between runs shows).
+func (r *Runner) applyRun(ctx context.Context, methods []applyMethod, run int) {
 	type acc struct {
 		samples []time.Duration
 		tput    []float64
@@ -67,9 +76,9 @@ func (r *Runner) runApply(ctx context.Context) error {
 				}
 				names := make([]string, n)
 				for i := range names {
-					names[i] = fmt.Sprintf("%s%d-r%d-w%03d", m.letter, n, round, i)
+					names[i] = fmt.Sprintf("%s%d-x%d-r%d-w%03d", m.letter, n, run, round, i)
 				}
-				r.log.Info("apply round", "method", m.letter, "n", n, "round", round)
+				r.log.Info("apply round", "run", run, "method", m.letter, "n", n, "round", round)
 				samples, wall, errs := r.applyBatch(ctx, m, names)
 				a := &accs[mi]
 				a.samples = append(a.samples, samples...)
@@ -89,7 +98,7 @@ func (r *Runner) runApply(ctx context.Context) error {
 		}
 		var base stats.Summary
 		for mi, m := range methods {
-			row := report.ApplyRow{Method: m.name, N: n, Rounds: rounds, Skipped: m.skipped}
+			row := report.ApplyRow{Method: m.name, N: n, Run: run, Rounds: rounds, Skipped: m.skipped}
 			if m.skipped == "" {
 				a := accs[mi]
 				row.Latency = stats.Summarize(a.samples)
@@ -105,7 +114,6 @@ func (r *Runner) runApply(ctx context.Context) error {
 			r.res.Apply = append(r.res.Apply, row)
 		}
 	}
-	return nil
 }
 
 // rotation returns the method order of a round: 0..n-1 rotated by round, reversed on odd rounds.

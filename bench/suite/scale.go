@@ -2,11 +2,14 @@ package suite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -154,12 +157,31 @@ func (r *Runner) runScale(ctx context.Context) error {
 		res.Notes = append(res.Notes, fmt.Sprintf("only %d of %d instances were reconciled within %s; later figures are at that size", res.Reconciled, r.cfg.Scale, r.cfg.ScaleTimeout))
 	}
 
-	// Steady state: let the queue settle, then sample over a window that spans a drift pass.
-	r.log.Info("scale: steady state", "window", r.cfg.SteadyWindow)
-	time.Sleep(10 * time.Second)
+	// Idle: let the last reconciles settle (a quiet spell of 3 s with no API request and no cluster call,
+	// waited for at most 60 s), then sample over the window and count what the control plane asked of
+	// its API and of the clusters in it.
+	r.log.Info("scale: idle", "window", r.cfg.SteadyWindow)
+	settle := time.Now()
+	quiet := waitQuiet(ctx, cp.app, 3*time.Second, time.Minute)
+	res.IdleSettleS = seconds(time.Since(settle))
+	if !quiet {
+		res.Notes = append(res.Notes, fmt.Sprintf("no quiet spell of 3 s within %.0f s after creation; the idle window started anyway", res.IdleSettleS))
+	}
+	apiBefore, apiErr := apiRequestCounts(cp.app)
+	kubeBefore := cp.app.ClusterRequests()
 	stopProf := r.profileCPU("scale-steady")
 	st := sampleSteady(r.cfg.SteadyWindow)
 	stopProf()
+	kubeAfter := cp.app.ClusterRequests()
+	apiAfter, apiErr2 := apiRequestCounts(cp.app)
+	if err := errors.Join(apiErr, apiErr2); err != nil {
+		res.Notes = append(res.Notes, "idle API requests not counted: "+err.Error())
+	} else {
+		res.IdleCountsMeasured = true
+		res.IdleAPIRequests, res.IdleAPIRoutes = requestsBetween(apiBefore, apiAfter)
+		res.IdleClusterCalls = kubeAfter.Calls - kubeBefore.Calls
+		res.IdleClusterWatches = kubeAfter.Watches - kubeBefore.Watches
+	}
 	res.SteadyWindowS, res.SteadyCPUCores, res.SteadyRSSMB, res.SteadyRSSMaxMB = st.windowS, st.cores, st.rssMean, st.rssMax
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -312,4 +334,73 @@ func sampleSteady(window time.Duration) steadySample {
 	took := time.Since(t0)
 	return steadySample{windowS: seconds(took), cores: round3((after.cpu - before.cpu).Seconds() / took.Seconds()),
 		rssMean: round1(mean(rss)), rssMax: round1(maxOf(rss))}
+}
+
+// apiRequestCounts returns the API requests a served so far, by "METHOD route", from its request
+// histogram (as the control plane's idle test counts them).
+func apiRequestCounts(a *app.App) (map[string]uint64, error) {
+	mfs, err := a.Registry.Gather()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]uint64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "qleet_api_request_duration_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var method, route string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "method":
+					method = l.GetValue()
+				case "route":
+					route = l.GetValue()
+				}
+			}
+			out[method+" "+route] += m.GetHistogram().GetSampleCount()
+		}
+	}
+	return out, nil
+}
+
+// requestsBetween returns how many requests after holds that before did not, and which, sorted, with
+// their counts.
+func requestsBetween(before, after map[string]uint64) (int, string) {
+	total := 0
+	var lines []string
+	for k, n := range after {
+		if d := n - before[k]; d > 0 {
+			total += int(d)
+			lines = append(lines, fmt.Sprintf("%s ×%d", k, d))
+		}
+	}
+	sort.Strings(lines)
+	return total, strings.Join(lines, ", ")
+}
+
+// waitQuiet waits until a spell of quiet in which a served no API request and made no cluster call
+// other than watches, for at most limit; it reports whether one came.
+func waitQuiet(ctx context.Context, a *app.App, quiet, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		apiBefore, err := apiRequestCounts(a)
+		if err != nil {
+			return false
+		}
+		kubeBefore := a.ClusterRequests()
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(quiet):
+		}
+		apiAfter, err := apiRequestCounts(a)
+		if err != nil {
+			return false
+		}
+		if n, _ := requestsBetween(apiBefore, apiAfter); n == 0 && a.ClusterRequests().Calls == kubeBefore.Calls {
+			return true
+		}
+	}
+	return false
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,13 +24,17 @@ const (
 	SectionTerraform  = "terraform"
 	SectionScale      = "scale"
 	SectionColdStart  = "coldstart"
-	// SectionSim is the control plane alone at 100,000 instances with no-op compute (SQLite, PostgreSQL).
+	// SectionSim is the control plane alone at 1,000 to 100,000 instances with no-op compute (SQLite, PostgreSQL).
 	SectionSim = "sim"
 	// SectionLayers is an app with no infrastructure, the plan preview and the graph at scale.
 	SectionLayers = "layers"
 	// SectionDelete is delete-to-gone through the API and terraform destroy, against client-go.
 	SectionDelete = "delete"
 )
+
+// DefaultSimSizes are the sim section's instance counts by default: the cost-growth chart's points, the
+// largest being the goals' 100,000.
+var DefaultSimSizes = []int{1000, 10000, 100000}
 
 // AllSections lists every section in the order they run.
 var AllSections = []string{SectionApply, SectionThroughput, SectionTerraform, SectionScale, SectionColdStart, SectionLayers, SectionSim, SectionDelete}
@@ -43,6 +48,8 @@ type Config struct {
 	// RoundsSmall and RoundsLarge are the rounds per method at N=1 and at N (defaults 8 and 2). The method
 	// order rotates every round.
 	RoundsSmall, RoundsLarge int
+	// ApplyRuns is how many times the apply section runs in a row (default 2): its goal holds in every run.
+	ApplyRuns int
 	// ApplyConcurrency bounds workloads in flight per method (default 32).
 	ApplyConcurrency int
 	// Replicas per workload in the apply and Terraform sections (default 3).
@@ -61,16 +68,18 @@ type Config struct {
 	ScaleReplicas *int
 	// ScaleTimeout bounds the creation of the scale section's instances (default 12m).
 	ScaleTimeout time.Duration
-	// SteadyWindow is how long steady state is sampled (default 65s, just over one drift pass).
+	// SteadyWindow is how long the scale section's idle state is sampled (default 30s).
 	SteadyWindow time.Duration
 	// ChurnRate is updates per second in the churn window (default 20); ChurnDuration its length (default 60s).
 	ChurnRate     float64
 	ChurnDuration time.Duration
 	// ColdStarts is how many times `qleet server` is started per case (default 5).
 	ColdStarts int
-	// SimN is the number of instances of the sim section (default 20000, to fit ~10 min; the issue's
-	// figure is 100000, ~30 min here); SimRuntimes the runtimes they are spread over (default 10).
-	SimN, SimRuntimes int
+	// SimSizes are the instance counts of the sim section, each run on every backend (default 1000,
+	// 10000, 100000; sorted ascending, the goals judge the largest); SimRuntimes the runtimes they are
+	// spread over (default 10).
+	SimSizes    []int
+	SimRuntimes int
 	// SimReplicas is the number of controller-only replicas on PostgreSQL in the sim section (default 2).
 	SimReplicas int
 	// SimRate is the sim section's churn in updates per second (default 100); creates run at a tenth of it.
@@ -133,7 +142,11 @@ func (c *Config) applyDefaults() {
 	def(&c.ScaleRuntimes, 10)
 	def(&c.ScaleClusters, 2)
 	def(&c.ColdStarts, 5)
-	def(&c.SimN, 20000)
+	def(&c.ApplyRuns, 2)
+	if len(c.SimSizes) == 0 {
+		c.SimSizes = DefaultSimSizes
+	}
+	c.SimSizes = slices.Sorted(slices.Values(c.SimSizes))
 	def(&c.SimRuntimes, 10)
 	def(&c.SimReplicas, 2)
 	if c.SimRate == 0 {
@@ -176,7 +189,7 @@ func (c *Config) applyDefaults() {
 		c.ScaleTimeout = 12 * time.Minute
 	}
 	if c.SteadyWindow == 0 {
-		c.SteadyWindow = 65 * time.Second
+		c.SteadyWindow = 30 * time.Second
 	}
 	if c.ChurnRate == 0 {
 		c.ChurnRate = 20

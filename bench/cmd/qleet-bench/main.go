@@ -54,6 +54,7 @@ func run(ctx context.Context, args []string) error {
 	n := fs.Int("n", 100, "large apply batch (the small one is 1)")
 	roundsSmall := fs.Int("rounds-small", 20, "rounds per method at N=1")
 	roundsLarge := fs.Int("rounds-large", 2, "rounds per method at the large N")
+	applyRuns := fs.Int("apply-runs", 2, "apply: times the whole apply section runs in a row (its goal holds in every run)")
 	applyConc := fs.Int("apply-concurrency", 32, "workloads in flight per method in the apply section")
 	replicas := fs.Int("replicas", 3, "replicas per workload in the apply and terraform sections")
 	conc := fs.String("concurrency", "1,8,64", "throughput concurrency levels")
@@ -64,11 +65,11 @@ func run(ctx context.Context, args []string) error {
 	scaleClusters := fs.Int("scale-clusters", 2, "scale: kubesim clusters the runtimes point into")
 	scaleReplicas := fs.Int("scale-replicas", 1, "scale: replicas per instance (0 = Deployments without pods)")
 	scaleTimeout := fs.Duration("scale-timeout", 20*time.Minute, "scale: how long creation may take")
-	steady := fs.Duration("steady-window", 65*time.Second, "scale: steady-state sampling window")
+	steady := fs.Duration("steady-window", 30*time.Second, "scale: idle sampling window (CPU, RSS, API and cluster calls)")
 	churnRate := fs.Float64("churn-rate", 20, "scale: updates per second during churn")
 	churnDur := fs.Duration("churn-duration", 60*time.Second, "scale: churn window")
 	coldStarts := fs.Int("cold-starts", 5, "cold start: starts per case")
-	simN := fs.Int("sim-n", 20000, "sim: workload instances with no-op compute, per backend (100000 for the issue's figure: ~30 min)")
+	simN := fs.String("sim-n", "1000,10000,100000", "sim: instance counts with no-op compute, each run on every backend (the goals judge the largest)")
 	simRuntimes := fs.Int("sim-runtimes", 10, "sim: runtimes the instances are spread over")
 	simReplicas := fs.Int("sim-replicas", 2, "sim: controller-only replicas on PostgreSQL")
 	simRate := fs.Float64("sim-rate", 100, "sim: updates per second during churn (creates at a tenth)")
@@ -116,6 +117,10 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("--tf-n: %w", err)
 	}
+	simSizes, err := ints(*simN)
+	if err != nil {
+		return fmt.Errorf("--sim-n: %w", err)
+	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 
 	res := &report.Results{
@@ -129,12 +134,12 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg := suite.Config{
-		Only: strings.Split(*only, ","), N: *n, RoundsSmall: *roundsSmall, RoundsLarge: *roundsLarge,
+		Only: strings.Split(*only, ","), N: *n, RoundsSmall: *roundsSmall, RoundsLarge: *roundsLarge, ApplyRuns: *applyRuns,
 		ApplyConcurrency: *applyConc, Replicas: *replicas, Concurrency: concs, ThroughputDuration: *dur,
 		TerraformN: tfs, Scale: *scale, ScaleRuntimes: *scaleRuntimes, ScaleClusters: *scaleClusters,
 		ScaleReplicas: scaleReplicas, ScaleTimeout: *scaleTimeout, SteadyWindow: *steady,
 		ChurnRate: *churnRate, ChurnDuration: *churnDur, ColdStarts: *coldStarts,
-		SimN: *simN, SimRuntimes: *simRuntimes, SimReplicas: *simReplicas, SimRate: *simRate,
+		SimSizes: simSizes, SimRuntimes: *simRuntimes, SimReplicas: *simReplicas, SimRate: *simRate,
 		SimChurnDuration: *simChurn, SimSteadyWindow: *simSteady, SimTimeout: *simTimeout, SimBackends: strings.Split(*simBackends, ","),
 		LayersRounds: *layersRounds, LayersPlanRounds: *layersPlanRounds, LayersPlanObjects: *layersPlanObjects,
 		LayersGraphObjects: *layersGraphObjects, LayersGraphRounds: *layersGraphRounds,
@@ -180,12 +185,17 @@ func rerender(out, path string) error {
 	return nil
 }
 
+// ints parses a comma-separated list of positive integers, e.g. "1000,10000,100000"; an underscore may
+// group digits ("100_000").
 func ints(s string) ([]int, error) {
 	var out []int
 	for _, f := range strings.Split(s, ",") {
-		v, err := strconv.Atoi(strings.TrimSpace(f))
+		v, err := strconv.Atoi(strings.ReplaceAll(strings.TrimSpace(f), "_", ""))
 		if err != nil {
 			return nil, err
+		}
+		if v <= 0 {
+			return nil, fmt.Errorf("%d: want a positive number", v)
 		}
 		out = append(out, v)
 	}
