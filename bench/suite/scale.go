@@ -176,6 +176,10 @@ func (r *Runner) runScale(ctx context.Context) error {
 	apiAfter, apiErr2 := apiRequestCounts(cp.app)
 	if err := errors.Join(apiErr, apiErr2); err != nil {
 		res.Notes = append(res.Notes, "idle API requests not counted: "+err.Error())
+	} else if len(apiBefore) == 0 {
+		// Every create went through the API: an empty count means the histogram is not there, not
+		// that nothing was asked.
+		res.Notes = append(res.Notes, "idle API requests not counted: the API's request histogram counted none of the creates")
 	} else {
 		res.IdleCountsMeasured = true
 		res.IdleAPIRequests, res.IdleAPIRoutes = requestsBetween(apiBefore, apiAfter)
