@@ -90,7 +90,12 @@ func TestDriftIsPutBackFromWatchEvents(t *testing.T) {
 		}, "the replicas are put back within 2s")
 	})
 
+	// Each drift is made on a settled instance: the correction of the one before, and the reconcile that
+	// its own watch events ask for, are over, so that each subtest times one drift alone.
+	settle := func() { time.Sleep(time.Second) }
+
 	t.Run("a Service deleted by hand", func(t *testing.T) {
+		settle()
 		before, err := cs.CoreV1().Services(ns).Get(ctx, "web", metav1.GetOptions{})
 		require.NoError(t, err)
 		require.NoError(t, cs.CoreV1().Services(ns).Delete(ctx, "web", metav1.DeleteOptions{}))
@@ -105,6 +110,7 @@ func TestDriftIsPutBackFromWatchEvents(t *testing.T) {
 	})
 
 	t.Run("a Service selector edited by hand", func(t *testing.T) {
+		settle()
 		s, err := cs.CoreV1().Services(ns).Get(ctx, "web", metav1.GetOptions{})
 		require.NoError(t, err)
 		want := maps.Clone(s.Spec.Selector)
