@@ -18,7 +18,7 @@ func Markdown(res *Results, stamp string, charts []string) string {
 	if len(res.Goals) > 0 {
 		p("## Goals\n\n| goal | target | this run | status | note |\n|---|---|---|---|---|\n")
 		for _, g := range res.Goals {
-			p("| %s | %s | %s | **%s** | %s |\n", g.Name, g.Target, cell(dash(g.Value)), g.Status, cell(g.Note))
+			p("| %s | %s | %s | **%s** | %s |\n", g.Name, g.Target, cell(Dash(g.Value)), g.Status, cell(g.Note))
 		}
 		p("\n")
 	}
@@ -76,7 +76,7 @@ func Markdown(res *Results, stamp string, charts []string) string {
 		p("| idle CPU | %.3f cores |\n", s.SteadyCPUCores)
 		if s.IdleCountsMeasured {
 			p("| idle: API requests served, cluster calls (watches apart), watches opened | %d%s, %d, %d (after %.0f s of settling) |\n",
-				s.IdleAPIRequests, parenthesized(s.IdleAPIRoutes), s.IdleClusterCalls, s.IdleClusterWatches, s.IdleSettleS)
+				s.IdleAPIRequests, Parenthesized(s.IdleAPIRoutes), s.IdleClusterCalls, s.IdleClusterWatches, s.IdleSettleS)
 		}
 		p("| full resync (restart until every instance reconciled again) | %.1f s (%d reconciles) |\n", s.ResyncS, s.ResyncDeliveries)
 		p("| churn | %.0f updates/s for %.0f s |\n", s.ChurnRate, s.ChurnWindowS)
@@ -144,15 +144,16 @@ func cell(s string) string {
 	return strings.NewReplacer("|", "/", "\n", " ").Replace(s)
 }
 
-// parenthesized is " (s)", or nothing when s is empty.
-func parenthesized(s string) string {
+// Parenthesized is " (s)", or nothing when s is empty.
+func Parenthesized(s string) string {
 	if s == "" {
 		return ""
 	}
 	return " (" + s + ")"
 }
 
-func dash(s string) string {
+// Dash is s, or "–" when s is empty.
+func Dash(s string) string {
 	if s == "" {
 		return "–"
 	}

@@ -53,7 +53,7 @@ func EvaluateGoals(res *report.Results) {
 			g := report.Goal{Name: "idle calls, real compute", Target: "no API call and no cluster call other than watches at 10,000 instances", Note: size}
 			if s.IdleCountsMeasured {
 				g.Value = fmt.Sprintf("%d API requests%s, %d cluster calls, %d watches opened, over %.0f s",
-					s.IdleAPIRequests, parenthesized(s.IdleAPIRoutes), s.IdleClusterCalls, s.IdleClusterWatches, s.SteadyWindowS)
+					s.IdleAPIRequests, report.Parenthesized(s.IdleAPIRoutes), s.IdleClusterCalls, s.IdleClusterWatches, s.SteadyWindowS)
 				g.Status = status(s.IdleAPIRequests == 0 && s.IdleClusterCalls == 0)
 			} else {
 				g.Status = goalNotMeasured
@@ -169,7 +169,7 @@ func applyGoals(rows []report.ApplyRow) []report.Goal {
 		ok, measured := true, 0
 		for _, row := range byN[n] {
 			if row.Skipped != "" || row.Latency.N == 0 {
-				skipped = append(skipped, fmt.Sprintf("run %d: %s", max(row.Run, 1), dash(row.Skipped)))
+				skipped = append(skipped, fmt.Sprintf("run %d: %s", max(row.Run, 1), report.Dash(row.Skipped)))
 				continue
 			}
 			measured++
@@ -192,22 +192,6 @@ func applyGoals(rows []report.ApplyRow) []report.Goal {
 		goals = append(goals, g)
 	}
 	return goals
-}
-
-// parenthesized is " (s)", or nothing when s is empty.
-func parenthesized(s string) string {
-	if s == "" {
-		return ""
-	}
-	return " (" + s + ")"
-}
-
-// dash is s, or "–" when s is empty.
-func dash(s string) string {
-	if s == "" {
-		return "–"
-	}
-	return s
 }
 
 // throughputGoals judges create throughput at concurrency 8, against kube-apiserver and against the raw
