@@ -297,6 +297,11 @@ type ListOptions struct {
 	// References is an object id; only objects that reference it, or that their spec attaches to it, are
 	// listed (a definition's instances, the secrets that serve an instance), from the store's indexes.
 	References string
+	// Pending lists only the objects that are not reconciled (deletion requested, not Ready, or Ready at
+	// an older generation), from the store's index of them: what a safety-net pass looks at.
+	Pending bool
+	// Owned lists only the objects that a controller created for owners (Meta.Owners).
+	Owned bool
 	// Limit is the page size (server default 100, maximum 1000).
 	Limit int
 	// Continue is the token from the previous page.
@@ -310,6 +315,12 @@ func (o ListOptions) query() url.Values {
 	}
 	if o.References != "" {
 		q.Set("references", o.References)
+	}
+	if o.Pending {
+		q.Set("pending", "true")
+	}
+	if o.Owned {
+		q.Set("owned", "true")
 	}
 	if o.Limit > 0 {
 		q.Set("limit", strconv.Itoa(o.Limit))

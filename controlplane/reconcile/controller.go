@@ -908,10 +908,24 @@ func (c *Controller[S, T]) Resync(ctx context.Context, all bool) (int, error) {
 // those Failed at their current generation when failed is true. It lists a page at a time, holds the
 // listed objects for their reconciles (see listedCopies), and publishes a page's notifications at once,
 // with message ids <idPrefix><object id>-<bucket>.
+//
+// Without ready, the pass lists only what the store's indexes hold as pending (and, for garbage
+// collection, the owned objects), so that it costs what is pending, not the size of the kind; and it
+// leaves out the objects written within the last ResyncInterval, except at start: every write queues a
+// notification (the outbox, or the reconcile's own requeue), so a pass that enqueued them again would
+// only make a second wave of reconciles behind the first. A lost requeue ages past the interval, and
+// the next pass catches it.
 func (c *Controller[S, T]) resyncPass(ctx context.Context, idPrefix string, ready, failed bool) (int, error) {
-	bucket := time.Now().UnixNano() / int64(c.cfg.ResyncInterval)
+	start := time.Now()
+	bucket := start.UnixNano() / int64(c.cfg.ResyncInterval)
 	owners := map[string]bool{} // owner id → alive, for this pass's collect
-	opts := client.ListOptions{Limit: resyncPage}
+	if !ready {
+		if err := c.collectOwned(ctx, owners); err != nil {
+			return 0, err
+		}
+	}
+	skipFresh := !ready && idPrefix != "resync-start-"
+	opts := client.ListOptions{Limit: resyncPage, Pending: !ready}
 	listed := c.listed.Load()
 	n := 0
 	sawFailed := false
@@ -928,8 +942,11 @@ func (c *Controller[S, T]) resyncPass(ctx context.Context, idPrefix string, read
 		for i := range page.Items {
 			obj := new(api.Object[S, T])
 			*obj = page.Items[i] // a copy, so that a held object does not keep its page alive
-			if err := c.collect(ctx, obj, owners); err != nil && ctx.Err() == nil {
-				c.log.Debug("garbage collection check failed; the next pass looks again", "id", obj.ID, "err", err)
+			// Without ready, collectOwned looked at the owned objects already.
+			if ready {
+				if err := c.collect(ctx, obj, owners); err != nil && ctx.Err() == nil {
+					c.log.Debug("garbage collection check failed; the next pass looks again", "id", obj.ID, "err", err)
+				}
 			}
 			st := client.CommonStatus(obj)
 			deleting := obj.DeletionRequestedAt != nil
@@ -941,6 +958,9 @@ func (c *Controller[S, T]) resyncPass(ctx context.Context, idPrefix string, read
 			}
 			if !ready && api.Reconciled(obj.Generation, st) && !deleting {
 				continue
+			}
+			if skipFresh && start.Sub(obj.UpdatedAt) < c.cfg.ResyncInterval {
+				continue // its notification is in flight
 			}
 			due = append(due, obj)
 		}
@@ -959,6 +979,29 @@ func (c *Controller[S, T]) resyncPass(ctx context.Context, idPrefix string, read
 		}
 		if page.Continue == "" {
 			return n, nil
+		}
+		opts.Continue = page.Continue
+	}
+}
+
+// collectOwned runs the garbage-collection check over the objects created for owners, listed from the
+// store's index of them: a pass without ready lists only pending objects, and an owned object may be
+// Ready while its owners go.
+func (c *Controller[S, T]) collectOwned(ctx context.Context, alive map[string]bool) error {
+	opts := client.ListOptions{Limit: resyncPage, Owned: true}
+	for {
+		page, err := c.res.List(ctx, opts)
+		if err != nil {
+			return err
+		}
+		for i := range page.Items {
+			obj := &page.Items[i]
+			if err := c.collect(ctx, obj, alive); err != nil && ctx.Err() == nil {
+				c.log.Debug("garbage collection check failed; the next pass looks again", "id", obj.ID, "err", err)
+			}
+		}
+		if page.Continue == "" {
+			return nil
 		}
 		opts.Continue = page.Continue
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/reconcile"
 	"github.com/qleetos/terraform-provider-qleet/internal/await"
@@ -120,4 +121,40 @@ func TestNoResyncPassAtRest(t *testing.T) {
 		await.True(t, 10*time.Second, func() bool { return seen.get("idle-0") == reconciled+1 }, "the notified object is reconciled")
 		await.True(t, 10*time.Second, func() bool { return lists(counter.since(mark)) > 0 }, "a pass lists the kind after the activity")
 	})
+}
+
+// TestBusyPassLeavesFreshWritesToTheirNotification: a pass while busy enqueues only what is pending and
+// was last written at least a ResyncInterval ago. A fresh write has its notification in flight (the
+// outbox, or a reconcile's requeue); enqueueing it again made a second wave of reconciles behind the
+// first. A lost notification still ages into the next pass. The pass lists from the pending index, so a
+// reconciled object is not even read.
+func TestBusyPassLeavesFreshWritesToTheirNotification(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	ctx := context.Background()
+	const interval = 1500 * time.Millisecond
+	c := reconcile.New(b.broker, b.client.WorkloadDefinitions(), recFunc(nil), reconcile.Config{Logger: quietLogger(), ResyncInterval: interval})
+	var pending []string
+	for i := range 3 {
+		pending = append(pending, b.createDef(t, fmt.Sprintf("fresh-%d", i)).ID)
+	}
+	done := b.createDef(t, "done")
+	done.Status.Phase, done.Status.ObservedGeneration = api.PhaseReady, done.Generation
+	_, err := b.client.WorkloadDefinitions().UpdateStatus(ctx, done.ID, done.ResourceVersion, done.Status)
+	require.NoError(t, err)
+	written := time.Now()
+
+	n, err := c.Resync(ctx, false)
+	require.NoError(t, err)
+	require.Zero(t, n, "every pending object was written within the interval: its notification is in flight")
+
+	// no signal: the objects must age past the interval, which only time does
+	time.Sleep(time.Until(written.Add(interval + 100*time.Millisecond)))
+	n, err = c.Resync(ctx, false)
+	require.NoError(t, err)
+	require.Equal(t, len(pending), n, "aged pending objects are enqueued, the reconciled one is not")
+
+	n, err = c.Resync(ctx, true)
+	require.NoError(t, err)
+	require.Equal(t, len(pending)+1, n, "a drift pass enqueues every object, fresh or not")
 }

@@ -117,7 +117,7 @@ func TestListPagingAndSelector(t *testing.T) {
 		require.Empty(t, page.Items)
 	})
 	t.Run("bad paging parameters are 400s naming the parameter", func(t *testing.T) {
-		for q, field := range map[string]string{"limit=0": "limit", "limit=x": "limit", "limit=5000": "limit", "continue=!!!": "continue", "label_selector=novalue": "label_selector"} {
+		for q, field := range map[string]string{"limit=0": "limit", "limit=x": "limit", "limit=5000": "limit", "continue=!!!": "continue", "label_selector=novalue": "label_selector", "pending=maybe": "pending", "owned=2": "owned"} {
 			code, body := e.raw(t, server.RoleViewer, http.MethodGet, "/v1/kubernetes_runtimes?"+q, "", nil)
 			require.Equal(t, http.StatusBadRequest, code, q)
 			require.Equal(t, field, apiErr(t, body).Field, q)

@@ -296,7 +296,7 @@ func FuzzListQuery(f *testing.F) {
 		for _, seed := range append([]string{
 			"limit=1", "limit=0", "limit=-1", "limit=99999999999999999999", "limit=1&continue=Zno", "continue=!!",
 			"continue=" + "eyJ4IjoxfQ", "label_selector=env%3Dfz", "label_selector=env%3D%3Dfz,a%3Db", "label_selector=%3Dx",
-			"label_selector=a/b/c%3Dd", "references=" + strings.TrimPrefix(w.paths[0], "/v1/"), "references=x&limit=2",
+			"label_selector=a/b/c%3Dd", "references=" + strings.TrimPrefix(w.paths[0], "/v1/"), "references=x&limit=2", "pending=true", "owned=1&pending=0", "pending=yes",
 		}, querySeeds...) {
 			f.Add(uint8(i), seed)
 		}

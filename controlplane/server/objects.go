@@ -638,6 +638,19 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	}
 	p.Labels = labels
 	p.References = q.Get("references")
+	for _, f := range []struct {
+		name string
+		into *bool
+	}{{"pending", &p.Pending}, {"owned", &p.Owned}} {
+		if v := q.Get(f.name); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				s.fail(w, r, invalid(f.name, "must be true or false"))
+				return
+			}
+			*f.into = b
+		}
+	}
 	res, err := s.cfg.Store.List(r.Context(), p)
 	if err != nil {
 		s.fail(w, r, err)

@@ -287,6 +287,8 @@ func (g *openapiGen) kindPaths(ki *api.KindInfo, paths obj, errResp, idParam, if
 			"parameters": []any{
 				param("label_selector", "query", "k=v,k2=v2: only objects carrying every pair.", false, obj{"type": "string"}),
 				param("references", "query", "An object id: only objects that reference it, or that their spec attaches to it (the instances of a definition, the secrets that serve an instance).", false, obj{"type": "string"}),
+				param("pending", "query", "true: only objects that are not reconciled (deletion requested, not Ready, or Ready at an older generation), from an index of them.", false, obj{"type": "boolean"}),
+				param("owned", "query", "true: only objects that a controller created for owners.", false, obj{"type": "boolean"}),
 				param("limit", "query", "Page size.", false, obj{"type": "integer", "minimum": 1, "maximum": maxListLimit, "default": defaultListLimit}),
 				param("continue", "query", "Token from the previous page.", false, obj{"type": "string"}),
 			},

@@ -367,6 +367,8 @@ var fieldDocs = map[string]string{
 	"ListOptions.Continue":                        "Continue is the token from the previous page.",
 	"ListOptions.LabelSelector":                   "LabelSelector is \"k=v,k2=v2\"; only objects carrying every pair are listed.",
 	"ListOptions.Limit":                           "Limit is the page size (server default 100, maximum 1000).",
+	"ListOptions.Owned":                           "Owned lists only the objects that a controller created for owners (Meta.Owners).",
+	"ListOptions.Pending":                         "Pending lists only the objects that are not reconciled (deletion requested, not Ready, or Ready at an older generation), from the store's index of them: what a safety-net pass looks at.",
 	"ListOptions.References":                      "References is an object id; only objects that reference it, or that their spec attaches to it, are listed (a definition's instances, the secrets that serve an instance), from the store's indexes.",
 	"Meta.CreatedAt":                              "CreatedAt is when the object was created.",
 	"Meta.DeletionOrphan":                         "DeletionOrphan is set when the deletion abandons what the object made in the compute space (DELETE ?orphan=true) instead of cleaning it up.",

@@ -82,7 +82,7 @@ func TestReopenAppliesMigrationsOnce(t *testing.T) {
 			for range 2 {
 				s, err := open(ctx, cfg)
 				require.NoError(t, err)
-				require.Equal(t, []string{"0001/1", "0002/1", "0003/1", "0004/1", "0005/1", "0006/1", "0007/1", "0008/1", "0009/1"}, recordedMigrations(ctx, t, s),
+				require.Equal(t, []string{"0001/1", "0002/1", "0003/1", "0004/1", "0005/1", "0006/1", "0007/1", "0008/1", "0009/1", "0010/1"}, recordedMigrations(ctx, t, s),
 					"every migration is recorded once, in the first run's group")
 				require.NoError(t, s.Close())
 			}
@@ -149,8 +149,8 @@ func TestUpgradeFromTheHandWrittenRunner(t *testing.T) {
 			s, err := open(ctx, cfg)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = s.Close() })
-			require.Equal(t, []string{"0001/1", "0002/1", "0003/1", "0004/1", "0005/1", "0006/2", "0007/2", "0008/2", "0009/2"}, recordedMigrations(ctx, t, s),
-				"versions 1-5 adopted as group 1, 0006 to 0009 applied as group 2")
+			require.Equal(t, []string{"0001/1", "0002/1", "0003/1", "0004/1", "0005/1", "0006/2", "0007/2", "0008/2", "0009/2", "0010/2"}, recordedMigrations(ctx, t, s),
+				"versions 1-5 adopted as group 1, 0006 to 0010 applied as group 2")
 			var first migrate.Migration
 			require.NoError(t, s.rdb.NewSelect().Model(&first).ColumnExpr("*").ModelTableExpr(migrationsTable).Where("name = '0001'").Scan(ctx))
 			require.True(t, first.MigratedAt.Equal(legacyAppliedAt), "adopted with the time it was applied: %s", first.MigratedAt)
@@ -205,10 +205,10 @@ func TestConcurrentMigrators(t *testing.T) {
 				for i, r := range recorded {
 					recorded[i], _, _ = strings.Cut(r, "/")
 				}
-				require.Equal(t, []string{"0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009"}, recorded)
+				require.Equal(t, []string{"0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010"}, recorded)
 				return
 			}
-			require.Equal(t, []string{"0001/1", "0002/1", "0003/1", "0004/1", "0005/1", "0006/1", "0007/1", "0008/1", "0009/1"}, recorded)
+			require.Equal(t, []string{"0001/1", "0002/1", "0003/1", "0004/1", "0005/1", "0006/1", "0007/1", "0008/1", "0009/1", "0010/1"}, recorded)
 		})
 	}
 }

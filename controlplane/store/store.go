@@ -118,6 +118,11 @@ type ListParams struct {
 	Labels map[string]string
 	// References, when set, keeps only objects that reference the object with this id.
 	References string
+	// Pending keeps only the objects that are not reconciled: deletion requested, not Ready, or Ready
+	// at an older generation. A partial index holds exactly those, so the page costs what is pending.
+	Pending bool
+	// Owned keeps only the objects created for owners (Meta.Owners), from a partial index too.
+	Owned bool
 	// Limit is the page size.
 	Limit int
 	// After is the id the previous page ended with.

@@ -49,6 +49,7 @@ func Run(t *testing.T, open Open) {
 		{"finalize needs a deletion request", testFinalizeNotDeleting},
 		{"update spec replaces references", testUpdateReplacesRefs},
 		{"status write enqueues dependents, not the object", testStatusEnqueuesDependents},
+		{"list pending and owned objects, from their indexes", testListPendingAndOwned},
 		{"status references protect and notify apart from the spec's", testStatusRefs},
 		{"outbox is ordered and deletable", testOutbox},
 		{"outbox stats count and age", testOutboxStats},
@@ -629,6 +630,75 @@ func testStatusEnqueuesDependents(t *testing.T, s store.Store) {
 	})
 	require.NoError(t, err)
 	require.Len(t, outboxKeys(t, s), 2, "a new observed generation notifies dependents")
+
+	// a is reconciled; g still waits.
+	_, err = s.UpdateStatus(ctx(t), &store.UpdateStatusParams{
+		Kind: kindInstance, ID: a.ID, Status: json.RawMessage(fmt.Sprintf(`{"phase":"Ready","observed_generation":%d}`, a.Generation)),
+	})
+	require.NoError(t, err)
+	drain(t, s)
+	_, err = s.UpdateStatus(ctx(t), &store.UpdateStatusParams{
+		Kind: kindRuntime, ID: rt.ID, Status: json.RawMessage(`{"phase":"Reconciling","observed_generation":2}`),
+	})
+	require.NoError(t, err)
+	require.Len(t, outboxKeys(t, s), 2, "leaving Ready notifies every dependent, reconciled ones too (a lost runtime fails over)")
+
+	drain(t, s)
+	_, err = s.UpdateStatus(ctx(t), &store.UpdateStatusParams{
+		Kind: kindRuntime, ID: rt.ID, Status: json.RawMessage(`{"phase":"Ready","observed_generation":2}`),
+	})
+	require.NoError(t, err)
+	require.Equal(t, []string{key(g)}, outboxKeys(t, s), "Ready again at the same generation notifies only the dependents that wait")
+}
+
+func testListPendingAndOwned(t *testing.T, s store.Store) {
+	rt := create(t, s, kindRuntime, "rt", nil)
+	ready := create(t, s, kindInstance, "ready", nil)
+	_, err := s.UpdateStatus(ctx(t), &store.UpdateStatusParams{Kind: kindInstance, ID: ready.ID,
+		Status: json.RawMessage(fmt.Sprintf(`{"phase":"Ready","observed_generation":%d}`, ready.Generation))})
+	require.NoError(t, err)
+	old := create(t, s, kindInstance, "old", nil)
+	_, err = s.UpdateStatus(ctx(t), &store.UpdateStatusParams{Kind: kindInstance, ID: old.ID,
+		Status: json.RawMessage(fmt.Sprintf(`{"phase":"Ready","observed_generation":%d}`, old.Generation-1))})
+	require.NoError(t, err)
+	failed := create(t, s, kindInstance, "failed", nil)
+	_, err = s.UpdateStatus(ctx(t), &store.UpdateStatusParams{Kind: kindInstance, ID: failed.ID,
+		Status: json.RawMessage(fmt.Sprintf(`{"phase":"Failed","observed_generation":%d}`, failed.Generation))})
+	require.NoError(t, err)
+	create(t, s, kindInstance, "fresh", nil)
+	owned, err := s.Create(ctx(t), &store.CreateParams{Kind: kindInstance, Name: "owned", Spec: json.RawMessage(`{}`),
+		Owners: []store.Ref{refTo(rt)}})
+	require.NoError(t, err)
+	_, err = s.UpdateStatus(ctx(t), &store.UpdateStatusParams{Kind: kindInstance, ID: owned.ID,
+		Status: json.RawMessage(fmt.Sprintf(`{"phase":"Ready","observed_generation":%d}`, owned.Generation))})
+	require.NoError(t, err)
+
+	names := func(p store.ListParams) []string {
+		t.Helper()
+		p.Kind = kindInstance
+		var out []string
+		for {
+			res, err := s.List(ctx(t), &p)
+			require.NoError(t, err)
+			for _, o := range res.Objects {
+				out = append(out, o.Name)
+			}
+			if res.Next == "" {
+				sort.Strings(out)
+				return out
+			}
+			p.After = res.Next
+		}
+	}
+	require.Equal(t, []string{"failed", "fresh", "old"}, names(store.ListParams{Pending: true}),
+		"not Ready, Ready at an older generation, never reconciled; never the reconciled ones")
+	require.Equal(t, []string{"failed", "fresh", "old"}, names(store.ListParams{Pending: true, Limit: 1}), "paged")
+	require.Equal(t, []string{"owned"}, names(store.ListParams{Owned: true}))
+	require.Nil(t, names(store.ListParams{Pending: true, Owned: true}))
+
+	_, err = s.RequestDeletion(ctx(t), kindInstance, ready.ID, store.DeletionOptions{})
+	require.NoError(t, err)
+	require.Equal(t, []string{"failed", "fresh", "old", "ready"}, names(store.ListParams{Pending: true}), "a deletion requested is pending")
 }
 
 func testStatusRefs(t *testing.T, s store.Store) {
