@@ -18,12 +18,12 @@ short=$(git rev-parse --short HEAD)
 created=$(git log -1 --format=%cI)
 
 if [ "${RELEASE_WITH_GORELEASER:-1}" = 1 ] && [ -x "$goreleaser" ]; then
-  echo ">> goreleaser release --snapshot --skip=sign (the provider for 14 platforms and qleet for 4: long when cold)"
+  echo ">> goreleaser release --snapshot --skip=sign (the provider for 13 platforms and qleet for 4: long when cold)"
   "$goreleaser" release --snapshot --clean --skip=sign
   version=$(jq -r .version "$dist/metadata.json")
   bin_of() { ls "$dist"/qleet_linux_"$1"*/qleet; }
 else
-  echo ">> no bin/goreleaser: go build loops into dist/ (the provider for 14 platforms and qleet for 4: long when cold)"
+  echo ">> no bin/goreleaser: go build loops into dist/ (the provider for 13 platforms and qleet for 4: long when cold)"
   version=0.0.0-SNAPSHOT-$short
   rm -rf "$dist" && mkdir -p "$dist"
   for p in ${QLEET_PLATFORMS:-linux/amd64 linux/arm64 darwin/amd64 darwin/arm64}; do
@@ -35,8 +35,9 @@ else
     tar -C "$out" -czf "$dist/qleet_${version}_${os}_${arch}.tar.gz" qleet README.md
   done
   pv=terraform-provider-qleet_$version
+  # .goreleaser.yml's matrix and ignores: no darwin/386 or darwin/arm, and no windows/arm, which Go 1.26 dropped.
   all_provider=$(for os in linux darwin windows freebsd; do for arch in amd64 arm64 arm 386; do
-    case $os/$arch in darwin/386|darwin/arm) ;; *) echo "$os/$arch" ;; esac; done; done)
+    case $os/$arch in darwin/386|darwin/arm|windows/arm) ;; *) echo "$os/$arch" ;; esac; done; done)
   for p in ${PROVIDER_PLATFORMS:-$all_provider}; do
     os=${p%/*} arch=${p#*/}
     ext=; [ "$os" = windows ] && ext=.exe
