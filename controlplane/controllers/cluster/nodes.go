@@ -38,7 +38,8 @@ type nodeScaler struct {
 
 // scale adds nodes to a local runtime while pods cannot be scheduled for lack of capacity (up to
 // max_nodes), and removes nodes it added once, for delay, they have run no pods (but DaemonSets') or
-// only pods that a controller would recreate and that fit on the nodes that stay, down to min_nodes. A
+// only pods of workloads QleetOS applied, which their controller would recreate and which fit on the
+// nodes that stay, down to min_nodes. A
 // node whose pods must move is cordoned and its pods evicted (PodDisruptionBudgets are respected) before
 // it goes, as the cluster autoscaler drains an underused node. Nodes that kubesim made, or anyone else,
 // are never removed. It returns whether it changed the node count.
@@ -99,7 +100,12 @@ func (s *nodeScaler) scale(ctx context.Context, cl *kube.Cluster, rt *api.Kubern
 		}
 		room, wasFree := free[n.Name]
 		delete(free, n.Name)
+		ours, err := allManaged(ctx, cl, onNode[n.Name])
+		if err != nil {
+			return len(removed) > 0, err
+		}
 		after, targets, fits := place(onNode[n.Name], nodes, free)
+		fits = fits && ours
 		if !fits {
 			s.setIdle(key, false)
 		}
@@ -113,7 +119,7 @@ func (s *nodeScaler) scale(ctx context.Context, cl *kube.Cluster, rt *api.Kubern
 			s.setIdle(key, false)
 			return len(removed) > 0, err
 		}
-		err := cl.Clientset.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{})
+		err = cl.Clientset.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return len(removed) > 0, fmt.Errorf("remove idle node %s: %w", n.Name, err)
 		}
@@ -178,6 +184,43 @@ func place(pods []*corev1.Pod, nodes []corev1.Node, free map[string]corev1.Resou
 		}
 	}
 	return left, targets, true
+}
+
+// allManaged reports whether every pod comes from a workload that QleetOS applied: its controller, or its
+// ReplicaSet's Deployment, carries QleetOS's managed-by label. Only those are ever evicted; a pod anyone
+// else runs keeps its node.
+func allManaged(ctx context.Context, cl *kube.Cluster, pods []*corev1.Pod) (bool, error) {
+	for _, p := range pods {
+		ref := metav1.GetControllerOf(p)
+		var obj metav1.Object
+		var err error
+		for hops := 0; ref != nil && hops < 2; hops++ {
+			switch ref.Kind {
+			case "ReplicaSet":
+				obj, err = cl.Clientset.AppsV1().ReplicaSets(p.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+			case "Deployment":
+				obj, err = cl.Clientset.AppsV1().Deployments(p.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+			case "StatefulSet":
+				obj, err = cl.Clientset.AppsV1().StatefulSets(p.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+			default:
+				return false, nil
+			}
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			if err != nil {
+				return false, fmt.Errorf("read the controller of pod %s/%s: %w", p.Namespace, p.Name, err)
+			}
+			if obj.GetLabels()[kube.LabelManagedBy] == kube.ManagedByValue {
+				break
+			}
+			ref = metav1.GetControllerOf(obj)
+		}
+		if obj == nil || obj.GetLabels()[kube.LabelManagedBy] != kube.ManagedByValue {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // drain cordons node and evicts the pods that must move (through the Eviction API, so that disruption

@@ -41,14 +41,18 @@ func TestScaleDownMovesPodsThatFitElsewhere(t *testing.T) {
 
 	// addBusyNode adds a node and runs one 20-CPU replica of a ReplicaSet named name on it (the node
 	// kubesim made is cordoned meanwhile, so the scheduler has no other choice).
-	addBusyNode := func(t *testing.T, name string) string {
+	addBusyNode := func(t *testing.T, name string, managed bool) string {
 		t.Helper()
 		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		require.NoError(t, err)
 		require.NoError(t, s.addNode(ctx, cl, rt, &nodes.Items[0], len(nodes.Items)))
 		cordon(t, cs, first, true)
 		defer cordon(t, cs, first, false)
-		_, err = cs.AppsV1().ReplicaSets("default").Create(ctx, replicaSet(name, "20"), metav1.CreateOptions{})
+		rs := replicaSet(name, "20")
+		if managed {
+			rs.Labels = map[string]string{kube.LabelManagedBy: kube.ManagedByValue}
+		}
+		_, err = cs.AppsV1().ReplicaSets("default").Create(ctx, rs, metav1.CreateOptions{})
 		require.NoError(t, err)
 		var node string
 		await.True(t, time.Minute, func() bool {
@@ -72,7 +76,7 @@ func TestScaleDownMovesPodsThatFitElsewhere(t *testing.T) {
 	}
 
 	t.Run("a replica that fits on the node that stays is moved, and its node goes", func(t *testing.T) {
-		added := addBusyNode(t, "a")
+		added := addBusyNode(t, "a", true)
 		require.True(t, scale(t))
 		_, err := cs.CoreV1().Nodes().Get(ctx, added, metav1.GetOptions{})
 		require.True(t, apierrors.IsNotFound(err), "the added node is removed: %v", err)
@@ -84,11 +88,30 @@ func TestScaleDownMovesPodsThatFitElsewhere(t *testing.T) {
 	})
 
 	t.Run("a replica that fits nowhere else keeps its node", func(t *testing.T) {
-		added := addBusyNode(t, "b") // the first node has 12 of 32 CPUs free: 20 do not fit
+		added := addBusyNode(t, "b", true) // the first node has 12 of 32 CPUs free: 20 do not fit
 		require.False(t, scale(t))
 		n, err := cs.CoreV1().Nodes().Get(ctx, added, metav1.GetOptions{})
 		require.NoError(t, err)
 		require.False(t, n.Spec.Unschedulable, "not cordoned")
+
+		t.Run("nor does a replica of a workload QleetOS did not apply, and it is left intact", func(t *testing.T) {
+			require.NoError(t, cs.AppsV1().ReplicaSets("default").Delete(ctx, "a", metav1.DeleteOptions{}))
+			await.True(t, time.Minute, func() bool { return len(podsOf(t, cs, "a")) == 0 }, "the first node is free again")
+			rs, err := cs.AppsV1().ReplicaSets("default").Get(ctx, "b", metav1.GetOptions{})
+			require.NoError(t, err)
+			rs.Labels = map[string]string{"team": "theirs"} // as if someone else had made it
+			_, err = cs.AppsV1().ReplicaSets("default").Update(ctx, rs, metav1.UpdateOptions{})
+			require.NoError(t, err)
+			pods := podsOf(t, cs, "b")
+			require.Len(t, pods, 1)
+			require.False(t, scale(t), "it would fit on the first node now, but it is not QleetOS's to move")
+			after := podsOf(t, cs, "b")
+			require.Len(t, after, 1)
+			require.Equal(t, pods[0].UID, after[0].UID, "the foreign pod was not evicted")
+			n, err := cs.CoreV1().Nodes().Get(ctx, added, metav1.GetOptions{})
+			require.NoError(t, err)
+			require.False(t, n.Spec.Unschedulable, "not cordoned")
+		})
 
 		t.Run("nor does a pod that no controller would recreate", func(t *testing.T) {
 			require.NoError(t, cs.AppsV1().ReplicaSets("default").Delete(ctx, "b", metav1.DeleteOptions{}))
