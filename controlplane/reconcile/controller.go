@@ -911,7 +911,7 @@ func (c *Controller[S, T]) Resync(ctx context.Context, all bool) (int, error) {
 //
 // Without ready, the pass lists only what the store's indexes hold as pending (and, for garbage
 // collection, the owned objects), so that it costs what is pending, not the size of the kind; and it
-// leaves out the objects written within the last ResyncInterval, except at start: every write queues a
+// leaves out the objects written within the last ResyncInterval (the start pass has ready): every write queues a
 // notification (the outbox, or the reconcile's own requeue), so a pass that enqueued them again would
 // only make a second wave of reconciles behind the first. A lost requeue ages past the interval, and
 // the next pass catches it.
@@ -924,7 +924,6 @@ func (c *Controller[S, T]) resyncPass(ctx context.Context, idPrefix string, read
 			return 0, err
 		}
 	}
-	skipFresh := !ready && idPrefix != "resync-start-"
 	opts := client.ListOptions{Limit: resyncPage, Pending: !ready}
 	listed := c.listed.Load()
 	n := 0
@@ -959,7 +958,7 @@ func (c *Controller[S, T]) resyncPass(ctx context.Context, idPrefix string, read
 			if !ready && api.Reconciled(obj.Generation, st) && !deleting {
 				continue
 			}
-			if skipFresh && start.Sub(obj.UpdatedAt) < c.cfg.ResyncInterval {
+			if !ready && start.Sub(obj.UpdatedAt) < c.cfg.ResyncInterval {
 				continue // its notification is in flight
 			}
 			due = append(due, obj)

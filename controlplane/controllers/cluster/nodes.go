@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -312,20 +311,17 @@ func lacksCapacity(p *corev1.Pod) bool {
 // nodesFor estimates how many nodes like template the pending pods need, by their CPU and memory
 // requests (at least one).
 func nodesFor(pending []*corev1.Pod, template *corev1.Node) int {
-	var cpu, mem resource.Quantity
+	var req corev1.ResourceList
 	for _, p := range pending {
-		for _, c := range p.Spec.Containers {
-			cpu.Add(c.Resources.Requests[corev1.ResourceCPU])
-			mem.Add(c.Resources.Requests[corev1.ResourceMemory])
-		}
+		req = addRequests(req, p)
 	}
 	need := 1
 	alloc := template.Status.Allocatable
 	if a := alloc.Cpu().MilliValue(); a > 0 {
-		need = max(need, int((cpu.MilliValue()+a-1)/a))
+		need = max(need, int((req.Cpu().MilliValue()+a-1)/a))
 	}
 	if a := alloc.Memory().Value(); a > 0 {
-		need = max(need, int((mem.Value()+a-1)/a))
+		need = max(need, int((req.Memory().Value()+a-1)/a))
 	}
 	return need
 }
