@@ -463,13 +463,65 @@ func TestDefinitionReconciler(t *testing.T) {
 			})
 			require.NoError(t, err)
 		}
-		// The instances have not rolled the definition out yet: it is counted, and it waits on them.
+		// A first generation has nothing to roll out: new instances render it from the start.
 		_, err = rec.Reconcile(ctx, def)
+		require.NoError(t, err)
+		require.Equal(t, 2, def.Status.Instances)
+	})
+
+	t.Run("a new generation waits until every instance that rendered an older one has rolled it out", func(t *testing.T) {
+		def, err := admin.WorkloadDefinitions().Create(ctx, &api.WorkloadDefinition{Meta: api.Meta{Name: "rolled"}, Spec: webSpec()})
+		require.NoError(t, err)
+		ready := func(inst *api.WorkloadInstance, defGen int64) {
+			t.Helper()
+			_, err := admin.WorkloadInstances().UpdateStatus(ctx, inst.ID, 0, api.WorkloadInstanceStatus{
+				Status: api.Status{Phase: api.PhaseReady, ObservedGeneration: inst.Generation}, DefinitionGeneration: defGen})
+			require.NoError(t, err)
+		}
+		var insts []*api.WorkloadInstance
+		for _, name := range []string{"rolled-a", "rolled-b", "rolled-new"} {
+			inst, err := admin.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: name},
+				Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
+			require.NoError(t, err)
+			insts = append(insts, inst)
+		}
+		ready(insts[0], 1)
+		ready(insts[1], 1)
+		_, err = admin.WorkloadDefinitions().UpdateStatus(ctx, def.ID, 0, api.WorkloadDefinitionStatus{
+			Status: api.Status{Phase: api.PhaseReady, ObservedGeneration: 1}})
+		require.NoError(t, err)
+		changed, err := admin.WorkloadDefinitions().Patch(ctx, def.ID, map[string]any{"spec": map[string]any{"replicas": 2}})
+		require.NoError(t, err)
+		require.Equal(t, int64(2), changed.Generation)
+
+		// Generation 2: "rolled-a" still runs generation 1, so the definition waits on it. "rolled-new"
+		// never rendered anything and is not waited on.
+		_, err = rec.Reconcile(ctx, changed)
 		var we *reconcile.WaitError
 		require.ErrorAs(t, err, &we)
-		require.Equal(t, `workload_instance "counted-a"`, we.On)
-		require.Contains(t, we.State, "rolling out generation 1")
-		require.Equal(t, 2, def.Status.Instances)
+		require.Equal(t, `workload_instance "rolled-a"`, we.On)
+		require.Contains(t, we.State, "rolling out generation 2")
+		require.Equal(t, "RollingOut", we.Reason)
+		require.Equal(t, 3, changed.Status.Instances)
+
+		ready(insts[0], 2)
+		_, err = rec.Reconcile(ctx, changed)
+		require.ErrorAs(t, err, &we)
+		require.Equal(t, `workload_instance "rolled-b"`, we.On, "the next one that runs generation 1")
+
+		ready(insts[1], 2)
+		_, err = rec.Reconcile(ctx, changed)
+		require.NoError(t, err, "every instance that ran generation 1 runs generation 2")
+
+		// Once Ready at its generation the definition has nothing to roll out: an instance that is busy
+		// with a change of its own does not hold it.
+		_, err = admin.WorkloadInstances().UpdateStatus(ctx, insts[0].ID, 0, api.WorkloadInstanceStatus{
+			Status: api.Status{Phase: api.PhaseReconciling, ObservedGeneration: insts[0].Generation}, DefinitionGeneration: 2})
+		require.NoError(t, err)
+		changed.Status.Phase, changed.Status.ObservedGeneration = api.PhaseReady, 2
+		_, err = rec.Reconcile(ctx, changed)
+		require.NoError(t, err)
+		require.Equal(t, 3, changed.Status.Instances)
 	})
 
 	t.Run("a chart that fails to render fails terminally", func(t *testing.T) {
