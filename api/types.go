@@ -198,6 +198,13 @@ type List[S any, T any] struct {
 	Continue string `json:"continue,omitempty"`
 }
 
+// Count is how many objects a list with the same filters returns over all its pages
+// (GET /v1/{plural}/count).
+type Count struct {
+	// Count is the number of objects.
+	Count int `json:"count"`
+}
+
 // Event records something that happened to an object and why.
 type Event struct {
 	// ID is the server-assigned identifier.

@@ -337,6 +337,15 @@ func (r *Resource[S, T]) List(ctx context.Context, opts ListOptions) (*api.List[
 	return out, r.c.Do(ctx, http.MethodGet, r.path(), opts.query(), nil, nil, out)
 }
 
+// Count returns how many objects match opts over all pages (Limit and Continue are ignored), counted
+// by the server from its indexes without sending them.
+func (r *Resource[S, T]) Count(ctx context.Context, opts ListOptions) (int, error) {
+	opts.Limit, opts.Continue = 0, ""
+	var out api.Count
+	err := r.c.Do(ctx, http.MethodGet, r.path("count"), opts.query(), nil, nil, &out)
+	return out.Count, err
+}
+
 // All iterates over every object matching opts, following continue tokens.
 func (r *Resource[S, T]) All(ctx context.Context, opts ListOptions) iter.Seq2[*api.Object[S, T], error] {
 	return func(yield func(*api.Object[S, T], error) bool) {

@@ -1140,12 +1140,11 @@ func HasConsumers(ctx context.Context, cl *client.Client, id string) (bool, erro
 func CountConsumers(ctx context.Context, cl *client.Client, id string) (int, error) {
 	n := 0
 	for _, ki := range api.Kinds() {
-		for _, err := range cl.Raw(ki.Kind).All(ctx, client.ListOptions{References: id}) {
-			if err != nil {
-				return 0, fmt.Errorf("list %s referencing it: %w", ki.Plural, err)
-			}
-			n++
+		c, err := cl.Raw(ki.Kind).Count(ctx, client.ListOptions{References: id})
+		if err != nil {
+			return 0, fmt.Errorf("count %s referencing it: %w", ki.Plural, err)
 		}
+		n += c
 	}
 	return n, nil
 }

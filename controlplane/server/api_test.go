@@ -116,6 +116,22 @@ func TestListPagingAndSelector(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, page.Items)
 	})
+	t.Run("count counts what the pages list, without the pages", func(t *testing.T) {
+		for sel, want := range map[string]int{"": 7, "parity=even": 4, "parity=odd,team=a": 3, "parity=odd,team=b": 0} {
+			n, err := rts.Count(ctx, client.ListOptions{LabelSelector: sel, Limit: 2})
+			require.NoError(t, err)
+			require.Equal(t, want, n, sel)
+			listed := 0
+			for _, err := range rts.All(ctx, client.ListOptions{LabelSelector: sel, Limit: 2}) {
+				require.NoError(t, err)
+				listed++
+			}
+			require.Equal(t, listed, n, sel)
+		}
+		code, body := e.raw(t, server.RoleViewer, http.MethodGet, "/v1/kubernetes_runtimes/count?pending=maybe", "", nil)
+		require.Equal(t, http.StatusBadRequest, code)
+		require.Equal(t, "pending", apiErr(t, body).Field)
+	})
 	t.Run("bad paging parameters are 400s naming the parameter", func(t *testing.T) {
 		for q, field := range map[string]string{"limit=0": "limit", "limit=x": "limit", "limit=5000": "limit", "continue=!!!": "continue", "label_selector=novalue": "label_selector", "pending=maybe": "pending", "owned=2": "owned"} {
 			code, body := e.raw(t, server.RoleViewer, http.MethodGet, "/v1/kubernetes_runtimes?"+q, "", nil)

@@ -288,8 +288,8 @@ func FuzzGraphQuery(f *testing.F) {
 	})
 }
 
-// FuzzListQuery lists every collection with arbitrary query strings (limit, continue, label_selector,
-// references): never a panic, never a 5xx.
+// FuzzListQuery lists and counts every collection with arbitrary query strings (limit, continue,
+// label_selector, references, pending, owned): never a panic, never a 5xx.
 func FuzzListQuery(f *testing.F) {
 	w := newFuzzWorld(f)
 	for i := range w.kinds {
@@ -303,6 +303,7 @@ func FuzzListQuery(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, kind uint8, q string) {
 		requireNo5xx(t, w.serveQuery(http.MethodGet, "/v1/"+w.kinds[w.kind(kind)].Plural, q), q)
+		requireNo5xx(t, w.serveQuery(http.MethodGet, "/v1/"+w.kinds[w.kind(kind)].Plural+"/count", q), q)
 	})
 }
 

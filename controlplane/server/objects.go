@@ -612,44 +612,10 @@ func (s *Server) getByName(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
-	ki := kindFrom(r)
-	q := r.URL.Query()
-	p := &store.ListParams{Kind: ki.Kind, Limit: defaultListLimit}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxListLimit {
-			s.fail(w, r, invalid("limit", fmt.Sprintf("must be an integer between 1 and %d", maxListLimit)))
-			return
-		}
-		p.Limit = n
-	}
-	if v := q.Get("continue"); v != "" {
-		after, err := base64.RawURLEncoding.DecodeString(v)
-		if err != nil || len(after) == 0 || strings.IndexByte(string(after), 0) >= 0 {
-			s.fail(w, r, invalid("continue", "is not a continue token from a previous page"))
-			return
-		}
-		p.After = string(after)
-	}
-	labels, err := parseSelector(q.Get("label_selector"))
+	p, err := listParams(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
-	}
-	p.Labels = labels
-	p.References = q.Get("references")
-	for _, f := range []struct {
-		name string
-		into *bool
-	}{{"pending", &p.Pending}, {"owned", &p.Owned}} {
-		if v := q.Get(f.name); v != "" {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				s.fail(w, r, invalid(f.name, "must be true or false"))
-				return
-			}
-			*f.into = b
-		}
 	}
 	res, err := s.cfg.Store.List(r.Context(), p)
 	if err != nil {
@@ -672,6 +638,61 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		out.Continue = base64.RawURLEncoding.EncodeToString([]byte(res.Next))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// count answers how many objects a list with the same filters would return over all its pages.
+func (s *Server) count(w http.ResponseWriter, r *http.Request) {
+	p, err := listParams(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	n, err := s.cfg.Store.Count(r.Context(), p)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.Count{Count: n})
+}
+
+// listParams reads a list's filters and page from the query. A bad value is an error naming its
+// parameter.
+func listParams(r *http.Request) (*store.ListParams, error) {
+	q := r.URL.Query()
+	p := &store.ListParams{Kind: kindFrom(r).Kind, Limit: defaultListLimit}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxListLimit {
+			return nil, invalid("limit", fmt.Sprintf("must be an integer between 1 and %d", maxListLimit))
+		}
+		p.Limit = n
+	}
+	if v := q.Get("continue"); v != "" {
+		after, err := base64.RawURLEncoding.DecodeString(v)
+		if err != nil || len(after) == 0 || strings.IndexByte(string(after), 0) >= 0 {
+			return nil, invalid("continue", "is not a continue token from a previous page")
+		}
+		p.After = string(after)
+	}
+	labels, err := parseSelector(q.Get("label_selector"))
+	if err != nil {
+		return nil, err
+	}
+	p.Labels = labels
+	p.References = q.Get("references")
+	for _, f := range []struct {
+		name string
+		into *bool
+	}{{"pending", &p.Pending}, {"owned", &p.Owned}} {
+		if v := q.Get(f.name); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return nil, invalid(f.name, "must be true or false")
+			}
+			*f.into = b
+		}
+	}
+	return p, nil
 }
 
 // parseSelector parses "k=v,k2=v2" (equality only).

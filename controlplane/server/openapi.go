@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/qleetos/terraform-provider-qleet/api"
@@ -282,21 +283,26 @@ func (g *openapiGen) kindPaths(ki *api.KindInfo, paths obj, errResp, idParam, if
 		}
 		return out
 	}
+	filters := []any{
+		param("label_selector", "query", "k=v,k2=v2: only objects carrying every pair.", false, obj{"type": "string"}),
+		param("references", "query", "An object id: only objects that reference it, or that their spec attaches to it (the instances of a definition, the secrets that serve an instance).", false, obj{"type": "string"}),
+		param("pending", "query", "true: only objects that are not reconciled (deletion requested, not Ready, or Ready at an older generation), from an index of them.", false, obj{"type": "boolean"}),
+		param("owned", "query", "true: only objects that a controller created for owners.", false, obj{"type": "boolean"}),
+	}
 	paths[base] = obj{
 		"get": obj{"operationId": "list_" + ki.Plural, "summary": "List " + ki.Plural, "tags": tag,
-			"parameters": []any{
-				param("label_selector", "query", "k=v,k2=v2: only objects carrying every pair.", false, obj{"type": "string"}),
-				param("references", "query", "An object id: only objects that reference it, or that their spec attaches to it (the instances of a definition, the secrets that serve an instance).", false, obj{"type": "string"}),
-				param("pending", "query", "true: only objects that are not reconciled (deletion requested, not Ready, or Ready at an older generation), from an index of them.", false, obj{"type": "boolean"}),
-				param("owned", "query", "true: only objects that a controller created for owners.", false, obj{"type": "boolean"}),
+			"parameters": append(slices.Clone(filters),
 				param("limit", "query", "Page size.", false, obj{"type": "integer", "minimum": 1, "maximum": maxListLimit, "default": defaultListLimit}),
 				param("continue", "query", "Token from the previous page.", false, obj{"type": "string"}),
-			},
+			),
 			"responses": with(obj{"200": response("One page", ref(n+"List"))})},
 		"post": obj{"operationId": "create_" + ki.Kind, "summary": "Create a " + ki.Kind, "tags": tag,
 			"requestBody": obj{"required": true, "content": jsonContent(ref(n + "Write"))},
 			"responses":   with(obj{"201": response("Created", ref(n))})},
 	}
+	paths[base+"/count"] = obj{"get": obj{"operationId": "count_" + ki.Plural, "summary": "Count the " + ki.Plural + " a list with the same filters returns, over all its pages", "tags": tag,
+		"parameters": filters,
+		"responses":  with(obj{"200": response("The count", g.schema(reflect.TypeOf(api.Count{})))})}}
 	paths[base+"/by-name/{name}"] = obj{"get": obj{"operationId": "get_" + ki.Kind + "_by_name", "summary": "Get a " + ki.Kind + " by name", "tags": tag,
 		"parameters": []any{param("name", "path", "The object name.", true, obj{"type": "string"})},
 		"responses":  with(obj{"200": one})}}

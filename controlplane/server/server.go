@@ -195,6 +195,7 @@ func (s *Server) routes() chi.Router {
 		r.With(read).Get("/", s.list)
 		r.With(write).Post("/", s.create)
 		r.With(read).Get("/by-name/{name}", s.getByName)
+		r.With(read).Get("/count", s.count)
 		r.Route("/{id}", func(r chi.Router) {
 			r.With(read).Get("/", s.get)
 			r.With(write).Put("/", s.update)

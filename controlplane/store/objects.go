@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -161,51 +163,11 @@ func (s *bunStore) List(ctx context.Context, p *ListParams) (*ListResult, error)
 	if limit > MaxListLimit {
 		limit = MaxListLimit
 	}
-	keys := make([]string, 0, len(p.Labels))
-	for k := range p.Labels {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-
+	keys := slices.Sorted(maps.Keys(p.Labels))
 	res := &ListResult{Objects: []*Object{}}
 	err := s.read(ctx, func(ctx context.Context, tx bun.Tx) error {
 		var rows []objectRow
-		q := tx.NewSelect().Model(&rows).Where("kind = ?", p.Kind)
-		// A filtered list is driven by the reference or label index, never by a scan of the kind: each
-		// filter is an IN over its index (object_refs by to_id, object_labels by key and value), and the
-		// page's lower bound goes into the first of them, so that the page costs what it returns, not
-		// the size of the kind (a reconcile's reverse lookups, issue 30).
-		after := p.After
-		bound := func(col string) (string, []any) {
-			if after == "" {
-				return "", nil
-			}
-			a := after
-			after = ""
-			return " AND " + col + " > ?", []any{a}
-		}
-		if p.References != "" {
-			// Both the object's own references and the users its spec attaches it to (object_users).
-			cond, args := bound("r.from_id")
-			ucond := strings.Replace(cond, "r.from_id", "u.object_id", 1)
-			q = q.Where("o.id IN (SELECT r.from_id FROM object_refs AS r WHERE r.to_id = ?"+cond+
-				" UNION SELECT u.object_id FROM object_users AS u WHERE u.user_id = ?"+ucond+")",
-				append(append(append([]any{p.References}, args...), p.References), args...)...)
-		}
-		for _, k := range keys {
-			cond, args := bound("l.object_id")
-			q = q.Where("o.id IN (SELECT l.object_id FROM object_labels AS l WHERE l.key = ? AND l.value = ?"+cond+")",
-				append([]any{k, p.Labels[k]}, args...)...)
-		}
-		if p.Pending {
-			q = q.Where(s.pendingPredicate())
-		}
-		if p.Owned {
-			q = q.Where(ownedPredicate)
-		}
-		if after != "" {
-			q = q.Where("id > ?", after)
-		}
+		q := s.filter(tx.NewSelect().Model(&rows), p, keys)
 		// One row more than the page says whether another page follows.
 		if err := q.Order("id").Limit(int64(limit) + 1).Scan(ctx); err != nil {
 			return err
@@ -231,6 +193,65 @@ func (s *bunStore) List(ctx context.Context, p *ListParams) (*ListResult, error)
 		return nil, fmt.Errorf("store: list %s: %w", p.Kind, err)
 	}
 	return res, nil
+}
+
+// filter narrows q (over objects AS o) to p's kind and filters, from p.After on.
+func (s *bunStore) filter(q *bun.SelectQuery, p *ListParams, labelKeys []string) *bun.SelectQuery {
+	q = q.Where("kind = ?", p.Kind)
+	// A filtered list is driven by the reference or label index, never by a scan of the kind: each
+	// filter is an IN over its index (object_refs by to_id, object_labels by key and value), and the
+	// page's lower bound goes into the first of them, so that the page costs what it returns, not
+	// the size of the kind (a reconcile's reverse lookups, issue 30).
+	after := p.After
+	bound := func(col string) (string, []any) {
+		if after == "" {
+			return "", nil
+		}
+		a := after
+		after = ""
+		return " AND " + col + " > ?", []any{a}
+	}
+	if p.References != "" {
+		// Both the object's own references and the users its spec attaches it to (object_users).
+		cond, args := bound("r.from_id")
+		ucond := strings.Replace(cond, "r.from_id", "u.object_id", 1)
+		q = q.Where("o.id IN (SELECT r.from_id FROM object_refs AS r WHERE r.to_id = ?"+cond+
+			" UNION SELECT u.object_id FROM object_users AS u WHERE u.user_id = ?"+ucond+")",
+			append(append(append([]any{p.References}, args...), p.References), args...)...)
+	}
+	for _, k := range labelKeys {
+		cond, args := bound("l.object_id")
+		q = q.Where("o.id IN (SELECT l.object_id FROM object_labels AS l WHERE l.key = ? AND l.value = ?"+cond+")",
+			append([]any{k, p.Labels[k]}, args...)...)
+	}
+	if p.Pending {
+		q = q.Where(s.pendingPredicate())
+	}
+	if p.Owned {
+		q = q.Where(ownedPredicate)
+	}
+	if after != "" {
+		q = q.Where("id > ?", after)
+	}
+	return q
+}
+
+// Count counts the objects that List would return over every page, from the same indexes, without
+// reading them: how many instances a definition or a runtime has costs one query, not a listing.
+func (s *bunStore) Count(ctx context.Context, p *ListParams) (int, error) {
+	keys := slices.Sorted(maps.Keys(p.Labels))
+	var n int
+	err := s.read(ctx, func(ctx context.Context, tx bun.Tx) error {
+		c, err := s.filter(tx.NewSelect().Model((*objectRow)(nil)), &ListParams{
+			Kind: p.Kind, Labels: p.Labels, References: p.References, Pending: p.Pending, Owned: p.Owned,
+		}, keys).Count(ctx)
+		n = int(c)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: count %s: %w", p.Kind, err)
+	}
+	return n, nil
 }
 
 // UpdateSpec replaces labels, spec and references. Generation increases only when the canonical spec

@@ -192,6 +192,9 @@ type Store interface {
 	GetByName(ctx context.Context, kind, name string) (*Object, error)
 	// List returns one page of objects of a kind.
 	List(ctx context.Context, p *ListParams) (*ListResult, error)
+	// Count counts the objects of a kind that List would return over every page (Limit and After
+	// are ignored), without reading them.
+	Count(ctx context.Context, p *ListParams) (int, error)
 	// UpdateSpec replaces labels and spec. Generation increases only when the spec bytes change;
 	// resource version always increases. Writes an outbox row for the object.
 	UpdateSpec(ctx context.Context, p *UpdateSpecParams) (*Object, error)

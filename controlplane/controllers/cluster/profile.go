@@ -13,18 +13,15 @@ import (
 // counts the runtimes provisioned from it. The runtimes it owns outlive it by the owner grace, unless
 // something is placed on them.
 type ProfileReconciler struct {
-	// Client lists the runtimes provisioned from each profile.
+	// Client counts the runtimes provisioned from each profile.
 	Client *client.Client
 }
 
 // Reconcile counts the profile's runtimes.
 func (r *ProfileReconciler) Reconcile(ctx context.Context, p *api.RuntimeProfile) (reconcile.Result, error) {
-	n := 0
-	for _, err := range r.Client.KubernetesRuntimes().All(ctx, client.ListOptions{LabelSelector: api.LabelProfile + "=" + p.Name}) {
-		if err != nil {
-			return reconcile.Result{}, fmt.Errorf("list runtimes provisioned from the profile: %w", err)
-		}
-		n++
+	n, err := r.Client.KubernetesRuntimes().Count(ctx, client.ListOptions{LabelSelector: api.LabelProfile + "=" + p.Name})
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("count runtimes provisioned from the profile: %w", err)
 	}
 	p.Status.Runtimes = n
 	return reconcile.Result{}, nil

@@ -37,14 +37,20 @@ func (r *DefinitionReconciler) Reconcile(ctx context.Context, def *api.WorkloadD
 		}
 		return reconcile.Result{}, reconcile.Terminal(fmt.Errorf("render: %w", err))
 	}
+	if !rollingOut(def) {
+		// Counted by the store, not listed: nothing here needs the instances themselves.
+		n, err := r.Client.WorkloadInstances().Count(ctx, client.ListOptions{References: def.ID})
+		if err != nil {
+			return reconcile.Result{}, fmt.Errorf("count workload_instances: %w", err)
+		}
+		def.Status.Instances = n
+		return reconcile.Result{}, nil
+	}
 	insts, err := instancesOf(ctx, r.Client, def.ID)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	def.Status.Instances = len(insts)
-	if !rollingOut(def) {
-		return reconcile.Result{}, nil
-	}
 	// A definition is reconciled once every instance has rolled out its current generation, so that
 	// `terraform apply` of an image change returns when the new image runs everywhere. Its status write
 	// (observed generation) is what notifies the instances to re-render.

@@ -684,6 +684,9 @@ func testListPendingAndOwned(t *testing.T, s store.Store) {
 				out = append(out, o.Name)
 			}
 			if res.Next == "" {
+				n, err := s.Count(ctx(t), &p)
+				require.NoError(t, err)
+				require.Equal(t, len(out), n, "Count counts what the pages list")
 				sort.Strings(out)
 				return out
 			}
@@ -1125,6 +1128,9 @@ func testListByReference(t *testing.T, s store.Store) {
 				got = append(got, o.ID)
 			}
 			if res.Next == "" {
+				n, err := s.Count(ctx(t), &store.ListParams{Kind: kindInstance, References: rt.ID, Labels: labels, After: "ignored"})
+				require.NoError(t, err)
+				require.Equal(t, len(got), n, "Count counts what the pages list, and ignores After")
 				return got
 			}
 			after = res.Next
