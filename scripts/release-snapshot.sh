@@ -19,8 +19,17 @@ created=$(git log -1 --format=%cI)
 
 if [ "${RELEASE_WITH_GORELEASER:-1}" = 1 ] && [ -x "$goreleaser" ]; then
   echo ">> goreleaser release --snapshot --skip=sign (the provider for 13 platforms and qleet for 4: long when cold)"
+  if [ -z "$(git remote)" ]; then
+    # goreleaser reads the commit only after the remote's URL (git ls-remote --get-url); a checkout without
+    # a remote (CI's clean copy) would stamp "none" as the commit. Name the project's, for this run only.
+    export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=remote.origin.url \
+      GIT_CONFIG_VALUE_0=https://github.com/qleetos/terraform-provider-qleet.git
+  fi
   "$goreleaser" release --snapshot --clean --skip=sign
   version=$(jq -r .version "$dist/metadata.json")
+  # The release uploads the registry manifest beside the zips (release.extra_files) and SHA256SUMS lists
+  # it; put it where the sums expect it, as the go build path does.
+  cp terraform-registry-manifest.json "$dist/terraform-provider-qleet_${version}_manifest.json"
   bin_of() { ls "$dist"/qleet_linux_"$1"*/qleet; }
 else
   echo ">> no bin/goreleaser: go build loops into dist/ (the provider for 13 platforms and qleet for 4: long when cold)"
@@ -29,7 +38,7 @@ else
   for p in ${QLEET_PLATFORMS:-linux/amd64 linux/arm64 darwin/amd64 darwin/arm64}; do
     os=${p%/*} arch=${p#*/} out=$dist/qleet_${os}_${arch}
     echo "   qleet $p"
-    CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath \
+    CGO_ENABLED=0 GOOS=$os GOARCH=$arch scripts/go-progress.sh "qleet $p" -trimpath \
       -ldflags "-s -w -X main.version=v$version -X main.commit=$commit" -o "$out/qleet" ./controlplane/cmd/qleet
     cp README.md "$out/"
     tar -C "$out" -czf "$dist/qleet_${version}_${os}_${arch}.tar.gz" qleet README.md
@@ -43,7 +52,7 @@ else
     ext=; [ "$os" = windows ] && ext=.exe
     out=$dist/provider_${os}_${arch}
     echo "   provider $os/$arch"
-    CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "-s -w -X main.version=$version" \
+    CGO_ENABLED=0 GOOS=$os GOARCH=$arch scripts/go-progress.sh "provider $os/$arch" -trimpath -ldflags "-s -w -X main.version=$version" \
       -o "$out/terraform-provider-qleet_v$version$ext" .
     cp README.md "$out/"
     (cd "$out" && zip -q -X "$dist/${pv}_${os}_${arch}.zip" "terraform-provider-qleet_v$version$ext" README.md)
@@ -63,5 +72,7 @@ done
   -layout "$dist/image" -tar "$dist/qleet_${version}_image_linux_amd64.tar" -sbom-dir "$dist" \
   -chart "$root/deploy/helm/qleet")
 (cd "$dist" && sha256sum "qleet_${version}_image_linux_amd64.tar" qleet_"${version}"_linux_*.spdx.json > "qleet_${version}_image_SHA256SUMS")
+echo ">> checking every sum"
+(cd "$dist" && sha256sum --quiet -c "terraform-provider-qleet_${version}_SHA256SUMS" "qleet_${version}_image_SHA256SUMS")
 echo ">> dist/:"
 ls -1 "$dist"
