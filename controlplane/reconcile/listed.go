@@ -340,13 +340,13 @@ func (l *listedCopies[S, T]) waitRoom(ctx context.Context, n int) {
 // take returns the listed copy of id for the reconcile of m, which holds the object's lock at revision
 // rev, when it is safe to use (see listedCopies), or nil: then the reconcile reads the object. The copy
 // is forgotten either way.
-func (l *listedCopies[S, T]) take(id string, m jetstream.Msg, rev uint64) *api.Object[S, T] {
+func (l *listedCopies[S, T]) take(id string, m jetstream.Msg, rev uint64) (*api.Object[S, T], time.Time) {
 	if l == nil || m.Headers() == nil {
-		return nil
+		return nil, time.Time{}
 	}
 	tag := m.Headers().Get(ListedHeader)
 	if tag == "" {
-		return nil
+		return nil, time.Time{}
 	}
 	// (2) Let the subscription handle every notification received before the lock was granted.
 	fed := true
@@ -367,7 +367,7 @@ func (l *listedCopies[S, T]) take(id string, m jetstream.Msg, rev uint64) *api.O
 	defer l.mu.Unlock()
 	cp := l.copies[id]
 	if cp == nil || !listedAt(tag, cp.obj.ResourceVersion) {
-		return nil // none, dropped by a notification, or of another version (which a lock entry will clear)
+		return nil, time.Time{} // none, dropped by a notification, or of another version (which a lock entry will clear)
 	}
 	delete(l.copies, id)
 	l.cond.Broadcast()
@@ -383,10 +383,10 @@ func (l *listedCopies[S, T]) take(id string, m jetstream.Msg, rev uint64) *api.O
 		cp.lockRev != 0 && cp.lockRev < rev,
 		time.Since(cp.at) > l.ttl:
 		l.misses.Add(1)
-		return nil
+		return nil, time.Time{}
 	}
 	l.hits.Add(1)
-	return cp.obj
+	return cp.obj, cp.at
 }
 
 // stats returns the counters.

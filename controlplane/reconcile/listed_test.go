@@ -153,6 +153,27 @@ func TestResyncReconcilesListedObjects(t *testing.T) {
 		})
 	}
 
+	// Reconciles of listed copies that read one shared dependency (as instances read their definition
+	// and runtime) share reads begun after the listing: a few GETs for the whole page, not one per object.
+	t.Run("listed-shared-dependency", func(t *testing.T) {
+		cl, gets := b.countingClient(t)
+		dep := ids[len(ids)-1]
+		var seen seenSet
+		ctrl, stop := b.runWith(t, cl, recFunc(func(ctx context.Context, obj *defObj) (reconcile.Result, error) {
+			if _, err := reconcile.LookupsFrom(ctx, cl).Definitions.Get(ctx, dep); err != nil {
+				return reconcile.Result{}, err
+			}
+			seen.add(obj)
+			return reconcile.Result{}, nil
+		}), reconcile.Config{Workers: 4, ResyncInterval: 56 * time.Minute})
+		await.True(t, 60*time.Second, func() bool { return seen.all(ids) }, "every definition reconciled")
+		stop()
+		require.Equal(t, int64(len(ids)), ctrl.ListedStats().Hits, "every object from its listed copy")
+		require.Positive(t, gets.of(dep), "the dependency is read after the listing")
+		require.LessOrEqual(t, gets.of(dep), 4, "one read of the dependency serves the page (it was one per reconcile)")
+		require.Equal(t, gets.of(dep), gets.total(), "no other single reads")
+	})
+
 	// Two replicas list at once; their notifications de-duplicate, and each serves the other's with its
 	// own copy of the same version.
 	t.Run("two-replicas", func(t *testing.T) {
