@@ -54,7 +54,7 @@ type Config struct {
 	// controller-runtime's SyncPeriod). It is the safety net only: drift in the compute space is learned
 	// from the clusters' watch events, which enqueue exactly the objects whose applied objects changed.
 	DriftInterval time.Duration
-	// ResyncRate is the most objects per second that a resync pass enqueues (default 1,000), through a
+	// ResyncRate is the most objects per second that a resync pass enqueues (default 5,000), through a
 	// token bucket holding one second's worth (at most a listing page): a pass over a large estate never
 	// floods the queue ahead of fresh work.
 	ResyncRate float64
