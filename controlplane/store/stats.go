@@ -154,18 +154,10 @@ func (s *bunStore) conditionStatus() string {
 }
 
 // unreconciled is the dialect's expression that is 1 for an object that is not reconciled (see
-// ObjectCount.Unreconciled) and 0 for one that is.
+// ObjectCount.Unreconciled) and 0 for one that is: the pending predicate, so that the metrics and the
+// safety net's pass agree on what is not reconciled.
 func (s *bunStore) unreconciled() string {
-	if s.dialect == dialectPostgres {
-		return "CASE WHEN o.deletion_requested_at IS NOT NULL" +
-			" OR ((o.status::jsonb) ->> 'phase') IS DISTINCT FROM 'Ready'" +
-			" OR ((o.status::jsonb) -> 'observed_generation') IS DISTINCT FROM to_jsonb(o.generation)" +
-			" THEN 1 ELSE 0 END"
-	}
-	return "CASE WHEN o.deletion_requested_at IS NOT NULL" +
-		" OR json_extract(o.status, '$.phase') IS NOT 'Ready'" +
-		" OR json_extract(o.status, '$.observed_generation') IS NOT o.generation" +
-		" THEN 1 ELSE 0 END"
+	return "CASE WHEN " + s.pendingPredicate() + " THEN 1 ELSE 0 END"
 }
 
 // pendingPredicate is the dialect's condition of an object that is not reconciled, word for word the
