@@ -163,11 +163,10 @@ func (s *bunStore) List(ctx context.Context, p *ListParams) (*ListResult, error)
 	if limit > MaxListLimit {
 		limit = MaxListLimit
 	}
-	keys := slices.Sorted(maps.Keys(p.Labels))
 	res := &ListResult{Objects: []*Object{}}
 	err := s.read(ctx, func(ctx context.Context, tx bun.Tx) error {
 		var rows []objectRow
-		q := s.filter(tx.NewSelect().Model(&rows), p, keys)
+		q := s.filter(tx.NewSelect().Model(&rows), p)
 		// One row more than the page says whether another page follows.
 		if err := q.Order("id").Limit(int64(limit) + 1).Scan(ctx); err != nil {
 			return err
@@ -196,7 +195,7 @@ func (s *bunStore) List(ctx context.Context, p *ListParams) (*ListResult, error)
 }
 
 // filter narrows q (over objects AS o) to p's kind and filters, from p.After on.
-func (s *bunStore) filter(q *bun.SelectQuery, p *ListParams, labelKeys []string) *bun.SelectQuery {
+func (s *bunStore) filter(q *bun.SelectQuery, p *ListParams) *bun.SelectQuery {
 	q = q.Where("kind = ?", p.Kind)
 	// A filtered list is driven by the reference or label index, never by a scan of the kind: each
 	// filter is an IN over its index (object_refs by to_id, object_labels by key and value), and the
@@ -219,7 +218,7 @@ func (s *bunStore) filter(q *bun.SelectQuery, p *ListParams, labelKeys []string)
 			" UNION SELECT u.object_id FROM object_users AS u WHERE u.user_id = ?"+ucond+")",
 			append(append(append([]any{p.References}, args...), p.References), args...)...)
 	}
-	for _, k := range labelKeys {
+	for _, k := range slices.Sorted(maps.Keys(p.Labels)) {
 		cond, args := bound("l.object_id")
 		q = q.Where("o.id IN (SELECT l.object_id FROM object_labels AS l WHERE l.key = ? AND l.value = ?"+cond+")",
 			append([]any{k, p.Labels[k]}, args...)...)
@@ -239,12 +238,11 @@ func (s *bunStore) filter(q *bun.SelectQuery, p *ListParams, labelKeys []string)
 // Count counts the objects that List would return over every page, from the same indexes, without
 // reading them: how many instances a definition or a runtime has costs one query, not a listing.
 func (s *bunStore) Count(ctx context.Context, p *ListParams) (int, error) {
-	keys := slices.Sorted(maps.Keys(p.Labels))
+	every := *p
+	every.After = "" // every page
 	var n int
 	err := s.read(ctx, func(ctx context.Context, tx bun.Tx) error {
-		c, err := s.filter(tx.NewSelect().Model((*objectRow)(nil)), &ListParams{
-			Kind: p.Kind, Labels: p.Labels, References: p.References, Pending: p.Pending, Owned: p.Owned,
-		}, keys).Count(ctx)
+		c, err := s.filter(tx.NewSelect().Model((*objectRow)(nil)), &every).Count(ctx)
 		n = int(c)
 		return err
 	})
