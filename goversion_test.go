@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -64,5 +65,49 @@ func TestGoVersionAgrees(t *testing.T) {
 	}
 	if found == 0 {
 		t.Error("neither the README, CONTRIBUTING.md nor the scripts name a Go version: the README must say which Go to install")
+	}
+}
+
+// TestKubesimSharesModuleVersions keeps every module that both the qleet build and kubesim compile at
+// one version in go.mod and tools/kubesim/go.mod. A package's build cache entry depends on the versions
+// of everything it imports, so one differing module below client-go (x/net, protobuf) makes a cold
+// `make demo` compile client-go, apimachinery and the Kubernetes API types twice.
+func TestKubesimSharesModuleVersions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list over both builds")
+	}
+	modules := func(dir string, pkgs ...string) map[string]string {
+		t.Helper()
+		args := append([]string{"list", "-deps", "-f",
+			`{{if not .Standard}}{{with .Module}}{{.Path}} {{if .Replace}}{{.Replace.Version}}{{else}}{{.Version}}{{end}}{{end}}{{end}}`}, pkgs...)
+		cmd := exec.Command("go", args...)
+		cmd.Dir = dir
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list in %s: %v", dir, err)
+		}
+		mods := map[string]string{}
+		for _, line := range strings.Split(string(out), "\n") {
+			if path, version, ok := strings.Cut(line, " "); ok && version != "" {
+				mods[path] = version
+			}
+		}
+		return mods
+	}
+	root := modules(".", "./controlplane/cmd/qleet", ".")
+	kubesim := modules("tools/kubesim", ".")
+	shared := 0
+	for path, v := range root {
+		kv, ok := kubesim[path]
+		if !ok {
+			continue
+		}
+		shared++
+		if kv != v {
+			t.Errorf("%s: %s in go.mod, %s in tools/kubesim/go.mod: both builds compile it, so its packages and everything above them build twice; align them (go get %s@<the later one> in the other module)", path, v, kv, path)
+		}
+	}
+	if shared < 20 {
+		t.Fatalf("only %d modules in common: the go list output was not understood", shared)
 	}
 }
