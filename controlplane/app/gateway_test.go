@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/pem"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -362,4 +363,71 @@ func TestSupportServiceLeavesForeignObjects(t *testing.T) {
 	nsObj, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 	require.NoError(t, err, "a namespace that holds someone else's object stays")
 	require.Nil(t, nsObj.DeletionTimestamp)
+}
+
+// TestGatewaySupportServicesInstallBesideTheApp: a gateway installs its support services as soon as its
+// instance is placed, and its route as soon as the app is applied, not once the app is Ready, so that the
+// layers come up side by side; the gateway is Ready only with its app, and says that it waits for it.
+func TestGatewaySupportServicesInstallBesideTheApp(t *testing.T) {
+	t.Parallel()
+	sim := kubesimtest.Start(t, kubesimtest.WithName("beside"), kubesimtest.WithRegion("eu-west"), kubesimtest.WithNodes(1))
+	_, cl := cptest.Start(t, app.Config{ResyncInterval: 500 * time.Millisecond, DriftInterval: time.Minute})
+	ctx := context.Background()
+	cs := clientset(t, sim.Kubeconfig)
+	rt := readyRuntime(t, cl, "beside", sim.Kubeconfig)
+
+	// A CPU request no node can meet: the instance is placed, its pods stay Pending, it is not Ready.
+	def := webDefinition(t, cl, "slow", 1, "500")
+	inst, err := cl.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "slow"},
+		Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, RuntimeID: rt.ID}})
+	require.NoError(t, err)
+	gw, err := cl.Gateways().Create(ctx, &api.Gateway{Meta: api.Meta{Name: "slow"}, Spec: api.GatewaySpec{InstanceID: inst.ID, Hosts: []string{"slow.example.test"}}})
+	require.NoError(t, err)
+
+	await.True(t, 2*time.Minute, func() bool {
+		on := supportServicesOn(t, cl, rt.ID)
+		for _, typ := range []string{api.SupportIngress, api.SupportCertManager} {
+			if len(on[typ]) != 1 || on[typ][0].Status.Phase != api.PhaseReady {
+				return false
+			}
+		}
+		return true
+	}, "ingress and cert-manager Ready while the app is not")
+	got, err := cl.WorkloadInstances().Get(ctx, inst.ID)
+	require.NoError(t, err)
+	require.False(t, api.Reconciled(got.Generation, &got.Status.Status), "the instance is still not Ready: its pods cannot be scheduled")
+	var g *api.Gateway
+	await.True(t, 30*time.Second, func() bool {
+		g, err = cl.Gateways().Get(ctx, gw.ID)
+		require.NoError(t, err)
+		return strings.Contains(g.Status.Message, `workload_instance "slow"`)
+	}, "the gateway says it waits for the app")
+	require.NotEqual(t, api.PhaseReady, g.Status.Phase)
+	// The route goes in beside the app's rollout: the Ingress gets its address and the certificate is
+	// issued while the pods still cannot be scheduled.
+	await.True(t, time.Minute, func() bool {
+		ing, err := cs.NetworkingV1().Ingresses("slow").Get(ctx, "slow", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false
+		}
+		require.NoError(t, err)
+		return len(ing.Status.LoadBalancer.Ingress) > 0
+	}, "the Ingress has an address before the app is Ready")
+	got, err = cl.WorkloadInstances().Get(ctx, inst.ID)
+	require.NoError(t, err)
+	require.False(t, api.Reconciled(got.Generation, &got.Status.Status), "the instance is still not Ready")
+	g, err = cl.Gateways().Get(ctx, gw.ID)
+	require.NoError(t, err)
+	require.NotEqual(t, api.PhaseReady, g.Status.Phase, "the gateway is not Ready before its app")
+
+	// The app fits once its request is lowered; the gateway routes to it without another poke.
+	d, err := cl.WorkloadDefinitions().Get(ctx, def.ID)
+	require.NoError(t, err)
+	d.Spec.Containers[0].Resources = nil
+	_, err = cl.WorkloadDefinitions().Update(ctx, d)
+	require.NoError(t, err)
+	g, err = cl.Gateways().WaitReconciled(cptest.Wait(t, 2*time.Minute), gw.ID)
+	require.NoError(t, err)
+	require.Equal(t, "https://slow.example.test/", g.Status.URL)
+	require.NotEmpty(t, g.Status.Runtimes[0].Address)
 }

@@ -77,7 +77,7 @@ func run(ctx context.Context, args []string) error {
 	simSteady := fs.Duration("sim-steady-window", 30*time.Second, "sim: steady-state sampling window")
 	simTimeout := fs.Duration("sim-timeout", 15*time.Minute, "sim: how long reconciling the created instances may take")
 	simBackends := fs.String("sim-backends", "sqlite,postgres", "sim: backends to run, sqlite and/or postgres")
-	layersRounds := fs.Int("layers-rounds", 3, "layers: rounds per method of the app-with-no-infrastructure apply")
+	layersRounds := fs.Int("layers-rounds", 5, "layers: rounds per method of the app-with-no-infrastructure apply")
 	layersPlanRounds := fs.Int("layers-plan-rounds", 50, "layers: plan previews timed per store size")
 	layersPlanObjects := fs.Int("layers-plan-objects", 300, "layers: the mid store size of the plan preview")
 	layersGraphObjects := fs.Int("layers-graph-objects", 10000, "layers: objects stored for the graph endpoint")

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -35,6 +36,9 @@ type Reconciler struct {
 	Client *client.Client
 	// Connector connects to runtimes' clusters.
 	Connector *kube.Connector
+	// RouteWait is how long a reconcile that has applied a route waits for its address and certificate
+	// before it ends (default DefaultRouteWait; negative: it does not wait).
+	RouteWait time.Duration
 }
 
 // lookups are the reads of other objects that the runtime hands the reconcile (reconcile.LookupsFrom).
@@ -42,13 +46,19 @@ func (r *Reconciler) lookups(ctx context.Context) *reconcile.Lookups {
 	return reconcile.LookupsFrom(ctx, r.Client)
 }
 
-// Reconcile makes sure every runtime the instance runs on has the support services the gateway needs
-// (ingress; cert-manager with TLS; external-dns when a domain name holds a host), waits for them, then
-// applies an Ingress (and a Certificate) there and reports the address, URL and certificate per runtime.
+// Reconcile makes sure every runtime the instance is placed on has the support services the gateway
+// needs (ingress; cert-manager with TLS; external-dns when a domain name holds a host), waits for them
+// and for the instance, then applies an Ingress (and a Certificate) there and reports the address, URL
+// and certificate per runtime.
+//
+// Nothing waits for the app to be Ready that does not need it: the support services go in as soon as
+// the instance has placements, while its cluster and app still come up, and the route (Ingress,
+// Certificate) as soon as the app is applied on a runtime. The gateway is Ready once the app is too.
 func (r *Reconciler) Reconcile(ctx context.Context, gw *api.Gateway) (reconcile.Result, error) {
-	inst, err := r.lookups(ctx).Instances.RequireReady(ctx, gw.Spec.InstanceID)
-	if err != nil {
-		return reconcile.Result{}, err
+	inst, instWait := r.lookups(ctx).Instances.RequireReady(ctx, gw.Spec.InstanceID)
+	var we *reconcile.WaitError
+	if instWait != nil && (inst == nil || !errors.As(instWait, &we)) {
+		return reconcile.Result{}, instWait // not there yet, or Failed: nothing to install for
 	}
 	port, err := r.port(ctx, gw, inst)
 	if err != nil {
@@ -63,16 +73,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, gw *api.Gateway) (reconcile.
 
 	var used []api.ObjectRef
 	var runtimes []api.GatewayRuntimeStatus
-	var waitErr, firstErr error
+	var waitErr, firstErr, notApplied error
 	var stall *reconcile.Stall
 	for _, p := range inst.Status.Placements {
 		if p.Phase == api.PhaseDeleting {
 			continue
 		}
 		rs := api.GatewayRuntimeStatus{RuntimeID: p.RuntimeID, Runtime: p.Runtime, Phase: api.PhasePending}
-		for _, prev := range gw.Status.Runtimes {
+		var last *api.GatewayRuntimeStatus // what the gateway reported there before
+		for i, prev := range gw.Status.Runtimes {
 			if prev.RuntimeID == p.RuntimeID {
-				rs.Objects = prev.Objects
+				rs.Objects, last = prev.Objects, &gw.Status.Runtimes[i]
 			}
 		}
 		ready := true
@@ -95,7 +106,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, gw *api.Gateway) (reconcile.
 				}
 			}
 		}
-		if ready {
+		switch {
+		case !ready:
+		case len(p.Objects) == 0 || inst.Status.Namespace == "":
+			// The app is not applied there yet, so its namespace may not exist: the route waits. The
+			// instance stays Reconciling when it applies, which notifies nobody, so this wait looks
+			// again, soon for a new app and slower as it ages (its Ready notifies the gateway anyway).
+			rs.Message = fmt.Sprintf("waiting for workload_instance %q to be applied on kubernetes_runtime %q", inst.Name, p.Runtime)
+			if notApplied == nil {
+				notApplied = reconcile.Wait(fmt.Sprintf("workload_instance %q", inst.Name), "not applied on kubernetes_runtime "+strconv.Quote(p.Runtime)+" yet",
+					"WorkloadInstanceNotApplied", reconcile.PollAfter(time.Second, 30*time.Second, inst.CreatedAt))
+			}
+			if last != nil {
+				rs = *last // a route already there keeps serving
+			}
+		default:
+			// The route goes in beside the app's rollout, so that its address and certificate are
+			// there when the app is Ready; the gateway is Ready only then (instWait below).
 			if err := r.route(ctx, gw, inst, port, &rs); err != nil && firstErr == nil {
 				firstErr = err
 			}
@@ -103,8 +130,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, gw *api.Gateway) (reconcile.
 		runtimes = append(runtimes, rs)
 	}
 	gw.Status.SupportServices = used
-	if err := r.leave(ctx, gw, runtimes); err != nil && firstErr == nil {
-		firstErr = err
+	if instWait == nil {
+		if err := r.leave(ctx, gw, runtimes); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	} else {
+		// While the instance is not Ready (placed for the first time, or moving) the routes it leaves
+		// keep serving, and their objects stay on record, until it is Ready where it goes.
+		for _, prev := range gw.Status.Runtimes {
+			if !slices.ContainsFunc(runtimes, func(c api.GatewayRuntimeStatus) bool { return c.RuntimeID == prev.RuntimeID }) {
+				runtimes = append(runtimes, prev)
+			}
+		}
 	}
 	gw.Status.Runtimes = runtimes
 	gw.Status.URL = gatewayURL(gw)
@@ -113,6 +150,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, gw *api.Gateway) (reconcile.
 		return reconcile.Result{}, firstErr
 	case waitErr != nil:
 		return reconcile.Result{Stalled: stall}, waitErr
+	case notApplied != nil:
+		return reconcile.Result{}, notApplied
+	case instWait != nil:
+		return reconcile.Result{}, instWait
 	case len(runtimes) == 0:
 		return reconcile.Result{}, reconcile.Wait(fmt.Sprintf("workload_instance %q", inst.Name), "no placements", "WorkloadInstanceNotPlaced", 5*time.Second)
 	}
@@ -222,31 +263,87 @@ func (r *Reconciler) route(ctx context.Context, gw *api.Gateway, inst *api.Workl
 	}
 	rs.Objects = kube.HealthWith(ctx, cl, applied, kube.HealthOptions{}).Objects
 	rs.Phase = api.PhaseReconciling
-	ing, err := cl.Clientset.NetworkingV1().Ingresses(ns).Get(ctx, gw.Name, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("read ingress on kubernetes_runtime %q: %w", rt.Name, err)
-	}
-	for _, lb := range ing.Status.LoadBalancer.Ingress {
-		rs.Address = cmp.Or(lb.IP, lb.Hostname)
-	}
-	if rs.Address == "" {
-		rs.Message = "waiting for the ingress controller to give the route an address"
-		return nil
-	}
-	rs.URL = runtimeURL(gw, rs.Address)
-	if gw.Spec.TLSOn() {
-		cert, err := cl.Dynamic.Resource(certificates).Namespace(ns).Get(ctx, gw.Name, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("read certificate on kubernetes_runtime %q: %w", rt.Name, err)
+	wait := time.NewTimer(cmp.Or(r.RouteWait, DefaultRouteWait))
+	defer wait.Stop()
+	for {
+		// Subscribe before reading, so that no change between the read and the wait is missed.
+		changed, release := cl.Cache().Changed(gw.ID)
+		done, err := r.readRoute(ctx, cl, gw, ns, rs)
+		if done || err != nil {
+			release()
+			if err != nil {
+				return fmt.Errorf("on kubernetes_runtime %q: %w", rt.Name, err)
+			}
+			return nil
 		}
-		rs.CertificateReady, rs.CertificateExpiry = certificateState(cert)
-		if !rs.CertificateReady {
-			rs.Message = "waiting for cert-manager to issue the certificate"
+		select {
+		case <-changed:
+			release()
+		case <-wait.C:
+			release()
+			return nil // the reconcile's RequeueAfter looks again
+		case <-ctx.Done():
+			release()
 			return nil
 		}
 	}
+}
+
+// DefaultRouteWait is how long a reconcile that has applied a route waits, on the cluster's watch
+// events, for its address and certificate before it ends and looks again later (Reconciler.RouteWait).
+const DefaultRouteWait = 2 * time.Second
+
+// readRoute reads the route's address and certificate into rs, from the cluster's watch cache (a
+// change of either wakes the waiting reconcile) or, while that kind's watch is not synced, from the API
+// server. It reports whether the route is Ready there.
+func (r *Reconciler) readRoute(ctx context.Context, cl *kube.Cluster, gw *api.Gateway, ns string, rs *api.GatewayRuntimeStatus) (bool, error) {
+	ing, err := cachedOrGet(ctx, cl, kube.AppliedRef{APIVersion: "networking.k8s.io/v1", Kind: "Ingress", Namespace: ns, Name: gw.Name},
+		schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses"})
+	if err != nil {
+		return false, fmt.Errorf("read ingress: %w", err)
+	}
+	lbs, _, _ := unstructured.NestedSlice(ing, "status", "loadBalancer", "ingress")
+	for _, raw := range lbs {
+		lb, _ := raw.(map[string]any)
+		ip, _ := lb["ip"].(string)
+		host, _ := lb["hostname"].(string)
+		rs.Address = cmp.Or(ip, host)
+	}
+	if rs.Address == "" {
+		rs.Message = "waiting for the ingress controller to give the route an address"
+		return false, nil
+	}
+	rs.URL = runtimeURL(gw, rs.Address)
+	if gw.Spec.TLSOn() {
+		cert, err := cachedOrGet(ctx, cl, kube.AppliedRef{APIVersion: "cert-manager.io/v1", Kind: "Certificate", Namespace: ns, Name: gw.Name}, certificates)
+		if err != nil {
+			return false, fmt.Errorf("read certificate: %w", err)
+		}
+		rs.CertificateReady, rs.CertificateExpiry = certificateState(&unstructured.Unstructured{Object: cert})
+		if !rs.CertificateReady {
+			rs.Message = "waiting for cert-manager to issue the certificate"
+			return false, nil
+		}
+	}
 	rs.Phase, rs.Message = api.PhaseReady, ""
-	return nil
+	return true, nil
+}
+
+// cachedOrGet returns an object QleetOS applied, from the cluster's watch cache, or from the API server
+// when the cache cannot answer yet. An object not there yet is an error: the route was just applied.
+func cachedOrGet(ctx context.Context, cl *kube.Cluster, ref kube.AppliedRef, gvr schema.GroupVersionResource) (map[string]any, error) {
+	obj, err := cl.Cache().Get(ctx, ref)
+	if err == nil && obj != nil {
+		return obj, nil
+	}
+	if err != nil && !errors.Is(err, kube.ErrNotCached) {
+		return nil, err
+	}
+	u, err := cl.Dynamic.Resource(gvr).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return u.Object, nil
 }
 
 // leave deletes the gateway's objects from runtimes its instance no longer runs on.
