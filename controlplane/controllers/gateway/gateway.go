@@ -57,8 +57,8 @@ func (r *Reconciler) lookups(ctx context.Context) *reconcile.Lookups {
 func (r *Reconciler) Reconcile(ctx context.Context, gw *api.Gateway) (reconcile.Result, error) {
 	inst, instWait := r.lookups(ctx).Instances.RequireReady(ctx, gw.Spec.InstanceID)
 	var we *reconcile.WaitError
-	if instWait != nil && (inst == nil || !errors.As(instWait, &we)) {
-		return reconcile.Result{}, instWait // not there yet, or Failed: nothing to install for
+	if instWait != nil && (inst == nil || inst.DeletionRequestedAt != nil || !errors.As(instWait, &we)) {
+		return reconcile.Result{}, instWait // not there yet, going, or Failed: nothing to install for
 	}
 	port, err := r.port(ctx, gw, inst)
 	if err != nil {
