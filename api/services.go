@@ -335,7 +335,7 @@ func init() {
 		Kind:        KindGateway,
 		Title:       "gateway",
 		ShortNames:  []string{"gateway", "gw"},
-		Description: "Ingress for a workload instance on every runtime it is placed on: hosts, paths, the service port, TLS (on by default when a host is set) with a certificate from cert-manager, and an HTTP to HTTPS redirect. Where a runtime lacks the `ingress` or `cert-manager` support service (or `external-dns`, when a domain name holds a host), it is installed, and removed again a grace period after the last gateway that used it. It is Ready once every runtime has an address and, with TLS, an issued certificate; `status.url` tells where to go.",
+		Description: "Ingress for a workload instance on every runtime it is placed on: hosts, paths, the service port, TLS (on by default when a host is set) with a certificate from cert-manager, and an HTTP to HTTPS redirect. Where a runtime lacks the `ingress` or `cert-manager` support service (or `external-dns`, when a domain name holds a host), it is installed as soon as the instance is placed there, while the app still rolls out, and removed again a grace period after the last gateway that used it; the route goes in once the app is applied there. It is Ready once the instance is Ready and every runtime has an address and, with TLS, an issued certificate; `status.url` tells where to go.",
 		Default:     defaultGateway,
 		Validate:    validateGateway,
 		Refs:        gatewayRefs,
