@@ -425,11 +425,26 @@ func applyOne(ctx context.Context, cl *Cluster, owner Owner, o *unstructured.Uns
 			return ref, nil
 		}
 	}
-	// Anything the cache does not show as ours is read first: it may exist without QleetOS's
-	// ownership, and then it is left alone unless the owner adopts it. Objects applied before are also
-	// compared with what they were, to report drift.
+	// Anything the cache does not show as ours may exist without QleetOS's ownership, and then it is
+	// left alone unless the owner adopts it. It is first created if it is absent, in one request that
+	// cannot touch an existing object (createIfAbsent); one that exists is read, and its ownership
+	// checked. Objects applied before are also compared with what they were, to report drift.
 	var live *unstructured.Unstructured
 	wasApplied := previous[ref.key()]
+	if cached == nil && !cl.present.has(ref) {
+		created, err := createIfAbsent(ctx, ri, o)
+		switch {
+		case err == nil:
+			ref.Generation = created.GetGeneration()
+			if wasApplied {
+				ref.Drift = "recreated (it had been deleted)"
+			}
+			return ref, nil
+		case !errors.Is(err, errExists):
+			return ref, &ApplyError{Ref: ref, Invalid: invalidCause(err), Err: err}
+		}
+		cl.present.add(ref)
+	}
 	if cached != nil {
 		live = &unstructured.Unstructured{Object: cached}
 		live.SetAPIVersion(o.GetAPIVersion()) // typed cached objects carry no type meta
@@ -439,6 +454,7 @@ func applyOne(ctx context.Context, cl *Cluster, owner Owner, o *unstructured.Uns
 		live, err = ri.Get(ctx, o.GetName(), metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			live, err = nil, nil
+			cl.present.drop(ref)
 		}
 		if err != nil {
 			return ref, &ApplyError{Ref: ref, Err: fmt.Errorf("read live object: %w", err)}

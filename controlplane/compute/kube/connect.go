@@ -52,6 +52,8 @@ type Cluster struct {
 	onOwnedChange func(kind, id string)
 	// requests counts what this cluster's clients sent.
 	requests *requestCounter
+	// present holds the objects an apply found present without the cache holding them (see absent.go).
+	present presentRefs
 
 	reach *reachability
 }
