@@ -54,6 +54,8 @@ type Cluster struct {
 	requests *requestCounter
 	// present holds the objects an apply found present without the cache holding them (see absent.go).
 	present presentRefs
+	// owned shares the lists of owned objects that owners make at once (see ownedlists.go).
+	owned ownedLists
 
 	reach *reachability
 }

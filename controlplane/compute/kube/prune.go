@@ -229,14 +229,14 @@ const listConcurrency = 8
 // listOwned lists the objects of the given kinds, in every namespace, that carry owner's labels, in the
 // order of kinds. Kinds the cluster does not serve are skipped. The kinds are listed concurrently (up
 // to listConcurrency at once): one list per kind, one after another, was most of a reconcile's time
-// (about 1 ms each on kubesim, twenty-odd kinds per runtime, read from the reconcile's trace).
+// (about 1 ms each on kubesim, twenty-odd kinds per runtime, read from the reconcile's trace). Owners
+// that search a kind at the same time share one list of it (see ownedlists.go).
 func listOwned(ctx context.Context, cl *Cluster, owner Owner, kinds []schema.GroupVersionKind) ([]*unstructured.Unstructured, error) {
 	return listOwnedAtOnce(ctx, cl, owner, kinds, listConcurrency)
 }
 
 // listOwnedAtOnce is listOwned with at most limit lists in flight.
 func listOwnedAtOnce(ctx context.Context, cl *Cluster, owner Owner, kinds []schema.GroupVersionKind, limit int) ([]*unstructured.Unstructured, error) {
-	sel := owner.InstanceSelector()
 	mappings := make([]*meta.RESTMapping, len(kinds))
 	for i, gvk := range kinds {
 		m, err := mapping(cl, gvk)
@@ -256,20 +256,11 @@ func listOwnedAtOnce(ctx context.Context, cl *Cluster, owner Owner, kinds []sche
 			continue
 		}
 		g.Go(func() error {
-			list, err := cl.Dynamic.Resource(m.Resource).List(gctx, metav1.ListOptions{LabelSelector: sel})
-			if apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) {
-				return nil
-			}
+			objs, err := listOwnedKind(gctx, cl, m, owner)
 			if err != nil {
 				return fmt.Errorf("list %s: %w", kinds[i].Kind, err)
 			}
-			for j := range list.Items {
-				o := &list.Items[j]
-				if o.GetKind() == "" {
-					o.SetGroupVersionKind(kinds[i])
-				}
-				found[i] = append(found[i], o)
-			}
+			found[i] = objs
 			return nil
 		})
 	}
