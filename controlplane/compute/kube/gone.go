@@ -9,6 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 )
@@ -76,12 +78,27 @@ func deleteOwnNamespace(ctx context.Context, cl *Cluster, owner Owner) error {
 	if err != nil {
 		return fmt.Errorf("look up namespace %s: %w", owner.Namespace, err)
 	}
-	ns, err := ri.Get(ctx, owner.Namespace, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("look up namespace %s: %w", owner.Namespace, err)
+	var ns *unstructured.Unstructured
+	if inf := cl.Cache().synced(gvk.GroupKind()); inf != nil {
+		// The cache holds every namespace QleetOS labelled; one it does not hold (yet) is not deleted
+		// here, but found by DeleteOwned's lists, which read the API server.
+		o, ok, err := inf.GetIndexer().GetByKey(owner.Namespace)
+		if err != nil || !ok {
+			return err
+		}
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+		if err != nil {
+			return fmt.Errorf("look up namespace %s: %w", owner.Namespace, err)
+		}
+		ns = &unstructured.Unstructured{Object: m}
+	} else {
+		ns, err = ri.Get(ctx, owner.Namespace, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("look up namespace %s: %w", owner.Namespace, err)
+		}
 	}
 	if id, ok := ownerOf(ns.GetLabels()); !ok || id != owner.InstanceID || ns.GetDeletionTimestamp() != nil {
 		return nil // not owner's, or already going
@@ -90,7 +107,10 @@ func deleteOwnNamespace(ctx context.Context, cl *Cluster, owner Owner) error {
 	if shared, err := namespaceShared(ctx, cl, ns, owner); err != nil || shared {
 		return err
 	}
-	return deleteObject(ctx, cl, ns)
+	if err := deleteObject(ctx, cl, ns); err != nil && !apierrors.IsConflict(err) {
+		return err // a conflict: the namespace is already being emptied (the cache had not seen it yet)
+	}
+	return nil
 }
 
 // Remaining returns the refs that still exist in the cluster. Kinds the cluster's cache watches (and
