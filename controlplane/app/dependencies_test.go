@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -54,6 +56,17 @@ func firstEvent(t *testing.T, evs []api.Event, reason string) time.Time {
 	for _, e := range evs {
 		if e.Reason == reason {
 			return e.CreatedAt
+		}
+	}
+	t.Fatalf("no %s event in %+v", reason, evs)
+	return time.Time{}
+}
+
+func lastEvent(t *testing.T, evs []api.Event, reason string) time.Time {
+	t.Helper()
+	for i := len(evs) - 1; i >= 0; i-- {
+		if evs[i].Reason == reason {
+			return evs[i].CreatedAt
 		}
 	}
 	t.Fatalf("no %s event in %+v", reason, evs)
@@ -225,8 +238,12 @@ func TestDatabaseRetainAndReattach(t *testing.T) { //nolint:maintidx // one stor
 	_, cl := cptest.Start(t, app.Config{ResyncInterval: time.Second, DriftInterval: 2 * time.Second})
 	ctx := context.Background()
 	cs := clientset(t, sim.Kubeconfig)
-	rt := readyRuntime(t, cl, "db", sim.Kubeconfig)
 	appDef := webDefinition(t, cl, "app", 1, "")
+	// The runtime is not waited for: the instance's first reconcile waits for it, so that the database
+	// and the bucket, created just after the instance (they name it), exist by the time it runs.
+	rt, err := cl.KubernetesRuntimes().Create(ctx, &api.KubernetesRuntime{Meta: api.Meta{Name: "db"},
+		Spec: runtimeSpec(cptest.Kubeconfig(t, sim.Kubeconfig))})
+	require.NoError(t, err)
 	start := time.Now()
 	inst, err := cl.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "app"},
 		Spec: api.WorkloadInstanceSpec{DefinitionID: appDef.ID, RuntimeID: rt.ID}})
@@ -240,11 +257,19 @@ func TestDatabaseRetainAndReattach(t *testing.T) { //nolint:maintidx // one stor
 	db := newDB()
 	bucket, err := cl.Buckets().Create(ctx, &api.Bucket{Meta: api.Meta{Name: "files"}, Spec: api.BucketSpec{InstanceID: inst.ID}})
 	require.NoError(t, err)
-	got, err := cl.WorkloadInstances().WaitReconciled(cptest.Wait(t, 2*time.Minute), inst.ID)
-	require.NoError(t, err)
+	// The instance's first reconcile may run before the database and the bucket exist (they are
+	// created after it, since they name it), and then it is Ready without them first; their creation
+	// reconciles it again. What counts is that it ends Ready with both.
+	await.Explained(t, 2*time.Minute, func() (bool, string) {
+		got, err := cl.WorkloadInstances().WaitReconciled(cptest.Wait(t, 2*time.Minute), inst.ID)
+		if err != nil {
+			return false, err.Error()
+		}
+		deps := got.Status.Dependencies
+		return slices.Contains(deps, api.ObjectRef{Kind: api.KindBucket, ID: bucket.ID, Name: "files"}) &&
+			slices.Contains(deps, api.ObjectRef{Kind: api.KindDatabase, ID: db.ID, Name: "main"}), fmt.Sprintf("dependencies %v", deps)
+	})
 	t.Logf("an app with a database and a bucket, create to Ready: %s", time.Since(start).Round(time.Millisecond))
-	require.Contains(t, got.Status.Dependencies, api.ObjectRef{Kind: api.KindBucket, ID: bucket.ID, Name: "files"})
-	require.Contains(t, got.Status.Dependencies, api.ObjectRef{Kind: api.KindDatabase, ID: db.ID, Name: "main"})
 
 	var password, pvcUID string
 	t.Run("the connection details reach the app and point at the database's Service", func(t *testing.T) {
@@ -252,7 +277,9 @@ func TestDatabaseRetainAndReattach(t *testing.T) { //nolint:maintidx // one stor
 		require.NoError(t, err)
 		appEvents, err := cl.WorkloadInstances().Events(ctx, inst.ID)
 		require.NoError(t, err)
-		require.True(t, firstEvent(t, dbEvents, "Reconciled").Before(firstEvent(t, appEvents, "Reconciled")), "the database is Ready first")
+		dbReady, appReady := firstEvent(t, dbEvents, "Reconciled"), lastEvent(t, appEvents, "Reconciled")
+		require.True(t, dbReady.Before(appReady), "the database is Ready (%s) before the app is Ready with it (%s); app events %+v",
+			dbReady.Format(time.StampMicro), appReady.Format(time.StampMicro), appEvents)
 		env := envOf(deployment(t, cs, "app", "app").Spec.Template.Spec.Containers[0])
 		for _, k := range []string{"DATABASE_URL", "DATABASE_HOST", "DATABASE_PORT", "DATABASE_NAME", "DATABASE_USER", "DATABASE_PASSWORD"} {
 			require.Equal(t, "qleet-database-main", env[k].ValueFrom.SecretKeyRef.Name, k)
