@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
 
 	"github.com/qleetos/terraform-provider-qleet/internal/pgtest"
@@ -267,4 +268,41 @@ func getTwoQueries(ctx context.Context, s *bunStore, id string) (*Object, error)
 		return err
 	})
 	return obj, err
+}
+
+// BenchmarkSQLiteGet measures Store.Get of one of 1,000 objects with the read formatted by bun and parsed
+// by SQLite at every call ("formatted"), and through the statement prepared once per read connection
+// ("prepared"), side by side, from 1 and 8 concurrent readers.
+func BenchmarkSQLiteGet(b *testing.B) {
+	for _, readers := range []int{1, 8} {
+		for _, mode := range []struct {
+			name string
+			cfg  Config
+		}{
+			{"formatted", Config{unpreparedReads: true}},
+			{"prepared", Config{}},
+		} {
+			b.Run(fmt.Sprintf("readers=%d/%s", readers, mode.name), func(b *testing.B) {
+				s := benchStoreConfig(b, "sqlite", mode.cfg)
+				ctx := context.Background()
+				create := createOp(s)
+				var ids []string
+				for i := range 1000 {
+					require.NoError(b, create(ctx, int64(i)))
+				}
+				page, err := s.List(ctx, &ListParams{Kind: "workload_instances", Limit: 1000})
+				require.NoError(b, err)
+				for _, o := range page.Objects {
+					ids = append(ids, o.ID)
+				}
+				runWriters(b, readers, func(ctx context.Context, n int64) error {
+					obj, err := s.Get(ctx, "workload_instances", ids[n%int64(len(ids))])
+					if err == nil && obj.Labels["env"] != "prod" {
+						err = fmt.Errorf("object %s read without its labels: %v", obj.ID, obj.Labels)
+					}
+					return err
+				})
+			})
+		}
+	}
 }

@@ -58,6 +58,9 @@ type Config struct {
 	// instead of prepared statements; on PostgreSQL it makes Create send its inserts one by one instead of
 	// in one round trip. Only benchmarks set it.
 	unpreparedWrites bool
+	// unpreparedReads makes SQLite's reads of one object go through bun's formatted queries, as on
+	// PostgreSQL, instead of prepared statements (to compare the two in benchmarks).
+	unpreparedReads bool
 }
 
 // Defaults for Config.
@@ -92,6 +95,8 @@ type bunStore struct {
 	writes *committer
 	// prepared holds SQLite's prepared write statements by query (see execPrepared); set once at open.
 	prepared map[string]*sql.Stmt
+	// preparedReads holds SQLite's prepared reads of one object by getOne's condition (see sqlGetOne).
+	preparedReads map[string]*sql.Stmt
 	// separateInserts makes Create on PostgreSQL send each insert in a round trip of its own (benchmarks).
 	separateInserts bool
 	// stopCompactor stops runCountsCompactor, which closes compactorDone when it has returned.
@@ -131,6 +136,10 @@ func open(ctx context.Context, cfg Config) (*bunStore, error) {
 		return nil, err
 	}
 	if err := s.migrate(ctx); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	if err := s.prepareReads(ctx, cfg); err != nil {
 		_ = s.Close()
 		return nil, err
 	}
