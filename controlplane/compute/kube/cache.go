@@ -279,7 +279,7 @@ func edited(oldObj, newObj any) bool {
 		return false // a resync of the informer, not a change
 	}
 	if o.GetGeneration() != n.GetGeneration() || o.GetDeletionTimestamp().IsZero() != n.GetDeletionTimestamp().IsZero() ||
-		!maps.Equal(o.GetLabels(), n.GetLabels()) || !maps.Equal(o.GetAnnotations(), n.GetAnnotations()) {
+		!maps.Equal(o.GetLabels(), n.GetLabels()) || !sameAnnotations(o.GetAnnotations(), n.GetAnnotations()) {
 		return true
 	}
 	if n.GetGeneration() != 0 {
@@ -291,6 +291,28 @@ func edited(oldObj, newObj any) bool {
 		return false
 	}
 	return !equality.Semantic.DeepEqual(withoutStatus(ou.UnstructuredContent()), withoutStatus(nu.UnstructuredContent()))
+}
+
+// controllerAnnotations are the annotations that Kubernetes's own controllers write on the workloads
+// QleetOS applies, as part of a rollout: a change of them is progress, not an edit.
+var controllerAnnotations = map[string]bool{
+	"deployment.kubernetes.io/revision":        true, // Deployments: the revision rolled out
+	"deprecated.daemonset.template.generation": true, // DaemonSets: the template's generation
+}
+
+// sameAnnotations reports whether a and b hold the same annotations, but for controllerAnnotations.
+func sameAnnotations(a, b map[string]string) bool {
+	for k, v := range a {
+		if w, ok := b[k]; (!ok || w != v) && !controllerAnnotations[k] {
+			return false
+		}
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok && !controllerAnnotations[k] {
+			return false
+		}
+	}
+	return true
 }
 
 // withoutStatus returns content without its status and the metadata every write changes.

@@ -156,6 +156,36 @@ func TestOwnedChangesComeFromTheWatch(t *testing.T) {
 		require.Equal(t, settle+1, changes.count(key), "only the edit was reported")
 	})
 
+	t.Run("a rollout's own writes are not edits, an annotation added by hand is", func(t *testing.T) {
+		rolled := kube.Owner{InstanceID: "inst-rolled", Kind: "workload_instance", Namespace: "watched"}
+		rolledKey := "workload_instance/inst-rolled"
+		// Deployments are watched before the apply (as the agent has them watched), so that the watch
+		// sees the controller's writes as updates.
+		_, err := cl.Cache().Informer(ctx, kube.DeploymentKind, "v1")
+		require.NoError(t, err)
+		_, err = kube.Apply(ctx, cl, rolled, []*unstructured.Unstructured{deployment(t, "rolled", 1, "10m")})
+		require.NoError(t, err)
+		// The deployment controller stamps its revision annotation and writes the status; the watch
+		// sees both before this condition can hold.
+		await.Explained(t, 60*time.Second, func() (bool, string) {
+			d, err := direct.AppsV1().Deployments("watched").Get(ctx, "rolled", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			return d.Annotations["deployment.kubernetes.io/revision"] == "1" && d.Status.ObservedGeneration == d.Generation,
+				"the deployment controller has not stamped its revision yet"
+		})
+		// A later edit is reported; had the controller's writes been reported, they would be counted first.
+		patch := []byte(`{"metadata":{"annotations":{"team":"edited-by-hand"}}}`)
+		_, err = direct.AppsV1().Deployments("watched").Patch(ctx, "rolled", types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "kubectl-edit"})
+		require.NoError(t, err)
+		await.True(t, 10*time.Second, func() bool { return changes.count(rolledKey) > 0 }, "the hand edit is reported")
+		// no signal: had the rollout's writes been reported, the count was 1 before the edit, and the
+		// edit's own report arrives within this
+		time.Sleep(time.Second)
+		require.Equal(t, 1, changes.count(rolledKey), "only the hand edit was reported, not the rollout's writes")
+	})
+
 	t.Run("a deletion names the owner", func(t *testing.T) {
 		before := changes.count(key)
 		require.NoError(t, direct.CoreV1().Services("watched").Delete(ctx, "web", metav1.DeleteOptions{}))
