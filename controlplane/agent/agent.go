@@ -37,12 +37,15 @@ type Config struct {
 	// Cluster, when set, is used instead of connecting through Connector (e.g. in-cluster config).
 	Cluster *kube.Cluster
 	// OnChange is called with an instance id when the health of an object it applied changes, or when
-	// one of its objects is deleted: at once for the first change, and once more at the end of the
-	// Debounce window when further changes came within it. A workload whose rollout completes (its
-	// status shows every replica updated and available at its generation) calls at once even within the
-	// window: that change ends the instance's wait for readiness. May be nil.
+	// one of its objects is deleted. A change that decides something is reported at once: a workload's
+	// rollout completes (every replica updated and available at its generation) or stops being
+	// complete, its spec changes (an edit by hand, put back at once), a pod shows a problem (a
+	// container waiting on something other than its creation, an unschedulable or failed pod), or an
+	// object is deleted. The progress in between (pods scheduled, started, ready one by one) is coalesced
+	// into one call at the end of a Debounce window. May be nil.
 	OnChange func(instanceID string)
-	// Debounce coalesces changes of one instance (default 100ms).
+	// Debounce is how long a rollout's progress is coalesced before it is reported (default 1s). Each
+	// report costs the instance a reconcile; the changes that decide readiness never wait for it.
 	Debounce time.Duration
 	// EventInterval is the least time between two mirrored events of the same reason about the same
 	// object, so that a repeating warning does not flood the instance's events (default 1m).
@@ -57,7 +60,7 @@ type Agent struct {
 	log *slog.Logger
 
 	mu       sync.Mutex
-	pending  map[string]bool      // instances within their debounce window -> changed again since its call
+	pending  map[string]bool      // instances within their debounce window -> changed since the last call
 	mirrored map[string]time.Time // "<object uid>/<reason>" -> when last mirrored
 	events   chan api.Event
 	synced   chan struct{}
@@ -72,7 +75,7 @@ func New(cfg Config) (*Agent, error) {
 		return nil, errors.New("agent: Connector or Cluster is required")
 	}
 	if cfg.Debounce <= 0 {
-		cfg.Debounce = 100 * time.Millisecond
+		cfg.Debounce = time.Second
 	}
 	if cfg.EventInterval <= 0 {
 		cfg.EventInterval = time.Minute
@@ -146,14 +149,14 @@ func (a *Agent) Run(ctx context.Context) error {
 // Synced is closed once the agent's caches are filled: changes and events from then on are reported.
 func (a *Agent) Synced() <-chan struct{} { return a.synced }
 
-// healthHandler calls OnChange when an object's health key changes (which includes a workload's
-// generation, so an edit by hand is put back at once), and when a managed object other than a pod is
-// deleted. Objects already present when the agent starts do not trigger.
+// healthHandler calls OnChange when an object's health key changes, and when a managed object other
+// than a pod is deleted: at once when the change decides something (decisive), else at the end of the
+// Debounce window. Objects already present when the agent starts do not trigger.
 func (a *Agent) healthHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerDetailedFuncs{
 		UpdateFunc: func(oldObj, newObj any) {
 			if healthKey(oldObj) != healthKey(newObj) {
-				a.changed(newObj, rolledOut(newObj) && !rolledOut(oldObj))
+				a.changed(newObj, decisive(oldObj, newObj))
 			}
 		},
 		DeleteFunc: func(obj any) {
@@ -161,14 +164,58 @@ func (a *Agent) healthHandler() cache.ResourceEventHandler {
 				obj = tomb.Obj
 			}
 			if _, isPod := obj.(*corev1.Pod); !isPod {
-				a.changed(obj, false)
+				a.changed(obj, true)
 			}
 		},
 	}
 }
 
-// changed notes a change of obj's instance; urgent calls OnChange at once even within the window.
-func (a *Agent) changed(obj any, urgent bool) {
+// decisive reports whether a change of health from oldObj to newObj decides something for its instance,
+// so that it is reported at once: a rollout that completes or stops being complete, a spec change (a
+// new generation: an edit by hand to put back), or a pod problem that was not there before. The rest is
+// a rollout's progress, which only updates the counts in the instance's status.
+func decisive(oldObj, newObj any) bool {
+	if rolledOut(newObj) != rolledOut(oldObj) {
+		return true
+	}
+	o, ok1 := oldObj.(metav1.Object)
+	n, ok2 := newObj.(metav1.Object)
+	if ok1 && ok2 && o.GetGeneration() != n.GetGeneration() {
+		return true
+	}
+	p := podProblem(newObj)
+	return p != "" && p != podProblem(oldObj)
+}
+
+// podProblem names what keeps a pod from running, or is empty when nothing does: it failed, the
+// scheduler finds no node for it, or a container waits on something other than its own creation
+// (ErrImagePull, CrashLoopBackOff, CreateContainerConfigError, ...).
+func podProblem(obj any) string {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return ""
+	}
+	if pod.Status.Phase == corev1.PodFailed {
+		return string(corev1.PodFailed)
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return c.Reason
+		}
+	}
+	for _, statuses := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, cs := range statuses {
+			if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" && w.Reason != "PodInitializing" {
+				return cs.Name + ":" + w.Reason
+			}
+		}
+	}
+	return ""
+}
+
+// changed notes a change of obj's instance. A decisive change calls OnChange at once; the others are
+// coalesced into one call at the end of a Debounce window, which a decisive call within it covers.
+func (a *Agent) changed(obj any, decisive bool) {
 	m, ok := obj.(metav1.Object)
 	if !ok || a.cfg.OnChange == nil {
 		return
@@ -177,22 +224,21 @@ func (a *Agent) changed(obj any, urgent bool) {
 	if id == "" {
 		return
 	}
-	// The first change calls at once (it sits on the apply-to-ready path); changes within Debounce of
-	// it are coalesced into one more call at the end of the window.
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if _, open := a.pending[id]; open {
-		if urgent {
-			// The call now sees this change; only later changes need the one at the window's end.
+	_, open := a.pending[id]
+	if decisive {
+		if open {
+			// The call now sees this change and those before it; only later ones need the window's call.
 			a.pending[id] = false
-			go a.cfg.OnChange(id)
-			return
 		}
-		a.pending[id] = true
+		go a.cfg.OnChange(id)
 		return
 	}
-	a.pending[id] = false
-	go a.cfg.OnChange(id)
+	a.pending[id] = true
+	if open {
+		return
+	}
 	time.AfterFunc(a.cfg.Debounce, func() {
 		a.mu.Lock()
 		again := a.pending[id]

@@ -87,8 +87,6 @@ func (s *agents) clusterOpened(cl *kube.Cluster, rt *api.KubernetesRuntime) {
 func (s *agents) run(ctx context.Context, cl *kube.Cluster, rt *api.KubernetesRuntime) error {
 	a, err := agent.New(agent.Config{
 		Client: s.cl, Cluster: cl, Runtime: rt, Logger: s.log,
-		// Short: the agent's notification sits on the apply-to-ready path of every rollout.
-		Debounce: 20 * time.Millisecond,
 		OnChange: func(instanceID string) {
 			// Straight to the broker, like a requeue: this agent runs in the controllers' process,
 			// and the API's request, transaction and outbox relay were hops on the apply-to-ready
