@@ -54,8 +54,9 @@ type Config struct {
 	// Workers per controller (default 16: reconciles mostly wait on the network, the same default as
 	// `qleet server --workers`). The workload_instance controller gets four times as many.
 	Workers int
-	// ResyncInterval and DriftInterval tune the controllers' safety net (defaults 30s, while busy, and
-	// 10h: reconcile.Config's fields of the same names). Drift is learned from the clusters' watches.
+	// ResyncInterval and DriftInterval tune the controllers' safety net (defaults 30s, after a possible
+	// loss of notifications, and 10h: reconcile.Config's fields of the same names). Drift is learned
+	// from the clusters' watches.
 	ResyncInterval time.Duration
 	DriftInterval  time.Duration
 	// LockTTL is the per-object lock TTL (default 10s).

@@ -9,6 +9,7 @@ import (
 
 	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/client"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/broker"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/awscloud"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kubesim"
@@ -85,7 +86,7 @@ func (a *App) startControllers(ctx context.Context, endpoint, token string) erro
 		reconcile.New(a.Broker, cl.Gateways(), &gateway.Reconciler{Client: cl, Connector: conn}, cfg),
 		reconcile.New(a.Broker, cl.DomainNames(), &gateway.DomainReconciler{Client: cl, Accounts: accounts}, cfg),
 	)
-	ctrls = append(ctrls, agents)
+	ctrls = append(ctrls, agents, presence{b: a.Broker, activity: cfg.Activity})
 	for _, c := range ctrls {
 		cctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
@@ -129,4 +130,17 @@ func (a *App) instanceController(cl *client.Client, conn *kube.Connector, render
 func instanceConfig(cfg reconcile.Config) reconcile.Config {
 	cfg.Workers *= 4
 	return cfg
+}
+
+// presence announces this process's controllers to their peer replicas (broker.Presence). A peer that
+// leaves, stopped or dead, may have held requeues in its memory: the controllers then pass over their
+// objects that are not reconciled (reconcile.Activity).
+type presence struct {
+	b        *broker.Broker
+	activity *reconcile.Activity
+}
+
+// Start holds this process's presence until ctx ends.
+func (p presence) Start(ctx context.Context) error {
+	return p.b.Presence(ctx, broker.PresenceConfig{Left: func(string) { p.activity.Lost() }})
 }

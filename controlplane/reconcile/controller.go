@@ -44,11 +44,12 @@ type Config struct {
 	// Heartbeat is how often a running reconcile renews its lock and tells the broker it is in progress
 	// (default 2s). It must be well under the lock TTL and the consumer's ack wait.
 	Heartbeat time.Duration
-	// ResyncInterval is how often objects that are not reconciled are enqueued again (default 30s), while
-	// the process is busy: a pass runs only when a notification was handled since the last one (by a
-	// controller sharing its Activity), or an owned object counts its grace (see OwnerGrace). At rest no
-	// pass runs, so the control plane makes no calls; the objects that wait are woken by notifications
-	// (a dependency's status change, a watch event, their own requeue).
+	// ResyncInterval paces the passes over objects that are not reconciled (default 30s). Such a pass runs
+	// only when a notification may have been lost (see Activity), one interval after the loss so that
+	// the objects it left waiting have aged into it, and while an owned object counts its grace (see
+	// OwnerGrace). Otherwise no pass runs, at rest or after a burst of work, so the control plane makes no
+	// calls of its own; the objects that wait are woken by notifications (a dependency's status change, a
+	// watch event, their own requeue).
 	ResyncInterval time.Duration
 	// DriftInterval is how often every object, Ready ones included, is enqueued again (default 10h, like
 	// controller-runtime's SyncPeriod). It is the safety net only: drift in the compute space is learned
@@ -58,8 +59,8 @@ type Config struct {
 	// token bucket holding one second's worth (at most a listing page): a pass over a large estate never
 	// floods the queue ahead of fresh work.
 	ResyncRate float64
-	// Activity counts the notifications handled by the controllers that share it (those of one process
-	// should): a pass of objects that are not reconciled runs only when it moved since the last pass
+	// Activity is where the controllers that share it (those of one process should) learn that a
+	// notification may have been lost, which calls for a pass over the objects that are not reconciled
 	// (default: one of the controller's own).
 	Activity *Activity
 	// FailedRecheckInterval is how often objects Failed at their current generation are reconciled
@@ -197,8 +198,8 @@ type Controller[S any, T any] struct {
 	listed atomic.Pointer[listedCopies[S, T]]
 	// pace bounds the rate at which resync passes enqueue objects.
 	pace *pacer
-	// sawFailed says the last resync pass listed objects Failed at their generation, which the failed
-	// re-check looks at again.
+	// sawFailed says that a reconcile since the last resync pass, or that pass, left objects Failed at
+	// their generation, which the failed re-check looks at again.
 	sawFailed atomic.Bool
 }
 
@@ -324,7 +325,6 @@ func (c *Controller[S, T]) handle(ctx context.Context, locker *broker.Locker, m 
 	// A notification for an object this replica is reconciling right now is taken over by that worker,
 	// which reconciles once more when it is done and only then acks it: no lock contention and no
 	// redelivery delay, and if this process dies the notification is still unacked and redelivered.
-	c.cfg.Activity.n.Add(1)
 	if !c.begin(id, m) {
 		return
 	}
@@ -390,6 +390,9 @@ func (c *Controller[S, T]) handle(ctx context.Context, locker *broker.Locker, m 
 	_ = m.Ack()
 	if !ack {
 		c.requeue(trace.ContextWithSpanContext(ctx, last), id, delay)
+	} else {
+		// Done: a requeue that an earlier reconcile asked for would only find the object done.
+		c.cancelRequeue(id)
 	}
 	if c.cfg.Metrics != nil {
 		c.cfg.Metrics.delivered(kind)
@@ -513,10 +516,21 @@ func (c *Controller[S, T]) requeue(ctx context.Context, id string, delay time.Du
 		}
 		c.mu.Unlock()
 		if err := c.queue.Publish(ctx, kind, id, ""); err != nil {
-			c.log.Debug("requeue failed; resync will pick the object up", "id", id, "err", err)
+			c.cfg.Activity.Lost()
+			c.log.Debug("requeue failed; a resync pass will pick the object up", "id", id, "err", err)
 		}
 	})
 	c.timers[id] = rt
+}
+
+// cancelRequeue drops the delayed requeue of id, if one is waiting.
+func (c *Controller[S, T]) cancelRequeue(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if rt, ok := c.timers[id]; ok {
+		rt.t.Stop()
+		delete(c.timers, id)
+	}
 }
 
 func (c *Controller[S, T]) stopTimers() {
@@ -601,6 +615,9 @@ func (c *Controller[S, T]) process(ctx context.Context, id string, listed *api.O
 
 	st := c.statusPtr(obj)
 	out := c.outcome(obj, st, deleting, res, err)
+	if st.Phase == api.PhaseFailed && st.ObservedGeneration == obj.Generation && !deleting {
+		c.sawFailed.Store(true) // the slow re-check looks at it again
+	}
 	if stall := stalled(st, deleting, res); stall != "" {
 		Eventf(rctx, api.EventWarning, api.ConditionStalled, "%s", stall)
 	}
@@ -853,24 +870,28 @@ func jitter(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
 }
 
-// resync is the safety net. While the process is busy (a notification was handled since the last
-// pass by a controller sharing its Config.Activity) or an owned object counts its grace, it enqueues the
-// objects that are not reconciled every ResyncInterval, in case a requeue was lost. Every DriftInterval
-// (hours) it enqueues every object, and every FailedRecheckInterval the objects Failed at their current
-// generation when the last pass saw any, so that a fixed world heals. Drift itself is learned from watch
-// events, not from here. At rest no pass runs. Message ids de-duplicate across replicas; passes are
-// paced (pacer).
+// resync is the safety net. When a notification may have been lost (Config.Activity: a requeue whose
+// publish failed, a peer replica that left with requeues in its memory, a pass that failed), it enqueues
+// the objects that are not reconciled one ResyncInterval later, and while an owned object counts its
+// grace it passes every ResyncInterval. Every DriftInterval (hours) it enqueues every object, and every
+// FailedRecheckInterval the objects Failed at their current generation when the last pass saw any, so
+// that a fixed world heals. Drift itself is learned from watch events, not from here. Otherwise no pass
+// runs: a burst of work ends without one, since each of its objects has its notification (the outbox, a
+// requeue, a watch event). Message ids de-duplicate across replicas; passes are paced (pacer).
 func (c *Controller[S, T]) resync(ctx context.Context) {
-	// A full pass at start makes the controller level-triggered across restarts. Its notification ids
-	// are its own ("resync-start-"), so that replicas starting together de-duplicate each other but a
-	// restart is not taken for a duplicate of the previous process's last pass in the same bucket.
-	seen := c.cfg.Activity.n.Load()
+	// A full pass at start makes the controller level-triggered across restarts, and covers whatever
+	// was lost before it. Its notification ids are its own ("resync-start-"), so that replicas starting
+	// together de-duplicate each other but a restart is not taken for a duplicate of the previous
+	// process's last pass in the same bucket.
+	covered := time.Now()
 	if _, err := c.resyncPass(ctx, "resync-start-", true, true); err != nil && ctx.Err() == nil {
+		c.cfg.Activity.Lost()
 		c.log.Warn("initial resync failed", "err", err)
 	}
 	t := time.NewTicker(c.cfg.ResyncInterval)
 	defer t.Stop()
 	lastDrift, lastFailed := time.Now(), time.Now()
+	var owedSince time.Time // when a loss after covered was first seen
 	for {
 		select {
 		case <-ctx.Done():
@@ -884,21 +905,45 @@ func (c *Controller[S, T]) resync(ctx context.Context) {
 			if failed {
 				lastFailed = now
 			}
-			busy := c.cfg.Activity.n.Load() != seen || c.graceCounting()
-			if !drift && !failed && !busy {
+			// A loss is covered by a pass one interval after it: the objects it left waiting were written
+			// before it, and the pass leaves out those written within the interval. Losses that keep
+			// coming (a broker out of reach) postpone the pass, up to three intervals.
+			lost := c.cfg.Activity.last()
+			owed := lost.After(covered)
+			if owed && owedSince.IsZero() {
+				owedSince = now
+			}
+			owed = owed && (now.Sub(lost) >= c.cfg.ResyncInterval || now.Sub(owedSince) >= 3*c.cfg.ResyncInterval)
+			if !drift && !failed && !owed && !c.graceCounting() {
 				continue
 			}
-			seen = c.cfg.Activity.n.Load()
+			if owed {
+				covered, owedSince = lost, time.Time{}
+			}
 			if _, err := c.resyncPass(ctx, "resync-", drift, failed); err != nil && ctx.Err() == nil {
-				c.log.Warn("resync failed", "err", err)
+				c.cfg.Activity.Lost()
+				c.log.Warn("resync failed; it runs again", "err", err)
 			}
 		}
 	}
 }
 
-// Activity counts the notifications handled by the controllers that share it (Config.Activity). The
-// zero value is ready to use.
-type Activity struct{ n atomic.Int64 }
+// Activity is what the controllers of one process share about notifications that may have been lost
+// (Config.Activity). The zero value is ready to use.
+type Activity struct{ lost atomic.Int64 } // unix nanoseconds of the latest loss
+
+// Lost notes that a notification may have been lost just now: a publish failed, or a peer replica left
+// with requeues held in its memory (broker.Presence tells). Each controller sharing the Activity then
+// passes over its objects that are not reconciled, one ResyncInterval later.
+func (a *Activity) Lost() { a.lost.Store(time.Now().UnixNano()) }
+
+func (a *Activity) last() time.Time {
+	n := a.lost.Load()
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
 
 // graceCounting reports whether an object created for owners is counting its grace, which only a
 // resync pass ends.

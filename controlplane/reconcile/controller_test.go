@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -345,6 +346,78 @@ func TestKilledControllerIsTakenOverWithinLockTTLPlusAckWait(t *testing.T) {
 	t.Logf("replica B finished the object %s after replica A was killed", took.Round(10*time.Millisecond))
 	require.Positive(t, bCalls.Load())
 	require.Less(t, took, lockTTL+ackWait+2*time.Second, "takeover within lock TTL + ack wait (+ slack for redelivery)")
+}
+
+// TestASurvivorTakesOverTheRequeuesOfAPeerThatDied: a replica that dies holds its requeues in memory, and
+// nothing else would notify their objects again. Every replica announces itself (broker.Presence); when
+// a peer's presence expires, the survivors pass over their objects that are not reconciled. Here the
+// requeue is an hour away, and the object is still reconciled within seconds of the death.
+func TestASurvivorTakesOverTheRequeuesOfAPeerThatDied(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	const ttl, interval = time.Second, 300 * time.Millisecond
+	type replica struct {
+		name  string
+		conn  *broker.Broker
+		calls atomic.Int32
+	}
+	var first atomic.Pointer[replica] // the replica that reconciled the object first
+	kv, err := b.broker.JetStream().KeyValue(context.Background(), broker.LockBucket)
+	require.NoError(t, err)
+	members := func() int {
+		keys, _ := kv.Keys(context.Background())
+		n := 0
+		for _, k := range keys {
+			if strings.HasPrefix(k, "members.") {
+				n++
+			}
+		}
+		return n
+	}
+	start := func(name string) *replica {
+		conn, err := broker.Start(context.Background(), broker.Config{URL: b.broker.ClientURL(), Logger: quietLogger()})
+		require.NoError(t, err)
+		t.Cleanup(conn.Close)
+		r := &replica{name: name, conn: conn}
+		activity := &reconcile.Activity{}
+		rec := recFunc(func(ctx context.Context, obj *defObj) (reconcile.Result, error) {
+			r.calls.Add(1)
+			if first.CompareAndSwap(nil, r) {
+				return reconcile.Result{RequeueAfter: time.Hour}, nil // not done: looked at again in an hour
+			}
+			return reconcile.Result{}, nil
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		c := reconcile.New(conn, b.client.WorkloadDefinitions(), rec, reconcile.Config{ResyncInterval: interval, Activity: activity, Logger: quietLogger()})
+		go func() { _ = c.Start(ctx) }()
+		go func() {
+			_ = conn.Presence(ctx, broker.PresenceConfig{TTL: ttl, Left: func(string) { activity.Lost() }})
+		}()
+		return r
+	}
+	one, two := start("one"), start("two")
+	await.True(t, 10*time.Second, func() bool { return members() == 2 }, "both replicas announced themselves")
+
+	obj := b.createDef(t, "requeued")
+	await.True(t, 10*time.Second, func() bool { return first.Load() != nil }, "a replica reconciled the object")
+	holder := first.Load()
+	survivor := one
+	if holder == one {
+		survivor = two
+	}
+	got, err := b.client.WorkloadDefinitions().Get(context.Background(), obj.ID)
+	require.NoError(t, err)
+	require.False(t, api.Reconciled(got.Generation, &got.Status.Status), "the object waits for its requeue")
+
+	killed := time.Now()
+	holder.conn.Close() // dies with its requeue: no release, no publish
+	_, err = b.client.WorkloadDefinitions().WaitReconciled(waitCtx(t, 20*time.Second), obj.ID)
+	require.NoError(t, err, "the survivor reconciles the object whose requeue died with its peer")
+	took := time.Since(killed)
+	t.Logf("replica %s reconciled the object %s after replica %s died", survivor.name, took.Round(10*time.Millisecond), holder.name)
+	require.Positive(t, survivor.calls.Load())
+	require.Less(t, took, ttl+interval+5*time.Second, "within the presence TTL and a resync interval (plus the broker's expiry sweep)")
 }
 
 func TestResyncPicksUpObjectsWhoseNotificationWasLost(t *testing.T) {

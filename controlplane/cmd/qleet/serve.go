@@ -98,7 +98,7 @@ a flag on the command line wins.`,
 	fs.StringVar(&apiEndpoint, "api-endpoint", "", "API endpoint (controller mode)")
 	fs.StringVar(&token, "token", "", "controller token (controller mode)")
 	fs.IntVar(&workers, "workers", app.DefaultWorkers, "reconcile workers per kind (reconciles mostly wait on the network)")
-	fs.DurationVar(&resync, "resync", 30*time.Second, "resync interval for objects that are not reconciled, while the controllers are busy (at rest no pass runs)")
+	fs.DurationVar(&resync, "resync", 30*time.Second, "how soon after a notification may have been lost (a failed publish, a peer replica gone) the objects that are not reconciled are enqueued again; no pass runs otherwise")
 	fs.DurationVar(&drift, "drift-interval", reconcile.DefaultDriftInterval, "how often every object is enqueued again: the safety net behind the clusters' watch events, which bring drift at once")
 	fs.DurationVar(&failedRecheck, "failed-recheck", 5*time.Minute, "how often Failed objects are reconciled again, so that a fixed world heals")
 	fs.DurationVar(&cleanupGrace, "cleanup-grace", 2*time.Minute, "how long a deletion waits for an unreachable cluster before it offers orphaning")
