@@ -46,7 +46,7 @@ func TestProgressIsCoalescedIntoOneCall(t *testing.T) {
 	require.Equal(t, 1, count(), "the burst became one call")
 
 	h.OnUpdate(&corev1.Pod{}, &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed}}) // no instance label
-	time.Sleep(300 * time.Millisecond)                                                         // no signal: a window in which the unlabelled change must not call
+	time.Sleep(300 * time.Millisecond)                                                        // no signal: a window in which the unlabelled change must not call
 	require.Equal(t, 1, count())
 }
 
@@ -95,7 +95,9 @@ func TestDecisiveChangesCallAtOnce(t *testing.T) {
 		}
 	}
 
-	held("a container being created", func() { h.OnUpdate(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: labels}}, waiting("ContainerCreating")) })
+	held("a container being created", func() {
+		h.OnUpdate(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: labels}}, waiting("ContainerCreating"))
+	})
 	atOnce("an image that cannot be pulled", func() { h.OnUpdate(waiting("ContainerCreating"), waiting("ErrImagePull")) })
 	held("the same problem again", func() { h.OnUpdate(waiting("ErrImagePull"), waiting("ErrImagePull")) })
 	atOnce("a new problem", func() { h.OnUpdate(waiting("ErrImagePull"), waiting("ImagePullBackOff")) })
