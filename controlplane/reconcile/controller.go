@@ -46,10 +46,11 @@ type Config struct {
 	Heartbeat time.Duration
 	// ResyncInterval paces the passes over objects that are not reconciled (default 30s). Such a pass runs
 	// only when a notification may have been lost (see Activity), one interval after the loss so that
-	// the objects it left waiting have aged into it, and while an owned object counts its grace (see
-	// OwnerGrace). Otherwise no pass runs, at rest or after a burst of work, so the control plane makes no
-	// calls of its own; the objects that wait are woken by notifications (a dependency's status change, a
-	// watch event, their own requeue).
+	// the objects it left waiting have aged into it; while an object of this replica waits for a
+	// dependency's notification with no timer (OnNotification); and while an owned object counts its
+	// grace (see OwnerGrace). Otherwise no pass runs, at rest or after a burst of work, so the control
+	// plane makes no calls of its own; the objects that wait are woken by notifications (a dependency's
+	// status change, a watch event, their own requeue).
 	ResyncInterval time.Duration
 	// DriftInterval is how often every object, Ready ones included, is enqueued again (default 10h, like
 	// controller-runtime's SyncPeriod). It is the safety net only: drift in the compute space is learned
@@ -192,6 +193,9 @@ type Controller[S any, T any] struct {
 	dirty    map[string][]jetstream.Msg
 	// unowned holds, per object created for owners, since when none of them remains (see collect).
 	unowned map[string]time.Time
+	// notified holds the objects whose last reconcile here waits for a dependency's notification
+	// (OnNotification), with no timer: the resync passes look at them until they are reconciled.
+	notified map[string]bool
 	// holder names this process and controller in LockSpans lines.
 	holder string
 	// listed holds the objects the resync passes listed, for their reconciles; nil when off.
@@ -223,6 +227,7 @@ func New[S any, T any](queue Queue, res *client.Resource[S, T], rec Reconciler[S
 		inflight: map[string]bool{},
 		dirty:    map[string][]jetstream.Msg{},
 		unowned:  map[string]time.Time{},
+		notified: map[string]bool{},
 		holder:   fmt.Sprintf("pid %d %s", os.Getpid(), cfg.Source),
 		pace:     newPacer(cfg.ResyncRate, min(cfg.ResyncRate, resyncPage)),
 	}
@@ -390,9 +395,6 @@ func (c *Controller[S, T]) handle(ctx context.Context, locker *broker.Locker, m 
 	_ = m.Ack()
 	if !ack {
 		c.requeue(trace.ContextWithSpanContext(ctx, last), id, delay)
-	} else {
-		// Done: a requeue that an earlier reconcile asked for would only find the object done.
-		c.cancelRequeue(id)
 	}
 	if c.cfg.Metrics != nil {
 		c.cfg.Metrics.delivered(kind)
@@ -617,6 +619,18 @@ func (c *Controller[S, T]) process(ctx context.Context, id string, listed *api.O
 	out := c.outcome(obj, st, deleting, res, err)
 	if st.Phase == api.PhaseFailed && st.ObservedGeneration == obj.Generation && !deleting {
 		c.sawFailed.Store(true) // the slow re-check looks at it again
+	}
+	switch {
+	case out.name == outcomeDone && out.ack:
+		// Reconciled: a requeue that an earlier reconcile asked for would only find it done.
+		c.cancelRequeue(id)
+		c.setNotified(id, false)
+	case out.name == outcomeWaiting && out.ack:
+		// It waits for a dependency's notification, which reaches it only through a reference the
+		// store knows; the passes look at it until it is reconciled (setNotified).
+		c.setNotified(id, true)
+	default:
+		c.setNotified(id, false)
 	}
 	if stall := stalled(st, deleting, res); stall != "" {
 		Eventf(rctx, api.EventWarning, api.ConditionStalled, "%s", stall)
@@ -872,8 +886,9 @@ func jitter(d time.Duration) time.Duration {
 
 // resync is the safety net. When a notification may have been lost (Config.Activity: a requeue whose
 // publish failed, a peer replica that left with requeues in its memory, a pass that failed), it enqueues
-// the objects that are not reconciled one ResyncInterval later, and while an owned object counts its
-// grace it passes every ResyncInterval. Every DriftInterval (hours) it enqueues every object, and every
+// the objects that are not reconciled one ResyncInterval later. While an object waits for a dependency's
+// notification with no timer (a dependency it does not reference may never notify it), or an owned
+// object counts its grace, it passes every ResyncInterval. Every DriftInterval (hours) it enqueues every object, and every
 // FailedRecheckInterval the objects Failed at their current generation when the last pass saw any, so
 // that a fixed world heals. Drift itself is learned from watch events, not from here. Otherwise no pass
 // runs: a burst of work ends without one, since each of its objects has its notification (the outbox, a
@@ -914,7 +929,7 @@ func (c *Controller[S, T]) resync(ctx context.Context) {
 				owedSince = now
 			}
 			owed = owed && (now.Sub(lost) >= c.cfg.ResyncInterval || now.Sub(owedSince) >= 3*c.cfg.ResyncInterval)
-			if !drift && !failed && !owed && !c.graceCounting() {
+			if !drift && !failed && !owed && !c.graceCounting() && !c.waitingForNotification() {
 				continue
 			}
 			if owed {
@@ -953,6 +968,36 @@ func (c *Controller[S, T]) graceCounting() bool {
 	return len(c.unowned) > 0
 }
 
+// setNotified records whether id waits for a notification (see notified).
+func (c *Controller[S, T]) setNotified(id string, waits bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if waits {
+		c.notified[id] = true
+	} else {
+		delete(c.notified, id)
+	}
+}
+
+// waitingForNotification reports whether an object waits for a dependency's notification.
+func (c *Controller[S, T]) waitingForNotification() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.notified) > 0
+}
+
+// keepNotified drops from notified the objects that a pass's complete listing of pending objects no
+// longer holds: reconciled since, here or by another replica.
+func (c *Controller[S, T]) keepNotified(pending map[string]bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id := range c.notified {
+		if !pending[id] {
+			delete(c.notified, id)
+		}
+	}
+}
+
 // Resync enqueues every object that is not reconciled, or every object when all is true (a drift
 // check). Objects Failed at their current generation are left to the slower re-check. It returns how
 // many it enqueued.
@@ -985,6 +1030,7 @@ func (c *Controller[S, T]) resyncPass(ctx context.Context, idPrefix string, read
 	n := 0
 	sawFailed := false
 	defer func() { c.sawFailed.Store(sawFailed) }()
+	pending := map[string]bool{} // with !ready: the ids the complete listing holds
 	for {
 		listed.waitRoom(ctx, resyncPage)
 		mark := listed.beginListing()
@@ -997,6 +1043,7 @@ func (c *Controller[S, T]) resyncPass(ctx context.Context, idPrefix string, read
 		for i := range page.Items {
 			obj := new(api.Object[S, T])
 			*obj = page.Items[i] // a copy, so that a held object does not keep its page alive
+			pending[obj.ID] = true
 			// Without ready, collectOwned looked at the owned objects already.
 			if ready {
 				if err := c.collect(ctx, obj, owners); err != nil && ctx.Err() == nil {
@@ -1033,6 +1080,9 @@ func (c *Controller[S, T]) resyncPass(ctx context.Context, idPrefix string, read
 			return n, err
 		}
 		if page.Continue == "" {
+			if !ready {
+				c.keepNotified(pending)
+			}
 			return n, nil
 		}
 		opts.Continue = page.Continue

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/qleetos/terraform-provider-qleet/api"
@@ -406,6 +407,16 @@ func TestASurvivorTakesOverTheRequeuesOfAPeerThatDied(t *testing.T) {
 	if holder == one {
 		survivor = two
 	}
+	// The reconcile is over once its status is written and its lock released: from then on only the
+	// requeue timer, in the holder's memory, would bring the object back.
+	await.Explained(t, 10*time.Second, func() (bool, string) {
+		got, err := b.client.WorkloadDefinitions().Get(context.Background(), obj.ID)
+		if err != nil || got.Status.Phase == "" {
+			return false, fmt.Sprintf("status not written yet (%v)", err)
+		}
+		_, err = kv.Get(context.Background(), broker.LockKey(api.KindWorkloadDefinition, obj.ID))
+		return errors.Is(err, jetstream.ErrKeyNotFound), fmt.Sprintf("lock not released yet (%v)", err)
+	})
 	got, err := b.client.WorkloadDefinitions().Get(context.Background(), obj.ID)
 	require.NoError(t, err)
 	require.False(t, api.Reconciled(got.Generation, &got.Status.Status), "the object waits for its requeue")

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -160,4 +161,54 @@ func TestBusyPassLeavesFreshWritesToTheirNotification(t *testing.T) {
 	n, err = c.Resync(ctx, true)
 	require.NoError(t, err)
 	require.Equal(t, len(pending)+1, n, "a drift pass enqueues every object, fresh or not")
+}
+
+// TestAWaitForANotificationIsLookedAfterByThePasses: a reconcile may wait for a dependency with no timer
+// (OnNotification), and a dependency that the store does not know the object references never notifies
+// it. The passes look at such an object every interval until it is reconciled, and then stop.
+func TestAWaitForANotificationIsLookedAfterByThePasses(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	counter := &countingTransport{}
+	cl, err := client.New(b.url, client.WithToken(b.token), client.WithHTTPClient(&http.Client{Transport: counter}))
+	require.NoError(t, err)
+	var ready atomic.Bool
+	seen := &calls{n: map[string]int{}}
+	b.runWith(t, cl, recFunc(func(ctx context.Context, o *defObj) (reconcile.Result, error) {
+		seen.inc(o.Name)
+		if !ready.Load() {
+			return reconcile.Result{}, reconcile.Wait("support_service \"metrics\"", "Installing", "SupportServiceNotReady", reconcile.OnNotification)
+		}
+		return reconcile.Result{}, nil
+	}), reconcile.Config{ResyncInterval: 200 * time.Millisecond})
+	// Created after the controller's start pass, so that its create is its one notification.
+	// no signal: the start pass of an empty store lists nothing and publishes nothing to wait for
+	time.Sleep(300 * time.Millisecond)
+	obj := b.createDef(t, "waits")
+	await.Explained(t, 10*time.Second, func() (bool, string) {
+		got, err := b.client.WorkloadDefinitions().Get(context.Background(), obj.ID)
+		require.NoError(t, err)
+		return strings.Contains(got.Status.Message, `support_service "metrics"`), "the first reconcile has not written its wait yet: " + got.Status.Message
+	})
+
+	ready.Store(true) // the dependency is ready, and nothing tells the object
+	_, err = b.client.WorkloadDefinitions().WaitReconciled(waitCtx(t, 10*time.Second), obj.ID)
+	require.NoError(t, err, "a pass finds the waiting object")
+
+	lists := func(reqs []string) int {
+		n := 0
+		for _, r := range reqs {
+			if strings.HasPrefix(r, "GET ") && strings.HasSuffix(r, "/v1/workload_definitions") {
+				n++
+			}
+		}
+		return n
+	}
+	await.Explained(t, 10*time.Second, func() (bool, string) {
+		mark := counter.mark()
+		// no signal: a quiet spell is what is awaited, over five pass intervals
+		time.Sleep(time.Second)
+		got := lists(counter.since(mark))
+		return got == 0, fmt.Sprintf("%d listings in the last second", got)
+	})
 }
