@@ -79,20 +79,16 @@ func (b *Broker) Presence(ctx context.Context, cfg PresenceConfig) error {
 			return nil
 		case <-refresh.C:
 		}
-		switch {
-		case lock == nil:
-			lock, err = locker.Acquire(ctx, own)
-			if err != nil {
+		if lock == nil {
+			if lock, err = locker.Acquire(ctx, own); err != nil {
 				lock = nil
 			}
-		default:
-			if err = lock.Refresh(ctx); errors.Is(err, ErrLockLost) {
-				// Expired while the broker was out of reach: the others took this process for gone
-				// and looked after its requeues. Announce it again.
-				lock = nil
-				refresh.Reset(0)
-				continue
-			}
+		} else if err = lock.Refresh(ctx); errors.Is(err, ErrLockLost) {
+			// Expired while the broker was out of reach: the others took this process for gone and
+			// looked after its requeues. Announce it again.
+			lock = nil
+			refresh.Reset(0)
+			continue
 		}
 		if err != nil && ctx.Err() == nil {
 			b.cfg.Logger.Debug("presence not refreshed; tried again", "err", err)
