@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
@@ -54,20 +55,9 @@ func TestProgressIsCoalescedIntoOneCall(t *testing.T) {
 // a pod problem, a spec change to put back, a rollout that stops being complete, a deleted object.
 func TestDecisiveChangesCallAtOnce(t *testing.T) {
 	t.Parallel()
-	calls := make(chan time.Time, 10)
-	a, err := New(Config{
-		Runtime: &api.KubernetesRuntime{Meta: api.Meta{Name: "rt"}}, Cluster: &kube.Cluster{},
-		Debounce: time.Hour,
-		OnChange: func(string) { calls <- time.Now() },
-	})
-	require.NoError(t, err)
-	h := a.healthHandler()
-	labels := map[string]string{kube.LabelInstanceID: "i1"}
-	three := int32(3)
-	dep := func(gen int64, available int32) *appsv1.Deployment {
-		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Labels: labels, Generation: gen}, Spec: appsv1.DeploymentSpec{Replicas: &three},
-			Status: appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 3, UpdatedReplicas: 3, ReadyReplicas: available, AvailableReplicas: available}}
-	}
+	h, calls := hourWindow(t)
+	labels := testLabels
+	dep := threeReplicas
 	waiting := func(reason string) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Status: corev1.PodStatus{Phase: corev1.PodPending,
 			ContainerStatuses: []corev1.ContainerStatus{{Name: "app", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason}}}}}}
@@ -118,20 +108,8 @@ func TestDecisiveChangesCallAtOnce(t *testing.T) {
 // before it (its pods becoming ready): that is the change an instance's wait for readiness ends on.
 func TestACompletedRolloutCallsAtOnceWithinTheWindow(t *testing.T) {
 	t.Parallel()
-	calls := make(chan time.Time, 10)
-	a, err := New(Config{
-		Runtime: &api.KubernetesRuntime{Meta: api.Meta{Name: "rt"}}, Cluster: &kube.Cluster{},
-		Debounce: time.Hour,
-		OnChange: func(string) { calls <- time.Now() },
-	})
-	require.NoError(t, err)
-	h := a.healthHandler()
-	labels := map[string]string{kube.LabelInstanceID: "i1"}
-	three := int32(3)
-	dep := func(available int32) *appsv1.Deployment {
-		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Labels: labels, Generation: 1}, Spec: appsv1.DeploymentSpec{Replicas: &three},
-			Status: appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 3, UpdatedReplicas: 3, ReadyReplicas: available, AvailableReplicas: available}}
-	}
+	h, calls := hourWindow(t)
+	dep := func(available int32) *appsv1.Deployment { return threeReplicas(1, available) }
 
 	h.OnUpdate(dep(0), dep(1)) // progress: held for the window's end (an hour away)
 	h.OnUpdate(dep(1), dep(2)) // within the window: held too
@@ -150,4 +128,29 @@ func TestACompletedRolloutCallsAtOnceWithinTheWindow(t *testing.T) {
 	}
 	require.False(t, rolledOut(dep(2)))
 	require.True(t, rolledOut(dep(3)))
+}
+
+// testLabels label the objects of the instance the agent tests watch.
+var testLabels = map[string]string{kube.LabelInstanceID: "i1"}
+
+// hourWindow returns the health handler of an agent whose progress window is an hour, and the times
+// of its OnChange calls.
+func hourWindow(t *testing.T) (cache.ResourceEventHandler, chan time.Time) {
+	t.Helper()
+	calls := make(chan time.Time, 10)
+	a, err := New(Config{
+		Runtime: &api.KubernetesRuntime{Meta: api.Meta{Name: "rt"}}, Cluster: &kube.Cluster{},
+		Debounce: time.Hour,
+		OnChange: func(string) { calls <- time.Now() },
+	})
+	require.NoError(t, err)
+	return a.healthHandler(), calls
+}
+
+// threeReplicas is the instance's 3-replica Deployment at generation gen, observed at generation 1, with
+// available replicas ready and available.
+func threeReplicas(gen int64, available int32) *appsv1.Deployment {
+	three := int32(3)
+	return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Labels: testLabels, Generation: gen}, Spec: appsv1.DeploymentSpec{Replicas: &three},
+		Status: appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 3, UpdatedReplicas: 3, ReadyReplicas: available, AvailableReplicas: available}}
 }

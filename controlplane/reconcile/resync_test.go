@@ -94,15 +94,6 @@ func TestNoResyncPassAtRest(t *testing.T) {
 		_, err := b.client.WorkloadDefinitions().WaitReconciled(waitCtx(t, 20*time.Second), id)
 		require.NoError(t, err)
 	}
-	lists := func(reqs []string) int {
-		n := 0
-		for _, r := range reqs {
-			if strings.HasPrefix(r, "GET ") && strings.HasSuffix(r, "/v1/workload_definitions") {
-				n++
-			}
-		}
-		return n
-	}
 	mark, reconciled := counter.mark(), seen.get("idle-0")
 	// no signal: this is the idle window under test; nothing happens in it by design
 	time.Sleep(2 * time.Second)
@@ -115,15 +106,15 @@ func TestNoResyncPassAtRest(t *testing.T) {
 		await.True(t, 10*time.Second, func() bool { return seen.get("idle-0") == reconciled+1 }, "the notified object is reconciled")
 		// no signal: the window in which a pass after the work would list the kind (10 intervals)
 		time.Sleep(time.Second)
-		require.Zero(t, lists(counter.since(mark)), "no pass after the work: each object had its notification")
+		require.Zero(t, definitionLists(counter.since(mark)), "no pass after the work: each object had its notification")
 
 		activity.Lost()
-		await.True(t, 10*time.Second, func() bool { return lists(counter.since(mark)) > 0 }, "a pass lists the kind after a loss")
+		await.True(t, 10*time.Second, func() bool { return definitionLists(counter.since(mark)) > 0 }, "a pass lists the kind after a loss")
 		// no signal: the window in which further passes would list the kind again (10 intervals)
 		time.Sleep(time.Second)
-		n := lists(counter.since(mark))
+		n := definitionLists(counter.since(mark))
 		time.Sleep(time.Second) // no signal: likewise
-		require.Equal(t, n, lists(counter.since(mark)), "one loss makes passes only until one covers it")
+		require.Equal(t, n, definitionLists(counter.since(mark)), "one loss makes passes only until one covers it")
 	})
 }
 
@@ -195,20 +186,22 @@ func TestAWaitForANotificationIsLookedAfterByThePasses(t *testing.T) {
 	_, err = b.client.WorkloadDefinitions().WaitReconciled(waitCtx(t, 10*time.Second), obj.ID)
 	require.NoError(t, err, "a pass finds the waiting object")
 
-	lists := func(reqs []string) int {
-		n := 0
-		for _, r := range reqs {
-			if strings.HasPrefix(r, "GET ") && strings.HasSuffix(r, "/v1/workload_definitions") {
-				n++
-			}
-		}
-		return n
-	}
 	await.Explained(t, 10*time.Second, func() (bool, string) {
 		mark := counter.mark()
 		// no signal: a quiet spell is what is awaited, over five pass intervals
 		time.Sleep(time.Second)
-		got := lists(counter.since(mark))
+		got := definitionLists(counter.since(mark))
 		return got == 0, fmt.Sprintf("%d listings in the last second", got)
 	})
+}
+
+// definitionLists counts the listings of workload definitions among requests (countingTransport's).
+func definitionLists(reqs []string) int {
+	n := 0
+	for _, r := range reqs {
+		if strings.HasPrefix(r, "GET ") && strings.HasSuffix(r, "/v1/workload_definitions") {
+			n++
+		}
+	}
+	return n
 }
