@@ -82,7 +82,12 @@ type ConnectorConfig struct {
 	// OnReachability, when set, is called when a probed cluster stops answering (err says why) or answers
 	// again (nil), once per runtime connected to it. It runs on the prober's goroutine: keep it short.
 	OnReachability func(runtimeID string, err error)
-	// QPS and Burst are client-side rate limits (defaults 100 and 200).
+	// QPS and Burst are a client-side rate limit per cluster. The default (QPS 0) is none: the API
+	// server's Priority and Fairness (on by default since Kubernetes 1.20, GA in 1.29) queues and sheds
+	// load fairly across clients, as SIG API Machinery advises and controller-runtime does since v0.21.
+	// A token bucket on this side only made QleetOS wait on itself: deleting 100 instances at once
+	// (eighteen lists each, to prove a namespace holds nothing it did not create) queued 2,100 requests
+	// behind 100 per second. A positive QPS sets one; Burst defaults to twice QPS.
 	QPS   float32
 	Burst int
 	// ApplyConcurrency is each Cluster's ApplyConcurrency (default DefaultApplyConcurrency).
@@ -121,11 +126,10 @@ func NewConnector(cfg ConnectorConfig) *Connector {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 15 * time.Second
 	}
-	if cfg.QPS == 0 {
-		cfg.QPS = 100
-	}
-	if cfg.Burst == 0 {
-		cfg.Burst = 200
+	if cfg.QPS <= 0 {
+		cfg.QPS, cfg.Burst = -1, 0 // client-go: a negative QPS makes no rate limiter
+	} else if cfg.Burst <= 0 {
+		cfg.Burst = max(1, int(2*cfg.QPS))
 	}
 	if cfg.ProbeInterval == 0 {
 		cfg.ProbeInterval = DefaultProbeInterval

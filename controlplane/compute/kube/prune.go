@@ -161,11 +161,14 @@ func DeleteAll(ctx context.Context, cl *Cluster, owner Owner) error {
 // QleetOS applied for another owner (two instances given the same spec.namespace), or objects someone
 // put there by hand. Deleting the namespace would delete them too, so Prune and DeleteAll leave such a
 // namespace alone. Objects with a controlling owner (pods of a ReplicaSet) are judged by their owner,
-// and the objects Kubernetes itself puts in every namespace are not counted.
+// and the objects Kubernetes itself puts in every namespace are not counted. The kinds are listed
+// concurrently (up to listConcurrency at once), and the first foreign object found ends the search.
 func namespaceShared(ctx context.Context, cl *Cluster, o *unstructured.Unstructured, owner Owner) (bool, error) {
 	if o.GetKind() != "Namespace" || o.GroupVersionKind().Group != "" {
 		return false, nil
 	}
+	var resources []schema.GroupVersionResource
+	var kinds []string
 	for _, gvk := range append(append([]schema.GroupVersionKind{}, SearchKinds...), childKinds...) {
 		m, err := mapping(cl, gvk)
 		if meta.IsNoMatchError(err) {
@@ -174,24 +177,38 @@ func namespaceShared(ctx context.Context, cl *Cluster, o *unstructured.Unstructu
 		if err != nil {
 			return false, fmt.Errorf("map %s: %w", gvk.Kind, err)
 		}
-		if m.Scope.Name() != meta.RESTScopeNameNamespace {
-			continue
+		if m.Scope.Name() == meta.RESTScopeNameNamespace {
+			resources, kinds = append(resources, m.Resource), append(kinds, gvk.Kind)
 		}
-		list, err := cl.Dynamic.Resource(m.Resource).Namespace(o.GetName()).List(ctx, metav1.ListOptions{})
-		if apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) {
-			continue
-		}
-		if err != nil {
-			return false, fmt.Errorf("list %s in namespace %s: %w", gvk.Kind, o.GetName(), err)
-		}
-		for i := range list.Items {
-			item := &list.Items[i]
-			if id, _ := ownerOf(item.GetLabels()); id == owner.InstanceID || metav1.GetControllerOf(item) != nil ||
-				item.GetDeletionTimestamp() != nil || builtIn(gvk.Kind, item.GetName()) {
-				continue
+	}
+	errFound := errors.New("found a foreign object")
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(listConcurrency)
+	for i, res := range resources {
+		g.Go(func() error {
+			list, err := cl.Dynamic.Resource(res).Namespace(o.GetName()).List(gctx, metav1.ListOptions{})
+			if apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err) {
+				return nil
 			}
-			return true, nil
-		}
+			if err != nil {
+				return fmt.Errorf("list %s in namespace %s: %w", kinds[i], o.GetName(), err)
+			}
+			for j := range list.Items {
+				item := &list.Items[j]
+				if id, _ := ownerOf(item.GetLabels()); id == owner.InstanceID || metav1.GetControllerOf(item) != nil ||
+					item.GetDeletionTimestamp() != nil || builtIn(kinds[i], item.GetName()) {
+					continue
+				}
+				return errFound
+			}
+			return nil
+		})
+	}
+	switch err := g.Wait(); {
+	case errors.Is(err, errFound):
+		return true, nil
+	case err != nil:
+		return false, err
 	}
 	return false, nil
 }
