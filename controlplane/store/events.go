@@ -44,7 +44,7 @@ func (s *bunStore) AppendEvent(ctx context.Context, ev *Event) error {
 	}
 	err := s.write(ctx, func(ctx context.Context, tx bun.Tx) error {
 		var kind string
-		err := tx.NewSelect().Model((*objectRow)(nil)).Column("kind").Where("id = ?", row.ObjectID).Scan(ctx, &kind)
+		err := s.scanIn(ctx, tx, sqlObjectKind, []any{row.ObjectID}, &kind)
 		if errors.Is(err, sql.ErrNoRows) || (err == nil && row.Kind != "" && row.Kind != kind) {
 			return notFound(row.Kind, row.ObjectID)
 		}
@@ -52,14 +52,19 @@ func (s *bunStore) AppendEvent(ctx context.Context, ev *Event) error {
 			return err
 		}
 		row.Kind = kind
-		counted, err := countRepeat(ctx, tx, row)
+		counted, err := s.countRepeat(ctx, tx, row)
 		if err != nil || counted {
 			return err
 		}
-		if _, err := tx.NewInsert().Model(row).ExcludeColumn("id").Returning("id").Exec(ctx, &row.ID); err != nil {
+		err = s.scanIn(ctx, tx, sqlEventInsert, []any{row.ObjectID, row.Kind, row.Type, row.Reason, row.Message,
+			row.Generation, row.DurationMS, row.Source, row.CreatedAt, row.Count, row.LastSeenAt}, &row.ID)
+		if err != nil {
 			return fmt.Errorf("insert: %w", err)
 		}
-		return trimEvents(ctx, tx, row.ObjectID)
+		if err := s.execIn(ctx, tx, sqlEventTrim, row.ObjectID, row.ObjectID, EventRetention); err != nil {
+			return fmt.Errorf("trim: %w", err)
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("store: append event for %q: %w", ev.ObjectID, err)
@@ -75,13 +80,10 @@ func (s *bunStore) AppendEvent(ctx context.Context, ev *Event) error {
 // countRepeat counts row on the object's newest identical event last seen within EventRepeatWindow, if
 // there is one, and then reports true with row filled in from it. The lookup reads the object's events
 // only (events_object_id_idx), of which there are at most EventRetention.
-func countRepeat(ctx context.Context, tx bun.Tx, row *eventRow) (bool, error) {
+func (s *bunStore) countRepeat(ctx context.Context, tx bun.Tx, row *eventRow) (bool, error) {
 	var prev eventRow
-	err := tx.NewSelect().Model(&prev).
-		Where("object_id = ?", row.ObjectID).Where("type = ?", row.Type).Where("reason = ?", row.Reason).
-		Where("message = ?", row.Message).Where("source = ?", row.Source).Where("generation = ?", row.Generation).
-		Where("last_seen_at >= ?", row.LastSeenAt.Add(-EventRepeatWindow)).
-		OrderExpr("id DESC").Limit(1).Scan(ctx)
+	err := s.scanIn(ctx, tx, sqlEventRepeat, []any{row.ObjectID, row.Type, row.Reason, row.Message, row.Source,
+		row.Generation, row.LastSeenAt.Add(-EventRepeatWindow)}, &prev)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -92,25 +94,11 @@ func countRepeat(ctx context.Context, tx bun.Tx, row *eventRow) (bool, error) {
 	if prev.LastSeenAt.After(last) {
 		last = prev.LastSeenAt // appended out of order: the row keeps its latest
 	}
-	_, err = tx.NewUpdate().Model((*eventRow)(nil)).
-		Set("count = count + 1").Set("last_seen_at = ?", last).Set("duration_ms = ?", row.DurationMS).
-		Where("id = ?", prev.ID).Exec(ctx)
-	if err != nil {
+	if err := s.execIn(ctx, tx, sqlEventCount, last, row.DurationMS, prev.ID); err != nil {
 		return false, fmt.Errorf("count repeat: %w", err)
 	}
 	row.ID, row.CreatedAt, row.Count, row.LastSeenAt = prev.ID, prev.CreatedAt, max(prev.Count, 1)+1, last
 	return true, nil
-}
-
-// trimEvents deletes an object's events older than the newest EventRetention.
-func trimEvents(ctx context.Context, tx bun.Tx, objectID string) error {
-	_, err := tx.ExecContext(ctx, `DELETE FROM events WHERE object_id = ? AND id <= (
-	SELECT id FROM events WHERE object_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)`,
-		objectID, objectID, EventRetention)
-	if err != nil {
-		return fmt.Errorf("trim: %w", err)
-	}
-	return nil
 }
 
 // ListEvents returns an object's newest events, at most limit (default and maximum EventRetention),

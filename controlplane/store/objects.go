@@ -10,7 +10,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/uptrace/bun"
@@ -148,13 +147,22 @@ func (s *bunStore) getOne(ctx context.Context, kind, what, where string, arg any
 	if err != nil {
 		return nil, err
 	}
+	m, err := row.labels()
+	if err != nil {
+		return nil, err
+	}
+	return row.toObject(m), nil
+}
+
+// labels decodes the row's labels.
+func (r *objectWithLabels) labels() (map[string]string, error) {
 	m := map[string]string{}
-	if row.LabelsJSON != "" {
-		if err := json.Unmarshal([]byte(row.LabelsJSON), &m); err != nil {
+	if r.LabelsJSON != "" {
+		if err := json.Unmarshal([]byte(r.LabelsJSON), &m); err != nil {
 			return nil, fmt.Errorf("labels: %w", err)
 		}
 	}
-	return row.toObject(m), nil
+	return m, nil
 }
 
 // List returns one page of objects of a kind, ordered by id (creation order), filtered by label equality.
@@ -326,7 +334,7 @@ func (s *bunStore) UpdateStatus(ctx context.Context, p *UpdateStatusParams) (*Ob
 	}
 	var obj *Object
 	err = s.write(ctx, func(ctx context.Context, tx bun.Tx) error {
-		row, err := s.lockObject(ctx, tx, p.Kind, p.ID, lockNoKeyUpdate)
+		row, labels, err := s.lockWithLabels(ctx, tx, p.Kind, p.ID)
 		if err != nil {
 			return err
 		}
@@ -346,9 +354,7 @@ func (s *bunStore) UpdateStatus(ctx context.Context, p *UpdateStatusParams) (*Ob
 		row.ResourceVersion++
 		row.Status = status
 		row.UpdatedAt = now()
-		if _, err := tx.NewUpdate().Model(row).
-			Column("status", "resource_version", "updated_at").
-			WherePK().Exec(ctx); err != nil {
+		if err := s.execIn(ctx, tx, sqlUpdateStatus, row.Status, row.ResourceVersion, row.UpdatedAt, row.ID); err != nil {
 			return err
 		}
 		if was != is {
@@ -362,8 +368,8 @@ func (s *bunStore) UpdateStatus(ctx context.Context, p *UpdateStatusParams) (*Ob
 				return err
 			}
 		}
-		obj, err = withLabels(ctx, tx, row)
-		return err
+		obj = row.toObject(labels)
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: update status of %s %q: %w", p.Kind, p.ID, err)
@@ -505,6 +511,30 @@ func (s *bunStore) lockObject(ctx context.Context, tx bun.Tx, kind, id, strength
 		return nil, err
 	}
 	return row, nil
+}
+
+// lockWithLabels is lockObject (lockNoKeyUpdate) and the object's labels. On SQLite it is one prepared
+// statement: the write transaction already excludes other writers. On PostgreSQL it is the locking read,
+// then a read of the labels.
+func (s *bunStore) lockWithLabels(ctx context.Context, tx bun.Tx, kind, id string) (*objectRow, map[string]string, error) {
+	if s.dialect != dialectSQLite {
+		row, err := s.lockObject(ctx, tx, kind, id, lockNoKeyUpdate)
+		if err != nil {
+			return nil, nil, err
+		}
+		labels, err := loadLabels(ctx, tx, []string{row.ID})
+		return row, labels[row.ID], err
+	}
+	row := new(objectWithLabels)
+	err := s.scanIn(ctx, tx, sqlLockOneSQLite, []any{id, kind}, row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil, notFound(kind, id)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	labels, err := row.labels()
+	return &row.objectRow, labels, err
 }
 
 // checkRefs verifies that every referenced object exists with the given kind and is not being deleted,
@@ -751,95 +781,6 @@ func insertCreatedPostgres(ctx context.Context, tx bun.Tx, row *objectRow, label
 		return err
 	}
 	return nil
-}
-
-// SQLite's hot write statements, prepared once when the store opens (see execPrepared).
-const (
-	sqlInsertObject = `INSERT INTO objects (id, kind, name, generation, resource_version, spec, status,
-			created_at, updated_at, deletion_requested_at, deletion_orphan, owners) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, FALSE, ?)`
-	sqlInsertLabel  = "INSERT INTO object_labels (object_id, key, value) VALUES (?, ?, ?)"
-	sqlInsertOutbox = "INSERT INTO outbox (kind, object_id, created_at, trace_parent) VALUES (?, ?, ?, ?)"
-)
-
-// SQLite's reads of one object (getOne), by its condition, prepared once when the store opens: parsing
-// the statement was about half of a Get's cost (make bench, apply and sim sections).
-var sqlGetOne = map[string]string{
-	"o.id = ?":   sqlSelectOne + "o.id = ? AND o.kind = ?",
-	"o.name = ?": sqlSelectOne + "o.name = ? AND o.kind = ?",
-}
-
-const sqlSelectOne = `SELECT o.*, (SELECT json_group_object(l.key, l.value) FROM object_labels AS l WHERE l.object_id = o.id) AS labels_json
-			FROM objects AS o WHERE `
-
-// prepareReads prepares SQLite's reads of one object on the read pool (see sqlGetOne).
-func (s *bunStore) prepareReads(ctx context.Context, cfg Config) error {
-	if s.dialect != dialectSQLite || cfg.unpreparedReads {
-		return nil
-	}
-	s.preparedReads = map[string]*sql.Stmt{}
-	for where, q := range sqlGetOne {
-		stmt, err := s.rdb.DB.PrepareContext(ctx, q)
-		if err != nil {
-			return fmt.Errorf("store: prepare %q: %w", q, err)
-		}
-		s.preparedReads[where] = stmt
-	}
-	return nil
-}
-
-// scanOne runs a prepared read of one row into row, or answers sql.ErrNoRows.
-func (s *bunStore) scanOne(ctx context.Context, stmt *sql.Stmt, row any, args ...any) error {
-	rows, err := stmt.QueryContext(ctx, args...)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = rows.Close() }()
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		return sql.ErrNoRows
-	}
-	if err := s.rdb.ScanRow(ctx, rows, row); err != nil {
-		return err
-	}
-	return rows.Close()
-}
-
-// prepareWrites prepares SQLite's hot write statements on the write pool. It runs after the migrations,
-// before any write: preparing needs a connection, and a write transaction holds the only one.
-func (s *bunStore) prepareWrites(ctx context.Context, cfg Config) error {
-	if s.dialect != dialectSQLite || cfg.unpreparedWrites {
-		return nil
-	}
-	s.prepared = map[string]*sql.Stmt{}
-	for _, q := range []string{sqlInsertObject, sqlInsertLabel, sqlInsertOutbox} {
-		stmt, err := s.wdb.DB.PrepareContext(ctx, q)
-		if err != nil {
-			return fmt.Errorf("store: prepare %q: %w", q, err)
-		}
-		s.prepared[q] = stmt
-	}
-	return nil
-}
-
-// execPrepared runs a write through a statement prepared once per write connection (SQLite only: there
-// parsing is most of a small insert's cost, and it runs inside the single writer). The arguments are bound
-// as the driver's own values, so each must be stored as bun would store it (see timeText).
-func (s *bunStore) execPrepared(ctx context.Context, tx bun.Tx, query string, args ...any) error {
-	stmt, ok := s.prepared[query]
-	if !ok {
-		return fmt.Errorf("statement not prepared: %q", query)
-	}
-	_, err := tx.StmtContext(ctx, stmt).ExecContext(ctx, args...)
-	return err
-}
-
-// timeText is a time as bun writes it in SQLite's text columns, so that rows written with bound
-// arguments read and sort as bun's own.
-func (s *bunStore) timeText(t time.Time) string {
-	b := s.wdb.Dialect().AppendTime(nil, t)
-	return string(b[1 : len(b)-1]) // without the quotes
 }
 
 // enqueueDependents writes an outbox row for every object that references objectID, or only for those
