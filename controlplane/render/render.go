@@ -13,11 +13,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
-	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/cli"
-	"helm.sh/helm/v3/pkg/registry"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -449,7 +445,7 @@ func (r *Renderer) renderHelm(ctx context.Context, h *api.HelmSource, release, n
 	_, span := telemetry.Start(ctx, "helm template "+h.Chart, trace.WithAttributes(
 		attribute.String("helm.chart", h.Chart), attribute.String("helm.version", h.Version), attribute.String("helm.repository", h.Repository)))
 	defer func() { telemetry.End(span, err) }()
-	path, err := r.locateChart(h)
+	path, err := r.locateChart(ctx, h)
 	if err != nil {
 		return nil, err
 	}
@@ -463,24 +459,11 @@ func (r *Renderer) renderHelm(ctx context.Context, h *api.HelmSource, release, n
 			return nil, fmt.Errorf("helm values: %w", err)
 		}
 	}
-	in := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
-	in.DryRun = true
-	in.ClientOnly = true
-	in.Replace = true
-	in.IncludeCRDs = true
-	in.DisableHooks = true
-	in.ReleaseName = release
-	in.Namespace = namespace
-	if kubeVersion != "" {
-		if kv, err := chartutil.ParseKubeVersion(kubeVersion); err == nil {
-			in.KubeVersion = kv
-		}
-	}
-	rel, err := in.RunWithContext(ctx, chrt, vals)
+	manifest, err := Template(chrt, vals, release, namespace, kubeVersion)
 	if err != nil {
 		return nil, fmt.Errorf("helm chart %q: render: %w", h.Chart, err)
 	}
-	objs, err = ParseManifests(rel.Manifest)
+	objs, err = ParseManifests(manifest)
 	if err != nil {
 		return nil, fmt.Errorf("helm chart %q: %w", h.Chart, err)
 	}
@@ -513,7 +496,7 @@ func (r *Renderer) localChart(chart string) (string, error) {
 
 // locateChart returns the local path of the chart: h.Chart itself when no repository is given,
 // otherwise a download into the cache (pinned versions are downloaded once per process).
-func (r *Renderer) locateChart(h *api.HelmSource) (string, error) {
+func (r *Renderer) locateChart(ctx context.Context, h *api.HelmSource) (string, error) {
 	if h.Repository == "" {
 		return r.localChart(h.Chart)
 	}
@@ -529,24 +512,7 @@ func (r *Renderer) locateChart(h *api.HelmSource) (string, error) {
 	if dir == "" {
 		dir = filepath.Join(os.TempDir(), "qleet-helm")
 	}
-	settings := cli.New()
-	settings.RepositoryCache = filepath.Join(dir, "repository")
-	settings.RepositoryConfig = filepath.Join(dir, "repositories.yaml")
-	settings.RegistryConfig = filepath.Join(dir, "registry.json")
-	in := action.NewInstall(&action.Configuration{})
-	in.Version = h.Version
-	name := h.Chart
-	if registry.IsOCI(h.Repository) {
-		rc, err := registry.NewClient(registry.ClientOptWriter(io.Discard), registry.ClientOptCredentialsFile(settings.RegistryConfig))
-		if err != nil {
-			return "", &FetchError{Err: err}
-		}
-		in.SetRegistryClient(rc)
-		name = strings.TrimSuffix(h.Repository, "/") + "/" + h.Chart
-	} else {
-		in.RepoURL = h.Repository
-	}
-	p, err := in.LocateChart(name, settings)
+	p, err := fetchChart(ctx, chartRef{Repository: h.Repository, Chart: h.Chart, Version: h.Version}, dir)
 	if err != nil {
 		return "", &FetchError{Err: fmt.Errorf("helm chart %q from %s: %w", h.Chart, h.Repository, err)}
 	}

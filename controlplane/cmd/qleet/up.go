@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	corev1 "k8s.io/api/core/v1"
@@ -194,14 +193,11 @@ func (q *cli) up(ctx context.Context, out io.Writer, o *upOptions) error {
 		setValue(vals, "agent.runtime", o.runtime)
 	}
 
-	in := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
-	in.DryRun, in.ClientOnly, in.Replace, in.IncludeCRDs = true, true, true, true
-	in.ReleaseName, in.Namespace = upRelease, ns
-	rel, err := in.RunWithContext(ctx, chrt, vals)
+	manifest, err := render.Template(chrt, vals, upRelease, ns, "")
 	if err != nil {
 		return fmt.Errorf("up: chart: %w", err)
 	}
-	objs, err := render.ParseManifests(rel.Manifest)
+	objs, err := render.ParseManifests(manifest)
 	if err != nil {
 		return fmt.Errorf("up: chart: %w", err)
 	}
