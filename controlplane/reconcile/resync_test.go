@@ -94,6 +94,14 @@ func TestNoResyncPassAtRest(t *testing.T) {
 		_, err := b.client.WorkloadDefinitions().WaitReconciled(waitCtx(t, 20*time.Second), id)
 		require.NoError(t, err)
 	}
+	// Each object had two notifications in flight (its create's, and the startup pass's), and the second
+	// may be reconciled just after the first wrote the status that WaitReconciled saw. At rest means once
+	// they are consumed: no request for half a second (five resync intervals).
+	await.True(t, 10*time.Second, func() bool {
+		n := counter.mark()
+		time.Sleep(500 * time.Millisecond)
+		return counter.mark() == n
+	}, "the notifications of the creates and of the startup pass are consumed")
 	mark, reconciled := counter.mark(), seen.get("idle-0")
 	// no signal: this is the idle window under test; nothing happens in it by design
 	time.Sleep(2 * time.Second)
