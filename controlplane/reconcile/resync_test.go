@@ -43,6 +43,15 @@ func (c *countingTransport) mark() int {
 	return len(c.seen)
 }
 
+// countingClient is an API client whose requests counter records.
+func countingClient(t *testing.T, b *bundle) (*countingTransport, *client.Client) {
+	t.Helper()
+	counter := &countingTransport{}
+	cl, err := client.New(b.url, client.WithToken(b.token), client.WithHTTPClient(&http.Client{Transport: counter}))
+	require.NoError(t, err)
+	return counter, cl
+}
+
 // TestResyncPassIsPaced checks the safety net's token bucket: a full pass over 60 objects at 20 objects
 // per second (a bucket of 20) cannot enqueue them in less than the 2s that the 40 beyond the bucket take.
 func TestResyncPassIsPaced(t *testing.T) {
@@ -77,9 +86,7 @@ func TestResyncPassIsPaced(t *testing.T) {
 func TestNoResyncPassAtRest(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
-	counter := &countingTransport{}
-	cl, err := client.New(b.url, client.WithToken(b.token), client.WithHTTPClient(&http.Client{Transport: counter}))
-	require.NoError(t, err)
+	counter, cl := countingClient(t, b)
 	var objs []string
 	for i := range 3 {
 		objs = append(objs, b.createDef(t, fmt.Sprintf("idle-%d", i)).ID)
@@ -168,9 +175,7 @@ func TestBusyPassLeavesFreshWritesToTheirNotification(t *testing.T) {
 func TestAWaitForANotificationIsLookedAfterByThePasses(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
-	counter := &countingTransport{}
-	cl, err := client.New(b.url, client.WithToken(b.token), client.WithHTTPClient(&http.Client{Transport: counter}))
-	require.NoError(t, err)
+	counter, cl := countingClient(t, b)
 	var ready atomic.Bool
 	seen := &calls{n: map[string]int{}}
 	b.runWith(t, cl, recFunc(func(ctx context.Context, o *defObj) (reconcile.Result, error) {
@@ -191,7 +196,7 @@ func TestAWaitForANotificationIsLookedAfterByThePasses(t *testing.T) {
 	})
 
 	ready.Store(true) // the dependency is ready, and nothing tells the object
-	_, err = b.client.WorkloadDefinitions().WaitReconciled(waitCtx(t, 10*time.Second), obj.ID)
+	_, err := b.client.WorkloadDefinitions().WaitReconciled(waitCtx(t, 10*time.Second), obj.ID)
 	require.NoError(t, err, "a pass finds the waiting object")
 
 	await.Explained(t, 10*time.Second, func() (bool, string) {

@@ -284,15 +284,8 @@ func BenchmarkSQLiteGet(b *testing.B) {
 		} {
 			b.Run(fmt.Sprintf("readers=%d/%s", readers, mode.name), func(b *testing.B) {
 				s := benchStoreConfig(b, "sqlite", mode.cfg)
-				ctx := context.Background()
-				create := createOp(s)
 				var ids []string
-				for i := range 1000 {
-					require.NoError(b, create(ctx, int64(i)))
-				}
-				page, err := s.List(ctx, &ListParams{Kind: "workload_instances", Limit: 1000})
-				require.NoError(b, err)
-				for _, o := range page.Objects {
+				for _, o := range thousandObjects(b, s) {
 					ids = append(ids, o.ID)
 				}
 				runWriters(b, readers, func(ctx context.Context, n int64) error {
@@ -322,15 +315,9 @@ func BenchmarkSQLiteStatusWrite(b *testing.B) {
 		} {
 			b.Run(fmt.Sprintf("writers=%d/%s", writers, mode.name), func(b *testing.B) {
 				s := benchStoreConfig(b, "sqlite", mode.cfg)
-				ctx := context.Background()
-				create := createOp(s)
-				for i := range 1000 {
-					require.NoError(b, create(ctx, int64(i)))
-				}
-				page, err := s.List(ctx, &ListParams{Kind: "workload_instances", Limit: 1000})
-				require.NoError(b, err)
+				objs := thousandObjects(b, s)
 				runWriters(b, writers, func(ctx context.Context, n int64) error {
-					o := page.Objects[n%int64(len(page.Objects))]
+					o := objs[n%int64(len(objs))]
 					status := fmt.Sprintf(`{"phase":"Ready","observed_generation":1,"message":"pass %d"}`, n)
 					obj, err := s.UpdateStatus(ctx, &UpdateStatusParams{Kind: o.Kind, ID: o.ID, Status: json.RawMessage(status)})
 					if err != nil {
@@ -345,4 +332,17 @@ func BenchmarkSQLiteStatusWrite(b *testing.B) {
 			})
 		}
 	}
+}
+
+// thousandObjects creates 1,000 workload instances with createOp and returns them.
+func thousandObjects(b *testing.B, s *bunStore) []*Object {
+	b.Helper()
+	ctx := context.Background()
+	create := createOp(s)
+	for i := range 1000 {
+		require.NoError(b, create(ctx, int64(i)))
+	}
+	page, err := s.List(ctx, &ListParams{Kind: "workload_instances", Limit: 1000})
+	require.NoError(b, err)
+	return page.Objects
 }

@@ -63,15 +63,22 @@ func (s *bunStore) prepareReads(ctx context.Context, cfg Config) error {
 	if s.dialect != dialectSQLite || cfg.unpreparedReads {
 		return nil
 	}
-	s.preparedReads = map[string]*sql.Stmt{}
-	for where, q := range sqlGetOne {
-		stmt, err := s.rdb.DB.PrepareContext(ctx, q)
+	var err error
+	s.preparedReads, err = prepareAll(ctx, s.rdb, sqlGetOne)
+	return err
+}
+
+// prepareAll prepares each query of queries on db, keeping its key.
+func prepareAll(ctx context.Context, db *bun.DB, queries map[string]string) (map[string]*sql.Stmt, error) {
+	out := make(map[string]*sql.Stmt, len(queries))
+	for key, q := range queries {
+		stmt, err := db.DB.PrepareContext(ctx, q)
 		if err != nil {
-			return fmt.Errorf("store: prepare %q: %w", q, err)
+			return nil, fmt.Errorf("store: prepare %q: %w", q, err)
 		}
-		s.preparedReads[where] = stmt
+		out[key] = stmt
 	}
-	return nil
+	return out, nil
 }
 
 // scanOne runs a prepared read of one row into row, or answers sql.ErrNoRows.
@@ -105,15 +112,13 @@ func (s *bunStore) prepareWrites(ctx context.Context, cfg Config) error {
 	if s.dialect != dialectSQLite || cfg.unpreparedWrites {
 		return nil
 	}
-	s.prepared = map[string]*sql.Stmt{}
+	byQuery := make(map[string]string, len(writeStatements))
 	for _, q := range writeStatements {
-		stmt, err := s.wdb.DB.PrepareContext(ctx, q)
-		if err != nil {
-			return fmt.Errorf("store: prepare %q: %w", q, err)
-		}
-		s.prepared[q] = stmt
+		byQuery[q] = q
 	}
-	return nil
+	var err error
+	s.prepared, err = prepareAll(ctx, s.wdb, byQuery)
+	return err
 }
 
 // execPrepared runs a write through a statement prepared once per write connection (SQLite only: there
