@@ -83,15 +83,30 @@ func newCommitter(db *bun.DB, lanes int) *committer {
 // write runs fn in a transaction, alone when a lane is free, else in the next group, and returns once that
 // transaction has committed (or failed).
 func (c *committer) write(ctx context.Context, fn writeFunc) error {
-	if c.off {
+	return c.writeOr(ctx, fn, nil)
+}
+
+// writeOr is write for a write that can also run without a transaction of its own: alone, when not nil,
+// does on the database what fn does in a transaction, atomically by itself (one statement, or on
+// PostgreSQL one query string of several, which the server runs as one implicit transaction). It runs
+// instead of fn when the write would be a transaction alone (a lane is free, or grouping is off), saving
+// the round trips of BEGIN and COMMIT; a write that queues runs fn in its group as any other.
+func (c *committer) writeOr(ctx context.Context, fn writeFunc, alone func(ctx context.Context) error) error {
+	runAlone := func() error {
+		if alone != nil {
+			return alone(ctx)
+		}
 		return c.db.RunInTx(ctx, nil, fn)
+	}
+	if c.off {
+		return runAlone()
 	}
 	c.mu.Lock()
 	if c.free > 0 {
 		c.free--
 		c.mu.Unlock()
 		defer c.handOff() // even when fn panics
-		return c.db.RunInTx(ctx, nil, fn)
+		return runAlone()
 	}
 	w := &pendingWrite{ctx: ctx, fn: fn, done: make(chan struct{}), lead: make(chan []*pendingWrite, 1)}
 	c.queue = append(c.queue, w)

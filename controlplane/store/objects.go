@@ -71,7 +71,23 @@ func (s *bunStore) Create(ctx context.Context, p *CreateParams) (*Object, error)
 		CreatedAt:       t,
 		UpdatedAt:       t,
 	}
-	err = s.write(ctx, func(ctx context.Context, tx bun.Tx) error {
+	// A create with nothing to look up first (no references) and no user rows is one query string of
+	// inserts on PostgreSQL: sent alone, outside a transaction, the server runs it as one implicit
+	// transaction, so it takes one round trip instead of three (BEGIN, the inserts, COMMIT). Queued behind
+	// busy lanes, it runs in its group's transaction as any write.
+	var alone func(ctx context.Context) error
+	if s.dialect == dialectPostgres && !s.separateInserts && len(p.Refs) == 0 && len(p.Users) == 0 {
+		alone = func(ctx context.Context) error {
+			query, err := createdPostgres(ctx, s.wdb, row, p.Labels, nil)
+			if err != nil {
+				return err
+			}
+			// The *sql.DB, not bun's, as in insertCreatedPostgres.
+			_, err = s.wdb.DB.ExecContext(ctx, query)
+			return createdErr(err)
+		}
+	}
+	err = s.writeOr(ctx, func(ctx context.Context, tx bun.Tx) error {
 		refs, err := s.checkRefs(ctx, tx, row.ID, p.Refs)
 		if err != nil {
 			return err
@@ -95,7 +111,7 @@ func (s *bunStore) Create(ctx context.Context, p *CreateParams) (*Object, error)
 			return err
 		}
 		return s.insertOutbox(ctx, tx, row.Kind, row.ID)
-	})
+	}, alone)
 	if err != nil {
 		return nil, fmt.Errorf("store: create %s %q: %w", p.Kind, p.Name, err)
 	}
@@ -733,11 +749,25 @@ func insertUsers(ctx context.Context, tx bun.Tx, objectID string, users []string
 	return nil
 }
 
-// insertCreatedPostgres writes a new object's row, labels, references and outbox row in one round trip:
-// bun formats each INSERT with its values, and the simple query protocol runs them in order, stopping at
-// the first that fails (which fails the transaction, or the write's savepoint in a group).
+// insertCreatedPostgres writes a new object's row, labels, references and outbox row in one round trip
+// (see createdPostgres): the simple query protocol runs the inserts in order, stopping at the first that
+// fails (which fails the transaction, or the write's savepoint in a group).
 func insertCreatedPostgres(ctx context.Context, tx bun.Tx, row *objectRow, labels map[string]string, refs []Ref) error {
-	gen := tx.NewInsert().DB().QueryGen()
+	query, err := createdPostgres(ctx, tx, row, labels, refs)
+	if err != nil {
+		return err
+	}
+	// The *sql.Tx, not bun's: the text is formatted already, and pgdriver sends a query without
+	// arguments as it is.
+	_, err = tx.Tx.ExecContext(ctx, query)
+	return createdErr(err)
+}
+
+// createdPostgres formats the inserts of a new object's row, labels, references and outbox row, each
+// with its values, as one query string. Sent alone, outside a transaction, PostgreSQL runs such a string
+// as one implicit transaction: all of it commits, or none.
+func createdPostgres(ctx context.Context, db bun.IDB, row *objectRow, labels map[string]string, refs []Ref) (string, error) {
+	gen := db.NewInsert().DB().QueryGen()
 	var b []byte
 	appendInsert := func(q *bun.InsertQuery) error {
 		if len(b) > 0 {
@@ -747,13 +777,13 @@ func insertCreatedPostgres(ctx context.Context, tx bun.Tx, row *objectRow, label
 		b, err = q.AppendQuery(gen, b)
 		return err
 	}
-	if err := appendInsert(tx.NewInsert().Model(row).Returning("NULL")); err != nil {
-		return err
+	if err := appendInsert(db.NewInsert().Model(row).Returning("NULL")); err != nil {
+		return "", err
 	}
 	if len(labels) > 0 {
 		rows := labelRows(row.ID, labels)
-		if err := appendInsert(tx.NewInsert().Model(&rows)); err != nil {
-			return err
+		if err := appendInsert(db.NewInsert().Model(&rows)); err != nil {
+			return "", err
 		}
 	}
 	if len(refs) > 0 {
@@ -761,26 +791,28 @@ func insertCreatedPostgres(ctx context.Context, tx bun.Tx, row *objectRow, label
 		for i, r := range refs {
 			rows[i] = refRow{FromID: row.ID, FromKind: row.Kind, ToID: r.ID, ToKind: r.Kind, Via: refsFromSpec}
 		}
-		if err := appendInsert(tx.NewInsert().Model(&rows)); err != nil {
-			return err
+		if err := appendInsert(db.NewInsert().Model(&rows)); err != nil {
+			return "", err
 		}
 	}
 	outbox := &outboxRow{Kind: row.Kind, ObjectID: row.ID, CreatedAt: now(), TraceParent: telemetry.Traceparent(ctx)}
-	if err := appendInsert(tx.NewInsert().Model(outbox).ExcludeColumn("id")); err != nil {
-		return err
+	if err := appendInsert(db.NewInsert().Model(outbox).ExcludeColumn("id")); err != nil {
+		return "", err
 	}
-	// The *sql.Tx, not bun's: the text is formatted already, and pgdriver sends a query without
-	// arguments as it is.
-	if _, err := tx.Tx.ExecContext(ctx, string(b)); err != nil {
-		switch {
-		case isUniqueViolation(err):
-			return ErrNameTaken // the only unique key a new object's rows can break is its name
-		case isForeignKeyViolation(err):
-			return fmt.Errorf("%w: a referenced object", ErrNotFound)
-		}
-		return err
+	return string(b), nil
+}
+
+// createdErr names what the inserts of createdPostgres failed on.
+func createdErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case isUniqueViolation(err):
+		return ErrNameTaken // the only unique key a new object's rows can break is its name
+	case isForeignKeyViolation(err):
+		return fmt.Errorf("%w: a referenced object", ErrNotFound)
 	}
-	return nil
+	return err
 }
 
 // enqueueDependents writes an outbox row for every object that references objectID, or only for those

@@ -377,6 +377,15 @@ func (s *bunStore) write(ctx context.Context, fn writeFunc) error {
 	return err
 }
 
+// writeOr is write for a write that can also run without a transaction of its own, atomically by itself:
+// alone runs instead of fn when the write would be a transaction alone (see committer.writeOr).
+func (s *bunStore) writeOr(ctx context.Context, fn writeFunc, alone func(ctx context.Context) error) error {
+	ctx, span := s.txSpan(ctx, "write")
+	err := s.writes.writeOr(ctx, fn, alone)
+	telemetry.End(span, err)
+	return err
+}
+
 // read runs fn in a read-only transaction, so that its queries see one snapshot.
 func (s *bunStore) read(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error {
 	ctx, span := s.txSpan(ctx, "read")

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
+
+	"github.com/qleetos/terraform-provider-qleet/controlplane/telemetry"
 )
 
 // DefaultOutboxLimit is PendingOutbox's page size when the caller passes 0.
@@ -19,9 +21,11 @@ func (s *bunStore) PendingOutbox(ctx context.Context, limit int) ([]*OutboxEntry
 		limit = DefaultOutboxLimit
 	}
 	var rows []outboxRow
-	err := s.read(ctx, func(ctx context.Context, tx bun.Tx) error {
-		return tx.NewSelect().Model(&rows).Order("id").Limit(int64(limit)).Scan(ctx)
-	})
+	// One statement sees one snapshot by itself: no transaction (on PostgreSQL, one round trip instead of
+	// three, for every batch the relay reads).
+	ctx, span := s.txSpanAt(ctx, "read", 2)
+	err := s.rdb.NewSelect().Model(&rows).Order("id").Limit(int64(limit)).Scan(ctx)
+	telemetry.End(span, err)
 	if err != nil {
 		return nil, fmt.Errorf("store: pending outbox: %w", err)
 	}
@@ -37,10 +41,18 @@ func (s *bunStore) DeleteOutbox(ctx context.Context, ids []int64) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	err := s.write(ctx, func(ctx context.Context, tx bun.Tx) error {
+	var alone func(ctx context.Context) error
+	if s.dialect == dialectPostgres {
+		// One statement is atomic by itself: alone, it needs no BEGIN and COMMIT around it.
+		alone = func(ctx context.Context) error {
+			_, err := s.wdb.NewDelete().Model((*outboxRow)(nil)).Where("id IN (?)", bun.List(ids)).Exec(ctx)
+			return err
+		}
+	}
+	err := s.writeOr(ctx, func(ctx context.Context, tx bun.Tx) error {
 		_, err := tx.NewDelete().Model((*outboxRow)(nil)).Where("id IN (?)", bun.List(ids)).Exec(ctx)
 		return err
-	})
+	}, alone)
 	if err != nil {
 		return fmt.Errorf("store: delete outbox: %w", err)
 	}

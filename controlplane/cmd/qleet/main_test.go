@@ -136,9 +136,9 @@ func TestServerAndCLI(t *testing.T) {
 		require.Regexp(t, `Last reconcile: trace [0-9a-f]{32}, \d+ hops over `, out)
 		require.Regexp(t, `(?m)^HOP\s+START\s+DURATION\s+NOTE$`, out)
 		require.Regexp(t, `(?m)^\s*reconcile workload_definition\s+\+[0-9.]+m?s\s+[0-9.]+m?s\s+done$`, out, "the reconcile and its outcome")
-		// Its API reads, indented under it: the object's GET, or only its dependents' list when a resync pass
-		// handed the reconcile the object it had listed.
-		require.Regexp(t, `(?m)^\s{2,}GET /v1/\{plural\}(/\{id\})?\s+.*HTTP 200$`, out, "its API reads, indented under it")
+		// Its API reads, indented under it: the object's GET, or only its dependents' count (GET .../count)
+		// when a resync pass handed the reconcile the object it had listed.
+		require.Regexp(t, `(?m)^\s{2,}GET /v1/\{plural\}(/\{id\}|/count)?\s+.*HTTP 200$`, out, "its API reads, indented under it")
 		out, err = cli("describe", "definition", "web", "--trace", "-o", "json")
 		require.NoError(t, err, out)
 		var tr api.Trace
