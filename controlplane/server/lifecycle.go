@@ -308,21 +308,15 @@ func (s *Server) updateStatus(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	cur, err := s.cfg.Store.Get(r.Context(), ki.Kind, id)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if err := checkStatus(status, cur.Generation); err != nil {
-		s.fail(w, r, err)
-		return
-	}
 	raw, err := json.Marshal(status)
 	if err != nil {
 		s.fail(w, r, fmt.Errorf("encode status: %w", err))
 		return
 	}
-	params := &store.UpdateStatusParams{Kind: ki.Kind, ID: id, IfMatch: rv, Status: raw}
+	// The status is checked against the generation of the row the update locks: no read before the
+	// write (a status write is most of what controllers send).
+	params := &store.UpdateStatusParams{Kind: ki.Kind, ID: id, IfMatch: rv, Status: raw,
+		Check: func(generation int64) error { return checkStatus(status, generation) }}
 	if ki.StatusRefs != nil {
 		refs := []store.Ref{}
 		for _, fr := range ki.StatusRefs(status) {
@@ -462,14 +456,7 @@ func (s *Server) recordEvent(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, api.Invalid(fes...))
 		return
 	}
-	cur, err := s.cfg.Store.Get(r.Context(), ki.Kind, id)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if ev.Generation == 0 {
-		ev.Generation = cur.Generation
-	}
+	// The append checks that the object exists as this kind, and gives a generation of 0 the object's.
 	se := &store.Event{
 		ObjectID: id, Kind: ki.Kind, Type: ev.Type, Reason: ev.Reason, Message: ev.Message,
 		Generation: ev.Generation, DurationMS: ev.DurationMS, Source: ev.Source,

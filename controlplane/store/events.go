@@ -44,7 +44,8 @@ func (s *bunStore) AppendEvent(ctx context.Context, ev *Event) error {
 	}
 	err := s.write(ctx, func(ctx context.Context, tx bun.Tx) error {
 		var kind string
-		err := s.scanIn(ctx, tx, sqlObjectKind, []any{row.ObjectID}, &kind)
+		var generation int64
+		err := s.scanIn(ctx, tx, sqlObjectKind, []any{row.ObjectID}, &kind, &generation)
 		if errors.Is(err, sql.ErrNoRows) || (err == nil && row.Kind != "" && row.Kind != kind) {
 			return notFound(row.Kind, row.ObjectID)
 		}
@@ -52,6 +53,9 @@ func (s *bunStore) AppendEvent(ctx context.Context, ev *Event) error {
 			return err
 		}
 		row.Kind = kind
+		if row.Generation == 0 {
+			row.Generation = generation
+		}
 		counted, err := s.countRepeat(ctx, tx, row)
 		if err != nil || counted {
 			return err
@@ -71,6 +75,7 @@ func (s *bunStore) AppendEvent(ctx context.Context, ev *Event) error {
 	}
 	ev.ID = row.ID
 	ev.Kind = row.Kind
+	ev.Generation = row.Generation
 	ev.CreatedAt = row.CreatedAt
 	ev.Count = row.Count
 	ev.LastSeenAt = row.LastSeenAt

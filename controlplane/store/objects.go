@@ -354,6 +354,11 @@ func (s *bunStore) UpdateStatus(ctx context.Context, p *UpdateStatusParams) (*Ob
 		if err != nil {
 			return err
 		}
+		if p.Check != nil {
+			if err := p.Check(row.Generation); err != nil {
+				return err
+			}
+		}
 		if err := checkIfMatch(row, p.IfMatch); err != nil {
 			return err
 		}

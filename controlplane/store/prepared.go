@@ -32,7 +32,7 @@ const (
 	// transaction already excludes other writers; PostgreSQL locks the row with lockObject instead).
 	sqlLockOneSQLite = sqlSelectOne + "o.id = ? AND o.kind = ?"
 	sqlUpdateStatus  = "UPDATE objects SET status = ?, resource_version = ?, updated_at = ? WHERE id = ?"
-	sqlObjectKind    = "SELECT kind FROM objects WHERE id = ?"
+	sqlObjectKind    = "SELECT kind, generation FROM objects WHERE id = ?"
 	sqlEventRepeat   = `SELECT * FROM events WHERE object_id = ? AND type = ? AND reason = ? AND message = ? AND source = ?
 			AND generation = ? AND last_seen_at >= ? ORDER BY id DESC LIMIT 1`
 	sqlEventCount  = "UPDATE events SET count = count + 1, last_seen_at = ?, duration_ms = ? WHERE id = ?"

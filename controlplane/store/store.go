@@ -109,6 +109,10 @@ type UpdateStatusParams struct {
 	// they protect their targets from deletion and notify this object like a spec's. Targets that no
 	// longer exist are skipped.
 	Refs *[]Ref
+	// Check, when set, is called with the object's generation once its row is locked, before IfMatch is
+	// compared: an error from it fails the update, with nothing written. It lets a caller validate the
+	// status against the object without reading the object first.
+	Check func(generation int64) error
 }
 
 // ListParams filter and page a list. Results are ordered by id.
@@ -138,12 +142,14 @@ type ListResult struct {
 
 // Event is an appended record of something that happened to an object.
 type Event struct {
-	ID         int64
-	ObjectID   string
-	Kind       string
-	Type       string
-	Reason     string
-	Message    string
+	ID       int64
+	ObjectID string
+	Kind     string
+	Type     string
+	Reason   string
+	Message  string
+	// Generation is the object's generation the event is about; 0 on append means the object's current
+	// generation, read in the append's transaction.
 	Generation int64
 	DurationMS int64
 	Source     string

@@ -38,6 +38,7 @@ func Run(t *testing.T, open Open) {
 		{"concurrent writes with one If-Match: exactly one wins", testConcurrentIfMatch},
 		{"update spec bumps generation only on a real change", testGenerationRules},
 		{"update status never bumps generation", testStatusGeneration},
+		{"update status checks under the row's lock, and a refused check writes nothing", testStatusCheck},
 		{"stale If-Match is refused and changes nothing", testIfMatch},
 		{"list filters by labels and pages without gaps or duplicates", testListPaging},
 		{"list applies the default page size", testListDefaultLimit},
@@ -55,6 +56,7 @@ func Run(t *testing.T, open Open) {
 		{"outbox stats count and age", testOutboxStats},
 		{"events keep the newest 200", testEventsRetention},
 		{"events need an existing object", testEventsMissingObject},
+		{"an event with no generation gets the object's", testEventsDefaultGeneration},
 		{"a repeated event is counted on one row", testEventsRepeat},
 		{"tokens", testTokens},
 		{"failed create writes nothing", testFailedCreateAtomic},
@@ -330,6 +332,42 @@ func testStatusGeneration(t *testing.T, s store.Store) {
 
 	_, err = s.UpdateStatus(ctx(t), &store.UpdateStatusParams{Kind: kindRuntime, ID: uuid.NewString(), Status: json.RawMessage(`{}`)})
 	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+func testStatusCheck(t *testing.T, s store.Store) {
+	obj := create(t, s, kindInstance, "checked", nil)
+	upd, err := s.UpdateSpec(ctx(t), &store.UpdateSpecParams{Kind: kindInstance, ID: obj.ID, Spec: json.RawMessage(`{"v":2}`)})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, upd.Generation)
+	drain(t, s)
+
+	refused := errors.New("observed_generation is ahead")
+	var saw []int64
+	_, err = s.UpdateStatus(ctx(t), &store.UpdateStatusParams{
+		Kind: kindInstance, ID: obj.ID, Status: json.RawMessage(`{"phase":"Ready","observed_generation":3}`),
+		Check: func(generation int64) error { saw = append(saw, generation); return refused },
+	})
+	require.ErrorIs(t, err, refused)
+	require.NotEmpty(t, saw)
+	require.EqualValues(t, 2, saw[len(saw)-1], "the check sees the locked row's generation")
+	got, err := s.Get(ctx(t), kindInstance, obj.ID)
+	require.NoError(t, err)
+	requireSameObject(t, upd, got)
+	require.Empty(t, outboxKeys(t, s))
+
+	// The check comes before If-Match, so that a status that is wrong in itself says so first.
+	_, err = s.UpdateStatus(ctx(t), &store.UpdateStatusParams{
+		Kind: kindInstance, ID: obj.ID, IfMatch: 1, Status: json.RawMessage(`{}`),
+		Check: func(int64) error { return refused },
+	})
+	require.ErrorIs(t, err, refused)
+
+	st, err := s.UpdateStatus(ctx(t), &store.UpdateStatusParams{
+		Kind: kindInstance, ID: obj.ID, Status: json.RawMessage(`{"phase":"Ready","observed_generation":2}`),
+		Check: func(generation int64) error { return nil },
+	})
+	require.NoError(t, err)
+	require.EqualValues(t, upd.ResourceVersion+1, st.ResourceVersion)
 }
 
 func testIfMatch(t *testing.T, s store.Store) {
@@ -915,6 +953,26 @@ func testEventsMissingObject(t *testing.T, s store.Store) {
 	evs, err := s.ListEvents(ctx(t), uuid.NewString(), 10)
 	require.NoError(t, err)
 	require.Empty(t, evs)
+}
+
+func testEventsDefaultGeneration(t *testing.T, s store.Store) {
+	obj := create(t, s, kindInstance, "evgen", nil)
+	_, err := s.UpdateSpec(ctx(t), &store.UpdateSpecParams{Kind: kindInstance, ID: obj.ID, Spec: json.RawMessage(`{"v":2}`)})
+	require.NoError(t, err)
+	ev := &store.Event{ObjectID: obj.ID, Kind: kindInstance, Type: "Normal", Reason: "Rolled"}
+	require.NoError(t, s.AppendEvent(ctx(t), ev))
+	require.EqualValues(t, 2, ev.Generation)
+	old := &store.Event{ObjectID: obj.ID, Kind: kindInstance, Type: "Normal", Reason: "Rolled", Generation: 1}
+	require.NoError(t, s.AppendEvent(ctx(t), old))
+	require.EqualValues(t, 1, old.Generation, "a generation given is kept")
+	evs, err := s.ListEvents(ctx(t), obj.ID, 0)
+	require.NoError(t, err)
+	require.Len(t, evs, 2)
+	gens := []int64{evs[0].Generation, evs[1].Generation}
+	require.ElementsMatch(t, []int64{1, 2}, gens)
+
+	err = s.AppendEvent(ctx(t), &store.Event{ObjectID: obj.ID, Kind: kindRuntime, Type: "Normal", Reason: "X"})
+	require.ErrorIs(t, err, store.ErrNotFound, "an event names the object's own kind")
 }
 
 func testTokens(t *testing.T, s store.Store) {
