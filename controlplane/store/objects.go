@@ -364,11 +364,7 @@ func (s *bunStore) UpdateStatus(ctx context.Context, p *UpdateStatusParams) (*Ob
 		}
 		was, is := readiness(row.Status), readiness(status)
 		if p.Refs != nil {
-			refs, err := s.existingRefs(ctx, tx, row.ID, *p.Refs)
-			if err != nil {
-				return err
-			}
-			if err := replaceRefs(ctx, tx, row.ID, row.Kind, refsFromStatus, refs); err != nil {
+			if err := s.replaceStatusRefs(ctx, tx, row, *p.Refs); err != nil {
 				return err
 			}
 		}
@@ -684,6 +680,37 @@ func (s *bunStore) existingRefs(ctx context.Context, tx bun.Tx, selfID string, r
 		}
 	}
 	return out, nil
+}
+
+// replaceStatusRefs makes the references of row's status those of refs whose target exists with its
+// kind. Most status writes name the same targets as the last one (an instance's placements), so the
+// stored ones are read first, and when they are already refs, nothing is written: no lock on the
+// targets, no delete and insert (whose foreign key checks lock the targets again). A stored reference
+// implies its target exists (the foreign key), so an equal set needs no check.
+func (s *bunStore) replaceStatusRefs(ctx context.Context, tx bun.Tx, row *objectRow, refs []Ref) error {
+	want := map[Ref]bool{}
+	for _, r := range refs {
+		if r.ID != row.ID {
+			want[Ref{Kind: r.Kind, ID: r.ID}] = true
+		}
+	}
+	var stored []refRow
+	if err := tx.NewSelect().Model(&stored).Column("to_id", "to_kind").
+		Where("from_id = ?", row.ID).Where("via = ?", refsFromStatus).Scan(ctx); err != nil {
+		return fmt.Errorf("read status references: %w", err)
+	}
+	same := len(stored) == len(want)
+	for _, r := range stored {
+		same = same && want[Ref{Kind: r.ToKind, ID: r.ToID}]
+	}
+	if same {
+		return nil
+	}
+	existing, err := s.existingRefs(ctx, tx, row.ID, refs)
+	if err != nil {
+		return err
+	}
+	return replaceRefs(ctx, tx, row.ID, row.Kind, refsFromStatus, existing)
 }
 
 // replaceRefs replaces the references of one side (spec or status) of an object.

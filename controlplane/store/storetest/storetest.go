@@ -783,6 +783,24 @@ func testStatusRefs(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	require.Len(t, deps, 1, "still referenced by the status")
 
+	// The same targets again, in another order and twice over, keep them; a new set replaces the old.
+	rt3 := create(t, s, kindRuntime, "rt3", nil)
+	setStatusRefs(refTo(rt2), refTo(rt1), refTo(rt2))
+	for _, rt := range []*store.Object{rt1, rt2} {
+		deps, err := s.Dependents(ctx(t), rt.ID)
+		require.NoError(t, err)
+		require.Len(t, deps, 1)
+	}
+	setStatusRefs(refTo(rt2), refTo(rt3))
+	setStatusRefs(refTo(rt3), refTo(rt2))
+	deps, err = s.Dependents(ctx(t), rt3.ID)
+	require.NoError(t, err)
+	require.Len(t, deps, 1, "rt3 is referenced by the status now")
+	setStatusRefs(refTo(rt2))
+	deps, err = s.Dependents(ctx(t), rt3.ID)
+	require.NoError(t, err)
+	require.Empty(t, deps, "rt3 left the status")
+
 	// Moving off rt2 releases it.
 	setStatusRefs()
 	_, err = s.RequestDeletion(ctx(t), kindRuntime, rt2.ID, store.DeletionOptions{})
