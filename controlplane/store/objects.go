@@ -154,7 +154,7 @@ func (s *bunStore) getOne(ctx context.Context, kind, what, where string, arg any
 		if stmt := s.preparedReads[where]; stmt != nil {
 			return s.scanOne(ctx, stmt, row, arg, kind)
 		}
-		return db.NewSelect().Model(row).ColumnExpr("o.*").ColumnExpr(labels+" AS labels_json").
+		return db.NewSelect().Model(row).ColumnExpr(s.objectColumns()).ColumnExpr(labels+" AS labels_json").
 			Where(where, arg).Where("o.kind = ?", kind).Scan(ctx)
 	})
 	if errors.Is(err, sql.ErrNoRows) {
@@ -330,7 +330,7 @@ func (s *bunStore) UpdateSpec(ctx context.Context, p *UpdateSpecParams) (*Object
 				return err
 			}
 		}
-		if err := replaceRefs(ctx, tx, row.ID, row.Kind, refsFromSpec, refs); err != nil {
+		if err := s.replaceRefs(ctx, tx, row.ID, row.Kind, refsFromSpec, refs); err != nil {
 			return err
 		}
 		return s.insertOutbox(ctx, tx, row.Kind, row.ID)
@@ -530,20 +530,10 @@ func (s *bunStore) lockObject(ctx context.Context, tx bun.Tx, kind, id, strength
 	return row, nil
 }
 
-// lockWithLabels is lockObject (lockNoKeyUpdate) and the object's labels. On SQLite it is one prepared
-// statement: the write transaction already excludes other writers. On PostgreSQL it is the locking read,
-// then a read of the labels.
+// lockWithLabels is lockObject (lockNoKeyUpdate) and the object's labels, in one statement (lockOne).
 func (s *bunStore) lockWithLabels(ctx context.Context, tx bun.Tx, kind, id string) (*objectRow, map[string]string, error) {
-	if s.dialect != dialectSQLite {
-		row, err := s.lockObject(ctx, tx, kind, id, lockNoKeyUpdate)
-		if err != nil {
-			return nil, nil, err
-		}
-		labels, err := loadLabels(ctx, tx, []string{row.ID})
-		return row, labels[row.ID], err
-	}
 	row := new(objectWithLabels)
-	err := s.scanIn(ctx, tx, sqlLockOneSQLite, []any{id, kind}, row)
+	err := s.scanIn(ctx, tx, s.sql.lockOne, []any{id, kind}, row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil, notFound(kind, id)
 	}
@@ -694,28 +684,42 @@ func (s *bunStore) replaceStatusRefs(ctx context.Context, tx bun.Tx, row *object
 			want[Ref{Kind: r.Kind, ID: r.ID}] = true
 		}
 	}
-	var stored []refRow
-	if err := tx.NewSelect().Model(&stored).Column("to_id", "to_kind").
-		Where("from_id = ?", row.ID).Where("via = ?", refsFromStatus).Scan(ctx); err != nil {
-		return fmt.Errorf("read status references: %w", err)
-	}
-	same := len(stored) == len(want)
-	for _, r := range stored {
-		same = same && want[Ref{Kind: r.ToKind, ID: r.ToID}]
-	}
-	if same {
-		return nil
+	same, err := s.sideRefsAre(ctx, tx, row.ID, refsFromStatus, want)
+	if err != nil || same {
+		return err
 	}
 	existing, err := s.existingRefs(ctx, tx, row.ID, refs)
 	if err != nil {
 		return err
 	}
-	return replaceRefs(ctx, tx, row.ID, row.Kind, refsFromStatus, existing)
+	return s.replaceRefs(ctx, tx, row.ID, row.Kind, refsFromStatus, existing)
+}
+
+// sideRefsAre reports whether the references of one side of an object are exactly want.
+func (s *bunStore) sideRefsAre(ctx context.Context, tx bun.Tx, fromID, via string, want map[Ref]bool) (bool, error) {
+	rows, err := s.queryIn(ctx, tx, sqlSideRefs, fromID, via)
+	if err != nil {
+		return false, fmt.Errorf("read %s references: %w", via, err)
+	}
+	defer func() { _ = rows.Close() }()
+	n, same := 0, true
+	for rows.Next() {
+		var r Ref
+		if err := rows.Scan(&r.ID, &r.Kind); err != nil {
+			return false, fmt.Errorf("read %s references: %w", via, err)
+		}
+		n++
+		same = same && want[r]
+	}
+	if err := rows.Err(); err != nil {
+		return false, fmt.Errorf("read %s references: %w", via, err)
+	}
+	return same && n == len(want), rows.Close()
 }
 
 // replaceRefs replaces the references of one side (spec or status) of an object.
-func replaceRefs(ctx context.Context, tx bun.Tx, fromID, fromKind, via string, refs []Ref) error {
-	if _, err := tx.NewDelete().Model((*refRow)(nil)).Where("from_id = ?", fromID).Where("via = ?", via).Exec(ctx); err != nil {
+func (s *bunStore) replaceRefs(ctx context.Context, tx bun.Tx, fromID, fromKind, via string, refs []Ref) error {
+	if err := s.execIn(ctx, tx, sqlDeleteSideRefs, fromID, via); err != nil {
 		return err
 	}
 	return insertRefsVia(ctx, tx, fromID, fromKind, via, refs)
@@ -850,15 +854,19 @@ func createdErr(err error) error {
 // enqueueDependents writes an outbox row for every object that references objectID, or only for those
 // that are not reconciled (pendingPredicate) when pendingOnly is set.
 func (s *bunStore) enqueueDependents(ctx context.Context, tx bun.Tx, objectID string, pendingOnly bool) error {
-	query := "INSERT INTO outbox (kind, object_id, created_at, trace_parent) SELECT from_kind, from_id, ?, ? FROM object_refs WHERE to_id = ? ORDER BY from_id"
-	if pendingOnly {
-		query = "INSERT INTO outbox (kind, object_id, created_at, trace_parent) SELECT r.from_kind, r.from_id, ?, ? FROM object_refs AS r" +
-			" JOIN objects AS o ON o.id = r.from_id WHERE r.to_id = ? AND (" + s.pendingPredicate() + ") ORDER BY r.from_id"
-	}
-	if _, err := tx.ExecContext(ctx, query, now(), telemetry.Traceparent(ctx), objectID); err != nil {
+	if err := s.execIn(ctx, tx, s.sql.enqueue[pendingOnly], now(), telemetry.Traceparent(ctx), objectID); err != nil {
 		return fmt.Errorf("enqueue dependents: %w", err)
 	}
 	return nil
+}
+
+// enqueueDependentsSQL is enqueueDependents' statement.
+func (s *bunStore) enqueueDependentsSQL(pendingOnly bool) string {
+	if pendingOnly {
+		return "INSERT INTO outbox (kind, object_id, created_at, trace_parent) SELECT r.from_kind, r.from_id, ?, ? FROM object_refs AS r" +
+			" JOIN objects AS o ON o.id = r.from_id WHERE r.to_id = ? AND (" + s.pendingPredicate() + ") ORDER BY r.from_id"
+	}
+	return "INSERT INTO outbox (kind, object_id, created_at, trace_parent) SELECT from_kind, from_id, ?, ? FROM object_refs WHERE to_id = ? ORDER BY from_id"
 }
 
 func dependents(ctx context.Context, tx bun.Tx, id string) ([]Ref, error) {

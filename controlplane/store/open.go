@@ -93,10 +93,12 @@ type bunStore struct {
 	log     *slog.Logger
 	// writes runs every write transaction, grouping concurrent ones (see groupcommit.go).
 	writes *committer
-	// prepared holds SQLite's prepared write statements by query (see execPrepared); set once at open.
+	// prepared holds the prepared write statements by query (see execPrepared); set once at open.
 	prepared map[string]*sql.Stmt
-	// preparedReads holds SQLite's prepared reads of one object by getOne's condition (see sqlGetOne).
+	// preparedReads holds the prepared reads of one object by getOne's condition (see getOneSQL).
 	preparedReads map[string]*sql.Stmt
+	// sql holds the statements whose text depends on the dialect, made once at open.
+	sql storeSQL
 	// separateInserts makes Create on PostgreSQL send each insert in a round trip of its own (benchmarks).
 	separateInserts bool
 	// stopCompactor stops runCountsCompactor, which closes compactorDone when it has returned.
@@ -139,6 +141,7 @@ func open(ctx context.Context, cfg Config) (*bunStore, error) {
 		_ = s.Close()
 		return nil, err
 	}
+	s.sql = s.makeSQL()
 	if err := s.prepareReads(ctx, cfg); err != nil {
 		_ = s.Close()
 		return nil, err
