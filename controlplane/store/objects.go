@@ -566,13 +566,8 @@ func (s *bunStore) checkRefs(ctx context.Context, tx bun.Tx, selfID string, refs
 		ids = append(ids, r.ID)
 	}
 	sort.Strings(ids) // lock in a stable order
-	var rows []objectRow
-	q := tx.NewSelect().Model(&rows).Column("id", "kind", "deletion_requested_at").
-		Where("id IN (?)", bun.List(ids)).Order("id")
-	if s.dialect == dialectPostgres {
-		q = q.For(lockKeyShare)
-	}
-	if err := q.Scan(ctx); err != nil {
+	rows, err := s.lockTargets(ctx, tx, ids)
+	if err != nil {
 		return nil, fmt.Errorf("check references: %w", err)
 	}
 	found := make(map[string]*objectRow, len(rows))
@@ -589,6 +584,51 @@ func (s *bunStore) checkRefs(ctx context.Context, tx bun.Tx, selfID string, refs
 		}
 	}
 	return uniq, nil
+}
+
+// lockTargets reads the id, kind and deletion time of the objects with the given ids (sorted), which
+// references are about to name; on PostgreSQL it key-share locks them until commit (see checkRefs). A
+// few ids, as references name, go through a statement prepared for their number (lockTargetsSQL).
+func (s *bunStore) lockTargets(ctx context.Context, tx bun.Tx, ids []string) ([]objectRow, error) {
+	var rows []objectRow
+	if len(ids) <= maxPreparedTargets {
+		args := make([]any, len(ids))
+		for i, id := range ids {
+			args[i] = id
+		}
+		res, err := s.queryIn(ctx, tx, s.sql.lockTargets[len(ids)], args...)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = res.Close() }()
+		for res.Next() {
+			var r objectRow
+			if err := s.wdb.ScanRow(ctx, res, &r); err != nil {
+				return nil, err
+			}
+			rows = append(rows, r)
+		}
+		return rows, res.Err()
+	}
+	q := tx.NewSelect().Model(&rows).Column("id", "kind", "deletion_requested_at").
+		Where("id IN (?)", bun.List(ids)).Order("id")
+	if s.dialect == dialectPostgres {
+		q = q.For(lockKeyShare)
+	}
+	return rows, q.Scan(ctx)
+}
+
+// maxPreparedTargets is the largest number of references whose targets lockTargets reads through a
+// prepared statement.
+const maxPreparedTargets = 4
+
+// lockTargetsSQL is lockTargets' statement for n ids.
+func (s *bunStore) lockTargetsSQL(n int) string {
+	q := "SELECT id, kind, deletion_requested_at FROM objects WHERE id IN (?" + strings.Repeat(", ?", n-1) + ") ORDER BY id"
+	if s.dialect == dialectPostgres {
+		q += " FOR " + lockKeyShare
+	}
+	return q
 }
 
 func checkIfMatch(row *objectRow, ifMatch int64) error {
@@ -650,12 +690,8 @@ func (s *bunStore) existingRefs(ctx context.Context, tx bun.Tx, selfID string, r
 		return nil, nil
 	}
 	sort.Strings(ids)
-	var rows []objectRow
-	q := tx.NewSelect().Model(&rows).Column("id", "kind").Where("id IN (?)", bun.List(ids)).Order("id")
-	if s.dialect == dialectPostgres {
-		q = q.For(lockKeyShare)
-	}
-	if err := q.Scan(ctx); err != nil {
+	rows, err := s.lockTargets(ctx, tx, ids)
+	if err != nil {
 		return nil, fmt.Errorf("check status references: %w", err)
 	}
 	kinds := make(map[string]string, len(rows))

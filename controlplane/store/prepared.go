@@ -62,22 +62,33 @@ type storeSQL struct {
 	lockOne string
 	// enqueue is enqueueDependentsSQL, by pendingOnly.
 	enqueue map[bool]string
+	// lockTargets is lockTargetsSQL, by the number of ids (1 to maxPreparedTargets).
+	lockTargets map[int]string
 }
 
 func (s *bunStore) makeSQL() storeSQL {
-	return storeSQL{
-		lockOne: s.lockOneSQL(),
-		enqueue: map[bool]string{false: s.enqueueDependentsSQL(false), true: s.enqueueDependentsSQL(true)},
+	q := storeSQL{
+		lockOne:     s.lockOneSQL(),
+		enqueue:     map[bool]string{false: s.enqueueDependentsSQL(false), true: s.enqueueDependentsSQL(true)},
+		lockTargets: map[int]string{},
 	}
+	for n := 1; n <= maxPreparedTargets; n++ {
+		q.lockTargets[n] = s.lockTargetsSQL(n)
+	}
+	return q
 }
 
 // writeStatements are the statements prepared on the write pool.
 func (s *bunStore) writeStatements() []string {
-	return []string{
+	qs := []string{
 		sqlInsertObject, sqlInsertLabel, sqlInsertOutbox,
 		s.sql.lockOne, sqlUpdateStatus, sqlObjectKind, sqlEventRepeat, sqlEventCount, sqlEventInsert, sqlEventTrim,
 		sqlSideRefs, sqlDeleteSideRefs, s.sql.enqueue[false], s.sql.enqueue[true],
 	}
+	for n := 1; n <= maxPreparedTargets; n++ {
+		qs = append(qs, s.sql.lockTargets[n])
+	}
+	return qs
 }
 
 // selectOneSQL reads one object and its labels (as labels_json), with the condition appended.
