@@ -54,12 +54,12 @@ type Config struct {
 	// writeLanes overrides how many write transactions run at once before writes group (default: the write
 	// pool's size, 1 on SQLite); -1 turns group commit off. Only benchmarks set it.
 	writeLanes int
-	// unpreparedWrites makes SQLite's hot inserts go through bun's formatted queries, as on PostgreSQL,
-	// instead of prepared statements; on PostgreSQL it makes Create send its inserts one by one instead of
-	// in one round trip. Only benchmarks set it.
+	// unpreparedWrites makes the hot writes go through bun's formatted queries instead of prepared
+	// statements; on PostgreSQL it also makes Create send its inserts one by one instead of in one round
+	// trip. Only benchmarks set it.
 	unpreparedWrites bool
-	// unpreparedReads makes SQLite's reads of one object go through bun's formatted queries, as on
-	// PostgreSQL, instead of prepared statements (to compare the two in benchmarks).
+	// unpreparedReads makes the reads of one object go through bun's formatted queries instead of prepared
+	// statements (to compare the two in benchmarks).
 	unpreparedReads bool
 }
 
@@ -101,6 +101,8 @@ type bunStore struct {
 	sql storeSQL
 	// separateInserts makes Create on PostgreSQL send each insert in a round trip of its own (benchmarks).
 	separateInserts bool
+	// noPrepare turns prepared statements off (PreparedStatementsParam).
+	noPrepare bool
 	// stopCompactor stops runCountsCompactor, which closes compactorDone when it has returned.
 	stopCompactor, compactorDone chan struct{}
 	closeOnce                    sync.Once
@@ -194,15 +196,43 @@ func openPostgres(cfg Config) (*bunStore, error) {
 		cfg.MaxOpenConns = DefaultPostgresMaxOpenConns
 	}
 	// Parse up front: pgdriver reports a bad DSN only on first use.
-	if _, err := url.Parse(cfg.URL); err != nil {
+	u, err := url.Parse(cfg.URL)
+	if err != nil {
 		return nil, fmt.Errorf("store: parse postgres URL: %w", err)
 	}
-	sqldb := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(cfg.URL)))
+	prepare, err := preparedStatementsParam(u)
+	if err != nil {
+		return nil, err
+	}
+	sqldb := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(u.String())))
 	sqldb.SetMaxOpenConns(cfg.MaxOpenConns)
 	sqldb.SetMaxIdleConns(cfg.MaxOpenConns)
 	sqldb.SetConnMaxIdleTime(5 * time.Minute)
 	db := bun.NewDB(sqldb, pgdialect.New())
-	return &bunStore{dialect: dialectPostgres, wdb: db, rdb: db}, nil
+	return &bunStore{dialect: dialectPostgres, wdb: db, rdb: db, noPrepare: !prepare}, nil
+}
+
+// PreparedStatementsParam is the query parameter of a PostgreSQL URL that turns the store's prepared
+// statements off ("false"; "true" is the default): for a pooler that does not keep them across the
+// transactions of one client, such as PgBouncer in transaction mode before 1.21 (or without
+// max_prepared_statements). Every statement is then sent as text, parsed and planned at each call. The
+// parameter is the store's own: it is taken out of the URL before the driver sees it.
+const PreparedStatementsParam = "qleet_prepared_statements"
+
+// preparedStatementsParam reads PreparedStatementsParam from u and removes it.
+func preparedStatementsParam(u *url.URL) (bool, error) {
+	q := u.Query()
+	if !q.Has(PreparedStatementsParam) {
+		return true, nil
+	}
+	v := q.Get(PreparedStatementsParam)
+	q.Del(PreparedStatementsParam)
+	u.RawQuery = q.Encode()
+	on, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("store: postgres URL: %s must be true or false, not %q", PreparedStatementsParam, v)
+	}
+	return on, nil
 }
 
 // sqlitePath turns "sqlite:///abs.db", "sqlite://rel.db", "sqlite:rel.db" or a bare path into a file path.

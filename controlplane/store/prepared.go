@@ -133,7 +133,7 @@ func (s *bunStore) getOneSQL() map[string]string {
 
 // prepareReads prepares the reads of one object on the read pool (see getOneSQL).
 func (s *bunStore) prepareReads(ctx context.Context, cfg Config) error {
-	if cfg.unpreparedReads {
+	if cfg.unpreparedReads || s.noPrepare {
 		return nil
 	}
 	var err error
@@ -201,7 +201,7 @@ func (s *bunStore) firstRow(ctx context.Context, db *bun.DB, rows *sql.Rows, des
 // prepareWrites prepares the write statements on the write pool. It runs after the migrations, before
 // any write: preparing needs a connection, and on SQLite a write transaction holds the only one.
 func (s *bunStore) prepareWrites(ctx context.Context, cfg Config) error {
-	if cfg.unpreparedWrites {
+	if cfg.unpreparedWrites || s.noPrepare {
 		return nil
 	}
 	qs := s.writeStatements()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -48,4 +49,24 @@ func TestPreparedStatementsSurviveAMigration(t *testing.T) {
 			require.Equal(t, "prod", upd.Labels["env"])
 		})
 	}
+}
+
+// TestPreparedStatementsOff: the URL parameter turns them off, and is not passed to the driver (PostgreSQL
+// would refuse it as an unknown setting at connect).
+func TestPreparedStatementsOff(t *testing.T) {
+	ctx := context.Background()
+	url := storeURL(t, "postgres")
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	s, err := open(ctx, Config{URL: url + sep + PreparedStatementsParam + "=false", Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	require.Empty(t, s.prepared)
+	require.Empty(t, s.preparedReads)
+	obj, err := s.Create(ctx, &CreateParams{Kind: "workload_instances", Name: "web", Spec: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	_, err = s.UpdateStatus(ctx, &UpdateStatusParams{Kind: "workload_instances", ID: obj.ID, Status: json.RawMessage(`{"phase":"Ready"}`)})
+	require.NoError(t, err)
 }
