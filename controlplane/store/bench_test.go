@@ -270,37 +270,18 @@ func getTwoQueries(ctx context.Context, s *bunStore, id string) (*Object, error)
 	return obj, err
 }
 
-// BenchmarkPreparedGet measures Store.Get of one of 1,000 objects with the read formatted by bun and parsed (and,
-// on PostgreSQL, planned) by the database at every call ("formatted"), and through the statement prepared
-// once per read connection ("prepared"), side by side, on SQLite and PostgreSQL, from 1 and 8 concurrent
-// readers.
+// BenchmarkPreparedGet measures Store.Get of one of 1,000 objects with the read formatted by bun and parsed
+// (and, on PostgreSQL, planned) by the database at every call ("formatted"), and through the statement
+// prepared once per read connection ("prepared"), side by side, on SQLite and PostgreSQL, from 1 and 8
+// concurrent readers.
 func BenchmarkPreparedGet(b *testing.B) {
-	for _, dialect := range []string{"sqlite", "postgres"} {
-		for _, readers := range []int{1, 8} {
-			for _, mode := range []struct {
-				name string
-				cfg  Config
-			}{
-				{"formatted", Config{unpreparedReads: true}},
-				{"prepared", Config{}},
-			} {
-				b.Run(fmt.Sprintf("%s/readers=%d/%s", dialect, readers, mode.name), func(b *testing.B) {
-					s := benchStoreConfig(b, dialect, mode.cfg)
-					var ids []string
-					for _, o := range thousandObjects(b, s) {
-						ids = append(ids, o.ID)
-					}
-					runWriters(b, readers, func(ctx context.Context, n int64) error {
-						obj, err := s.Get(ctx, "workload_instances", ids[n%int64(len(ids))])
-						if err == nil && obj.Labels["env"] != "prod" {
-							err = fmt.Errorf("object %s read without its labels: %v", obj.ID, obj.Labels)
-						}
-						return err
-					})
-				})
-			}
+	benchPrepared(b, "readers", Config{unpreparedReads: true}, func(ctx context.Context, s *bunStore, objs []*Object, n int64) error {
+		obj, err := s.Get(ctx, "workload_instances", objs[n%int64(len(objs))].ID)
+		if err == nil && obj.Labels["env"] != "prod" {
+			err = fmt.Errorf("object %s read without its labels: %v", obj.ID, obj.Labels)
 		}
-	}
+		return err
+	})
 }
 
 // BenchmarkStatusWrite measures what a reconcile writes back: Store.UpdateStatus of one of 1,000 objects,
@@ -308,31 +289,34 @@ func BenchmarkPreparedGet(b *testing.B) {
 // planned) by the database at every call ("formatted") and through the statements prepared once per write
 // connection ("prepared"), side by side, on SQLite and PostgreSQL, from 1 and 8 concurrent writers.
 func BenchmarkStatusWrite(b *testing.B) {
+	benchPrepared(b, "writers", Config{unpreparedWrites: true}, func(ctx context.Context, s *bunStore, objs []*Object, n int64) error {
+		o := objs[n%int64(len(objs))]
+		status := fmt.Sprintf(`{"phase":"Ready","observed_generation":1,"message":"pass %d"}`, n)
+		obj, err := s.UpdateStatus(ctx, &UpdateStatusParams{Kind: o.Kind, ID: o.ID, Status: json.RawMessage(status)})
+		if err != nil {
+			return err
+		}
+		if obj.Labels["env"] != "prod" {
+			return fmt.Errorf("object %s written back without its labels: %v", obj.ID, obj.Labels)
+		}
+		return s.AppendEvent(ctx, &Event{ObjectID: o.ID, Type: "Normal", Reason: "Reconciled",
+			Message: fmt.Sprintf("pass %d", n%3), Generation: 1, Source: "bench"})
+	})
+}
+
+// benchPrepared runs op on a store of 1,000 objects for each dialect, with 1 and 8 concurrent workers,
+// opened with formatted ("formatted") and then without it ("prepared").
+func benchPrepared(b *testing.B, workers string, formatted Config, op func(ctx context.Context, s *bunStore, objs []*Object, n int64) error) {
 	for _, dialect := range []string{"sqlite", "postgres"} {
-		for _, writers := range []int{1, 8} {
+		for _, conc := range []int{1, 8} {
 			for _, mode := range []struct {
 				name string
 				cfg  Config
-			}{
-				{"formatted", Config{unpreparedWrites: true}},
-				{"prepared", Config{}},
-			} {
-				b.Run(fmt.Sprintf("%s/writers=%d/%s", dialect, writers, mode.name), func(b *testing.B) {
+			}{{"formatted", formatted}, {"prepared", Config{}}} {
+				b.Run(fmt.Sprintf("%s/%s=%d/%s", dialect, workers, conc, mode.name), func(b *testing.B) {
 					s := benchStoreConfig(b, dialect, mode.cfg)
 					objs := thousandObjects(b, s)
-					runWriters(b, writers, func(ctx context.Context, n int64) error {
-						o := objs[n%int64(len(objs))]
-						status := fmt.Sprintf(`{"phase":"Ready","observed_generation":1,"message":"pass %d"}`, n)
-						obj, err := s.UpdateStatus(ctx, &UpdateStatusParams{Kind: o.Kind, ID: o.ID, Status: json.RawMessage(status)})
-						if err != nil {
-							return err
-						}
-						if obj.Labels["env"] != "prod" {
-							return fmt.Errorf("object %s written back without its labels: %v", obj.ID, obj.Labels)
-						}
-						return s.AppendEvent(ctx, &Event{ObjectID: o.ID, Type: "Normal", Reason: "Reconciled",
-							Message: fmt.Sprintf("pass %d", n%3), Generation: 1, Source: "bench"})
-					})
+					runWriters(b, conc, func(ctx context.Context, n int64) error { return op(ctx, s, objs, n) })
 				})
 			}
 		}
