@@ -198,6 +198,11 @@ func openPostgres(cfg Config) (*bunStore, error) {
 	// Parse up front: pgdriver reports a bad DSN only on first use.
 	u, err := url.Parse(cfg.URL)
 	if err != nil {
+		// url.Error repeats the whole URL, password included: keep only its reason.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return nil, fmt.Errorf("store: parse postgres URL: %w", err)
 	}
 	prepare, err := preparedStatementsParam(u)

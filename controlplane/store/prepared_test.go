@@ -70,3 +70,14 @@ func TestPreparedStatementsOff(t *testing.T) {
 	_, err = s.UpdateStatus(ctx, &UpdateStatusParams{Kind: "workload_instances", ID: obj.ID, Status: json.RawMessage(`{"phase":"Ready"}`)})
 	require.NoError(t, err)
 }
+
+// TestPostgresURLErrorHidesThePassword: a URL that does not parse is refused with the reason, and without
+// the password it carries.
+func TestPostgresURLErrorHidesThePassword(t *testing.T) {
+	for _, bad := range []string{"postgres://qleet:s3cret@db:bad/qleet", "postgres://qleet:s3cret@db:5432/qleet\x7f"} {
+		_, err := open(context.Background(), Config{URL: bad, Logger: slog.New(slog.DiscardHandler)})
+		require.Error(t, err)
+		require.Contains(t, err.Error(), "store: parse postgres URL")
+		require.NotContains(t, err.Error(), "s3cret")
+	}
+}
