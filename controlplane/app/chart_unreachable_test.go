@@ -60,13 +60,25 @@ func TestUnfetchableChartEndsTheWaitWithItsReason(t *testing.T) {
 		require.Contains(t, fe.Stalled.Message, "--support-chart-dir", "says the way out")
 		require.NotEqual(t, api.PhaseFailed, fe.Status.Phase)
 
-		for _, ss := range supportServicesOn(t, cl, rt.ID) {
-			got := ss[0]
-			require.Equal(t, api.PhaseReconciling, got.Status.Phase, got.Name)
-			c := api.StalledCondition(got.Generation, &got.Status.Status)
-			require.NotNil(t, c, got.Name)
-			require.Equal(t, support.ReasonChartUnreachable, c.Reason)
-		}
+		// The wait ends on the first support service that stalls; the other may not have had its first
+		// reconcile yet (Pending), so each is awaited to its own stall rather than read once.
+		await.NoError(t, time.Minute, func(context.Context) error {
+			byType := supportServicesOn(t, cl, rt.ID)
+			for _, typ := range []string{api.SupportIngress, api.SupportCertManager} {
+				if len(byType[typ]) == 0 {
+					return fmt.Errorf("no %s support service on the runtime yet", typ)
+				}
+				got := byType[typ][0]
+				c := api.StalledCondition(got.Generation, &got.Status.Status)
+				if got.Status.Phase != api.PhaseReconciling || c == nil {
+					return fmt.Errorf("%s: %s, not stalled yet: %s", got.Name, got.Status.Phase, got.Status.Message)
+				}
+				if c.Reason != support.ReasonChartUnreachable {
+					return fmt.Errorf("%s stalled for %s, want %s", got.Name, c.Reason, support.ReasonChartUnreachable)
+				}
+			}
+			return nil
+		})
 		g, err := cl.Graph(ctx, "gateway/web")
 		require.NoError(t, err)
 		chain := g.RootCause(gw.ID)
