@@ -21,7 +21,7 @@ type Deps[S any, T any] struct {
 	// After is how soon a reconcile waiting on a dependency that does not exist looks again (default
 	// 5s): it may be created next, and a create notifies nobody. A dependency that exists and is not
 	// Ready is not looked at on a timer: its status changes (phase, observed generation) notify the
-	// objects that reference it, which ends their wait (WaitError.After < 0).
+	// objects that reference it and its owners (Meta.Owners), which ends their wait (WaitError.After < 0).
 	After time.Duration
 
 	reads sharedReads[*api.Object[S, T]]

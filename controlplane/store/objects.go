@@ -384,6 +384,9 @@ func (s *bunStore) UpdateStatus(ctx context.Context, p *UpdateStatusParams) (*Ob
 			if err := s.enqueueDependents(ctx, tx, row.ID, pendingOnly); err != nil {
 				return err
 			}
+			if err := s.enqueueOwners(ctx, tx, row, pendingOnly); err != nil {
+				return err
+			}
 		}
 		obj = row.toObject(labels)
 		return nil
@@ -892,6 +895,34 @@ func createdErr(err error) error {
 func (s *bunStore) enqueueDependents(ctx context.Context, tx bun.Tx, objectID string, pendingOnly bool) error {
 	if err := s.execIn(ctx, tx, s.sql.enqueue[pendingOnly], now(), telemetry.Traceparent(ctx), objectID); err != nil {
 		return fmt.Errorf("enqueue dependents: %w", err)
+	}
+	return nil
+}
+
+// enqueueOwners writes an outbox row for each existing owner of row (Meta.Owners), or only for those that
+// are not reconciled when pendingOnly is set, as enqueueDependents does for the objects that reference
+// it. An owner created the object for its own use and may wait on it: a workload_instance on the
+// metrics-server it asked for, say. As with Kubernetes owner references (controller-runtime's Owns),
+// the owned object's readiness reaches its owner as a notification instead of the owner's next resync
+// pass. Owned objects are few and their readiness changes rarely, so this is formatted, not prepared.
+func (s *bunStore) enqueueOwners(ctx context.Context, tx bun.Tx, row *objectRow, pendingOnly bool) error {
+	if row.Owners == "" || row.Owners == "[]" {
+		return nil
+	}
+	var owners []Ref
+	if err := json.Unmarshal([]byte(row.Owners), &owners); err != nil {
+		return fmt.Errorf("enqueue owners: stored owners: %w", err)
+	}
+	ids := make([]string, len(owners))
+	for i, o := range owners {
+		ids[i] = o.ID
+	}
+	q := "INSERT INTO outbox (kind, object_id, created_at, trace_parent) SELECT kind, id, ?, ? FROM objects WHERE id IN (?)"
+	if pendingOnly {
+		q += " AND (" + s.pendingPredicate() + ")"
+	}
+	if _, err := tx.NewRaw(q+" ORDER BY id", now(), telemetry.Traceparent(ctx), bun.In(ids)).Exec(ctx); err != nil {
+		return fmt.Errorf("enqueue owners: %w", err)
 	}
 	return nil
 }

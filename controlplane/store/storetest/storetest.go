@@ -50,6 +50,7 @@ func Run(t *testing.T, open Open) {
 		{"finalize needs a deletion request", testFinalizeNotDeleting},
 		{"update spec replaces references", testUpdateReplacesRefs},
 		{"status write enqueues dependents, not the object", testStatusEnqueuesDependents},
+		{"status write enqueues the owners that wait, as it does dependents", testStatusEnqueuesOwners},
 		{"list pending and owned objects, from their indexes", testListPendingAndOwned},
 		{"status references protect and notify apart from the spec's", testStatusRefs},
 		{"outbox is ordered and deletable", testOutbox},
@@ -687,6 +688,54 @@ func testStatusEnqueuesDependents(t *testing.T, s store.Store) {
 	})
 	require.NoError(t, err)
 	require.Equal(t, []string{key(g)}, outboxKeys(t, s), "Ready again at the same generation notifies only the dependents that wait")
+}
+
+func testStatusEnqueuesOwners(t *testing.T, s store.Store) {
+	owner := create(t, s, kindInstance, "owner", nil)
+	other := create(t, s, kindGateway, "other-owner", nil)
+	owned, err := s.Create(ctx(t), &store.CreateParams{Kind: kindGateway, Name: "owned", Spec: json.RawMessage(`{}`),
+		Owners: []store.Ref{refTo(owner), refTo(other)}})
+	require.NoError(t, err)
+	create(t, s, kindInstance, "unrelated", nil)
+	setStatus := func(o *store.Object, status string) {
+		t.Helper()
+		_, err := s.UpdateStatus(ctx(t), &store.UpdateStatusParams{Kind: o.Kind, ID: o.ID, Status: json.RawMessage(status)})
+		require.NoError(t, err)
+	}
+	ready := func(o *store.Object) string {
+		return fmt.Sprintf(`{"phase":"Ready","observed_generation":%d}`, o.Generation)
+	}
+	drain(t, s)
+
+	setStatus(owned, ready(owned))
+	want := []string{key(owner), key(other)}
+	sort.Strings(want)
+	got := outboxKeys(t, s)
+	sort.Strings(got)
+	require.Equal(t, want, got, "becoming Ready notifies both owners, which wait on it (neither is reconciled)")
+
+	setStatus(owner, ready(owner))
+	drain(t, s)
+	setStatus(owned, `{"phase":"Reconciling","observed_generation":1}`)
+	got = outboxKeys(t, s)
+	sort.Strings(got)
+	require.Equal(t, want, got, "leaving Ready notifies every owner, reconciled ones too")
+
+	drain(t, s)
+	setStatus(owned, ready(owned))
+	require.Equal(t, []string{key(other)}, outboxKeys(t, s), "Ready again at the same generation notifies only the owners that wait")
+
+	drain(t, s)
+	setStatus(owned, `{"phase":"Ready","observed_generation":1,"message":"only the message changed"}`)
+	require.Empty(t, outboxKeys(t, s), "a status change that keeps phase and observed generation notifies no owner")
+
+	// An owner that is gone is not notified.
+	_, err = s.RequestDeletion(ctx(t), kindGateway, other.ID, store.DeletionOptions{})
+	require.NoError(t, err)
+	require.NoError(t, s.Finalize(ctx(t), kindGateway, other.ID))
+	drain(t, s)
+	setStatus(owned, `{"phase":"Reconciling","observed_generation":1}`)
+	require.Equal(t, []string{key(owner)}, outboxKeys(t, s))
 }
 
 func testListPendingAndOwned(t *testing.T, s store.Store) {
