@@ -118,6 +118,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		status = http.StatusInternalServerError
 		data = []byte(`{"error":{"code":"internal","message":"encode response"}}`)
 	}
+	writeRawJSON(w, status, data)
+}
+
+// writeRawJSON writes data, which is JSON already, as the response, with a final newline.
+func writeRawJSON(w http.ResponseWriter, status int, data []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(data, '\n'))

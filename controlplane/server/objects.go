@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"mime"
 	"net/http"
 	"path/filepath"
@@ -640,22 +641,27 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out := struct {
-		Items    []*api.RawObject `json:"items"`
-		Continue string           `json:"continue,omitempty"`
-	}{Items: make([]*api.RawObject, 0, len(res.Objects))}
-	for _, o := range res.Objects {
+	// The page is api.List's JSON, written by appendWire for each item.
+	b := make([]byte, 0, 512*len(res.Objects)+64)
+	b = append(b, `{"items":[`...)
+	for i, o := range res.Objects {
 		wo, err := s.wire(r, o)
 		if err != nil {
 			s.fail(w, r, err)
 			return
 		}
-		out.Items = append(out.Items, wo)
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendWire(b, wo)
 	}
+	b = append(b, ']')
 	if res.Next != "" {
-		out.Continue = base64.RawURLEncoding.EncodeToString([]byte(res.Next))
+		b = append(b, `,"continue":"`...)
+		b = base64.RawURLEncoding.AppendEncode(b, []byte(res.Next)) // no character JSON would escape
+		b = append(b, '"')
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeRawJSON(w, http.StatusOK, append(b, '}'))
 }
 
 // count answers how many objects a list with the same filters would return over all its pages.
@@ -897,7 +903,102 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, status int, obj
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, status, wo)
+	writeRawJSON(w, status, appendWire(nil, wo))
+}
+
+// appendWire appends an object's JSON in the v1 envelope (api.Object's encoding): its metadata through
+// encoding/json, then its spec and status as the store returned them. The store holds only valid JSON
+// (it canonicalises every write), so they are copied instead of being checked and compacted again byte
+// by byte, as json.Marshal does with a json.RawMessage: that was 5.6% of the control plane's CPU in a
+// full resync of 100,000 instances (make bench, sim section on PostgreSQL, whose jsonb prints spaces
+// that now go out as they are).
+func appendWire(b []byte, wo *api.RawObject) []byte {
+	b = appendMeta(append(b, '{'), &wo.Meta)
+	b = append(appendRawOrNull(append(b, `,"spec":`...), wo.Spec), `,"status":`...)
+	return append(appendRawOrNull(b, wo.Status), '}')
+}
+
+// appendMeta appends the members of api.Meta's JSON, as encoding/json writes them (same names, order,
+// omissions and escaping; TestAppendWireIsTheObjectsJSON compares the two on every field), without
+// reflection: encoding the metadata of a page of 1,000 objects took most of its 3.6 ms.
+func appendMeta(b []byte, m *api.Meta) []byte {
+	if m.ID != "" {
+		b = append(appendJSONString(append(b, `"id":`...), m.ID), ',')
+	}
+	if m.Kind != "" {
+		b = append(appendJSONString(append(b, `"kind":`...), m.Kind), ',')
+	}
+	b = appendJSONString(append(b, `"name":`...), m.Name)
+	if len(m.Labels) > 0 {
+		b = append(b, `,"labels":{`...)
+		for i, k := range slices.Sorted(maps.Keys(m.Labels)) {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(append(appendJSONString(b, k), ':'), m.Labels[k])
+		}
+		b = append(b, '}')
+	}
+	if m.Generation != 0 {
+		b = strconv.AppendInt(append(b, `,"generation":`...), m.Generation, 10)
+	}
+	if m.ResourceVersion != 0 {
+		b = strconv.AppendInt(append(b, `,"resource_version":`...), m.ResourceVersion, 10)
+	}
+	if !m.CreatedAt.IsZero() {
+		b = appendJSONTime(append(b, `,"created_at":`...), m.CreatedAt)
+	}
+	if !m.UpdatedAt.IsZero() {
+		b = appendJSONTime(append(b, `,"updated_at":`...), m.UpdatedAt)
+	}
+	if m.DeletionRequestedAt != nil {
+		b = appendJSONTime(append(b, `,"deletion_requested_at":`...), *m.DeletionRequestedAt)
+	}
+	if m.DeletionOrphan {
+		b = append(b, `,"deletion_orphan":true`...)
+	}
+	if len(m.Owners) > 0 {
+		b = append(b, `,"owners":[`...)
+		for i, o := range m.Owners {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(append(appendJSONString(append(b, `{"kind":`...), o.Kind), `,"id":`...), o.ID)
+			if o.Name != "" {
+				b = appendJSONString(append(b, `,"name":`...), o.Name)
+			}
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	return b
+}
+
+// appendJSONString appends s as a JSON string. Printable ASCII that encoding/json leaves as it is goes
+// straight in; anything else (quotes, control characters, <, >, &, non-ASCII) goes through json.Marshal,
+// so that the escaping is encoding/json's.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always encodes
+			return append(b, q...)
+		}
+	}
+	return append(append(append(b, '"'), s...), '"')
+}
+
+// appendJSONTime appends t as time.Time's MarshalJSON does (RFC 3339 with nanoseconds, quoted); stored
+// times are within the years it accepts.
+func appendJSONTime(b []byte, t time.Time) []byte {
+	return append(t.AppendFormat(append(b, '"'), time.RFC3339Nano), '"')
+}
+
+// appendRawOrNull appends raw, or null when it is empty (as json.Marshal writes a nil json.RawMessage).
+func appendRawOrNull(b []byte, raw json.RawMessage) []byte {
+	if len(raw) == 0 {
+		return append(b, "null"...)
+	}
+	return append(b, raw...)
 }
 
 // wire converts a stored object to the v1 envelope for the caller.
