@@ -63,9 +63,9 @@ func TestAppendWireIsTheObjectsJSON(t *testing.T) {
 
 		var back api.RawObject
 		require.NoError(t, json.Unmarshal(got, &back))
-		require.Equal(t, wo.Meta.ID, back.ID)
-		require.Equal(t, wo.Meta.Labels, back.Labels)
-		require.Equal(t, wo.Meta.Owners, back.Owners)
+		require.Equal(t, wo.ID, back.ID)
+		require.Equal(t, wo.Labels, back.Labels)
+		require.Equal(t, wo.Owners, back.Owners)
 	}
 }
 

@@ -921,7 +921,7 @@ func (s *bunStore) enqueueOwners(ctx context.Context, tx bun.Tx, row *objectRow,
 	if pendingOnly {
 		q += " AND (" + s.pendingPredicate() + ")"
 	}
-	if _, err := tx.NewRaw(q+" ORDER BY id", now(), telemetry.Traceparent(ctx), bun.In(ids)).Exec(ctx); err != nil {
+	if _, err := tx.NewRaw(q+" ORDER BY id", now(), telemetry.Traceparent(ctx), bun.List(ids)).Exec(ctx); err != nil {
 		return fmt.Errorf("enqueue owners: %w", err)
 	}
 	return nil
