@@ -69,9 +69,22 @@ func TestKubeconfigRuntime(t *testing.T) {
 		require.Equal(t, "APIServerUnreachable", connected.Reason)
 		require.False(t, connected.LastTransitionTime.IsZero())
 
-		got.Spec.Kubeconfig = good
-		upd, err := rts.Update(ctx, got)
-		require.NoError(t, err)
+		// The controller retries the runtime and may write its status between a read and the update, which
+		// makes the update's If-Match stale (a conflict): read again and retry, as a client of optimistic
+		// concurrency does.
+		var upd *api.KubernetesRuntime
+		await.NoError(t, 30*time.Second, func(ctx context.Context) error {
+			cur, err := rts.Get(ctx, rt.ID)
+			if err != nil {
+				return err
+			}
+			cur.Spec.Kubeconfig = good
+			upd, err = rts.Update(ctx, cur)
+			if err != nil && !api.IsConflict(err) {
+				require.NoError(t, err, "only a stale resource version is retried")
+			}
+			return err
+		})
 		ready, err := rts.WaitReconciled(cptest.Wait(t, 60*time.Second), upd.ID)
 		require.NoError(t, err)
 		require.Equal(t, 3, ready.Status.NodesReady)
