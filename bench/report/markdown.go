@@ -12,8 +12,12 @@ func Markdown(res *Results, stamp string, charts []string) string {
 	m := res.Machine
 	p("# QleetOS benchmark results\n\n")
 	p("Run %s (%s), `%s`.\n\n", stamp, res.FinishedAt.Sub(res.StartedAt).Round(1e9), res.Command)
-	p("Machine: %d CPUs (%s), %.0f GB RAM, Linux %s, %s, commit %s. Load average (1 min) %.1f before, %.1f after: the machine is shared, so read ratios, not absolute times.\n\n",
-		m.CPUs, m.CPUModel, m.MemoryGB, m.Kernel, m.GoVersion, m.GitCommit, m.LoadBefore, m.LoadAfter)
+	gogc := ""
+	if m.GOGC != 0 {
+		gogc = fmt.Sprintf(", GOGC %d", m.GOGC)
+	}
+	p("Machine: %d CPUs (%s), %.0f GB RAM, Linux %s, %s%s, commit %s. Load average (1 min) %.1f before, %.1f after: the machine is shared, so read ratios, not absolute times.\n\n",
+		m.CPUs, m.CPUModel, m.MemoryGB, m.Kernel, m.GoVersion, gogc, m.GitCommit, m.LoadBefore, m.LoadAfter)
 
 	if len(res.Goals) > 0 {
 		p("## Goals\n\n| goal | target | this run | status | note |\n|---|---|---|---|---|\n")

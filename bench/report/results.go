@@ -48,6 +48,9 @@ type Machine struct {
 	MemoryGB  float64 `json:"memory_gb"`
 	Kernel    string  `json:"kernel"`
 	GoVersion string  `json:"go_version"`
+	// GOGC is the garbage collector's target the run's control plane had (app.TuneGC: the qleet server's
+	// default, or GOGC from the environment).
+	GOGC int `json:"gogc,omitempty"`
 	// LoadBefore is the 1-minute load average when the run started (other work on a shared machine).
 	LoadBefore float64 `json:"load_before"`
 	// LoadAfter is the 1-minute load average when the run finished.

@@ -32,6 +32,7 @@ import (
 
 	"github.com/qleetos/terraform-provider-qleet/bench/report"
 	"github.com/qleetos/terraform-provider-qleet/bench/suite"
+	"github.com/qleetos/terraform-provider-qleet/controlplane/app"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kubesim"
 )
 
@@ -39,6 +40,8 @@ func main() {
 	// client-go's klog would print request errors of deliberately cancelled contexts (warm-ups).
 	klog.SetOutput(io.Discard)
 	klog.LogToStderr(false)
+	// The control plane runs in this process: it gets the garbage collector target a qleet server has.
+	app.TuneGC()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:])
 	stop()
@@ -213,7 +216,7 @@ func contains(xs []string, x string) bool {
 
 // machine describes this machine.
 func machine(ctx context.Context, root string) report.Machine {
-	m := report.Machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), LoadBefore: loadAvg()}
+	m := report.Machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), GOGC: app.GCPercent(), LoadBefore: loadAvg()}
 	if f, err := os.Open("/proc/cpuinfo"); err == nil {
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {

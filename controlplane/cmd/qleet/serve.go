@@ -156,6 +156,9 @@ func (q *cli) flagsFromEnv(cmd *cobra.Command) error {
 func serve(ctx context.Context, stdout, stderr io.Writer, m mode, lvl slog.Level, traceBuffer int, cfg app.Config) error {
 	logger := slog.New(telemetry.LogHandler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})))
 	cfg.Logger = logger
+	if gc, fromEnv := app.TuneGC(); fromEnv {
+		logger.Debug("garbage collector target from GOGC", "percent", gc)
+	}
 	recent := traceBuffer
 	if recent == 0 {
 		recent = -1 // tracing.Config: 0 is the default size, negative keeps none
