@@ -141,6 +141,31 @@ func DesiredReplicas(def *api.WorkloadDefinition, inst *api.WorkloadInstance) in
 }
 
 func renderContainers(def *api.WorkloadDefinition, inst *api.WorkloadInstance, ns string) ([]*unstructured.Unstructured, error) {
+	typed, err := typedContainers(def, inst, ns)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*unstructured.Unstructured, 0, len(typed))
+	for _, t := range typed {
+		var m map[string]any
+		switch o := t.(type) {
+		case *appsv1.Deployment:
+			m = deploymentMap(o)
+		case *corev1.Service:
+			m = serviceMap(o)
+		case *autoscalingv2.HorizontalPodAutoscaler:
+			m = hpaMap(o)
+		default:
+			return nil, fmt.Errorf("convert %T: not a kind renderContainers makes", t)
+		}
+		out = append(out, &unstructured.Unstructured{Object: m})
+	}
+	return out, nil
+}
+
+// typedContainers builds the Deployment, and the Service and HorizontalPodAutoscaler when asked for, of a
+// definition with containers (see maps.go for their conversion).
+func typedContainers(def *api.WorkloadDefinition, inst *api.WorkloadInstance, ns string) ([]runtime.Object, error) {
 	selector := map[string]string{LabelInstance: inst.Name}
 	podLabels := map[string]string{LabelInstance: inst.Name, LabelName: def.Name}
 	var containers []corev1.Container
@@ -210,16 +235,7 @@ func renderContainers(def *api.WorkloadDefinition, inst *api.WorkloadInstance, n
 			},
 		})
 	}
-	out := make([]*unstructured.Unstructured, 0, len(typed))
-	for _, t := range typed {
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(t)
-		if err != nil {
-			return nil, fmt.Errorf("convert %T: %w", t, err)
-		}
-		delete(m, "status")
-		out = append(out, &unstructured.Unstructured{Object: dropNulls(m)})
-	}
-	return out, nil
+	return typed, nil
 }
 
 // dropNulls removes null values (e.g. metadata.creationTimestamp of typed objects), so that applied
