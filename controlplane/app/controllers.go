@@ -129,6 +129,8 @@ func (a *App) instanceController(cl *client.Client, conn *kube.Connector, render
 // and the reconciles that only read health from the cache keep their turn (make bench, churn).
 func instanceConfig(cfg reconcile.Config) reconcile.Config {
 	cfg.Workers *= 4
+	// A placed instance that no runtime or profile serves yet waits on their writes (placement).
+	cfg.WakeOn = []string{api.KindKubernetesRuntime, api.KindRuntimeProfile}
 	return cfg
 }
 

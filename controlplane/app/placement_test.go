@@ -364,3 +364,42 @@ func updateInstance(ctx context.Context, t *testing.T, cl *client.Client, id str
 		return upd
 	}
 }
+
+// TestARegionWithNoRuntimeWaitsForAWrite: an instance placed in a region that no runtime or profile
+// serves waits, with no timer short enough to matter (5 minutes) and no resync pass (an hour). The
+// profile created for the region ends the wait at once: its notification wakes the instance, which
+// provisions a runtime there and is Ready on it.
+func TestARegionWithNoRuntimeWaitsForAWrite(t *testing.T) {
+	t.Parallel()
+	_, cl := cptest.Start(t, app.Config{ResyncInterval: time.Hour})
+	ctx := context.Background()
+	def := webDefinition(t, cl, "far", 1, "")
+	inst, err := cl.WorkloadInstances().Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: "far"},
+		Spec: api.WorkloadInstanceSpec{DefinitionID: def.ID, Placement: &api.Placement{Regions: []string{"ap-south"}}}})
+	require.NoError(t, err)
+	await.True(t, 30*time.Second, func() bool {
+		got, err := cl.WorkloadInstances().Get(ctx, inst.ID)
+		if err != nil {
+			return false
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type == "Ready" && c.Reason == "NoRuntimeForPlacement" {
+				return true
+			}
+		}
+		return false
+	}, "the instance waits for a runtime in ap-south")
+
+	created := time.Now()
+	_, err = cl.RuntimeProfiles().Create(ctx, &api.RuntimeProfile{Meta: api.Meta{Name: "ap"},
+		Spec: api.RuntimeProfileSpec{Provider: api.ProviderLocal, Regions: []string{"ap-south"}, Nodes: 1}})
+	require.NoError(t, err)
+	await.True(t, 10*time.Second, func() bool {
+		page, err := cl.KubernetesRuntimes().List(ctx, client.ListOptions{LabelSelector: api.LabelProvisionedFor + "=far"})
+		return err == nil && len(page.Items) == 1
+	}, "the profile's creation wakes the instance, which provisions a runtime in ap-south")
+	t.Logf("runtime provisioned %s after the profile's creation", time.Since(created).Round(time.Millisecond))
+	got, err := cl.WorkloadInstances().WaitReconciled(cptest.Wait(t, 2*time.Minute), inst.ID)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int32{"ap-south/ap-ap-south": 1}, placedOn(got))
+}

@@ -99,6 +99,12 @@ type WaitError struct {
 	// negative After (OnNotification) looks again only when notified: the object waits on something whose
 	// change notifies it (a dependency it references), and no timer runs while it waits.
 	After time.Duration
+	// Kinds, when set, also end the wait as soon as an object of one of these kinds is written: created,
+	// its spec or labels changed, its deletion requested, or an object it owns changed readiness. It
+	// serves a wait on something that no object references yet, whose change therefore notifies nobody
+	// (a runtime in a region that none serves). The controller must follow these kinds (Config.WakeOn);
+	// After still applies, as a fallback for what no write announces.
+	Kinds []string
 }
 
 // OnNotification is a WaitError.After that sets no timer: the wait ends when the dependency's status

@@ -96,6 +96,9 @@ type Config struct {
 	// Lookups are handed to every reconcile (LookupsFrom): its reads of other objects, forward and
 	// reverse. Controllers of one process share one (default: new lookups over the controller's client).
 	Lookups *Lookups
+	// WakeOn names the kinds whose writes may end this controller's waits (WaitError.Kinds): the
+	// controller follows their notifications from Start, on every replica.
+	WakeOn []string
 }
 
 // logLockSpan writes one LockSpans line, if enabled.
@@ -205,6 +208,8 @@ type Controller[S any, T any] struct {
 	// sawFailed says that a reconcile since the last resync pass, or that pass, left objects Failed at
 	// their generation, which the failed re-check looks at again.
 	sawFailed atomic.Bool
+	// wakes holds the objects waiting on writes to the kinds of Config.WakeOn; nil when none.
+	wakes *kindWaits
 }
 
 type requeueTimer struct {
@@ -230,6 +235,7 @@ func New[S any, T any](queue Queue, res *client.Resource[S, T], rec Reconciler[S
 		notified: map[string]bool{},
 		holder:   fmt.Sprintf("pid %d %s", os.Getpid(), cfg.Source),
 		pace:     newPacer(cfg.ResyncRate, min(cfg.ResyncRate, resyncPage)),
+		wakes:    newKindWaits(cfg.WakeOn),
 	}
 }
 
@@ -245,6 +251,7 @@ func (c *Controller[S, T]) Start(ctx context.Context) error {
 		return fmt.Errorf("controller %s: locker: %w", kind, err)
 	}
 	c.listed.Store(c.startListed(ctx))
+	defer c.followWrites(ctx)()
 	// Pull requests expire after 5s (heartbeat 2.5s) rather than the library's 30s (15s): when the NATS
 	// server holding them dies, the replica notices within 5s and pulls again, instead of idling for
 	// 30s (seen in make chaos).
@@ -601,6 +608,7 @@ func (c *Controller[S, T]) process(ctx context.Context, id string, listed *api.O
 		}
 	}
 	before, _ := json.Marshal(obj.Status)
+	writesSeen := c.wakes.begin(id)
 
 	deleting := obj.DeletionRequestedAt != nil
 	rctx, rec := withRecorder(ctx)
@@ -631,6 +639,10 @@ func (c *Controller[S, T]) process(ctx context.Context, id string, listed *api.O
 		c.setNotified(id, true)
 	default:
 		c.setNotified(id, false)
+	}
+	if out.name == outcomeWaiting && len(out.wakeOn) > 0 && !c.wakes.wait(id, out.wakeOn, writesSeen) {
+		// A write it waits on came while it reconciled, perhaps after its reads: look again now.
+		out.delay, out.ack = jitter(c.cfg.LockRetry), false
 	}
 	if stall := stalled(st, deleting, res); stall != "" {
 		Eventf(rctx, api.EventWarning, api.ConditionStalled, "%s", stall)
@@ -721,6 +733,8 @@ type outcome struct {
 	msg    string
 	delay  time.Duration
 	ack    bool
+	// wakeOn are the kinds whose writes end a wait (WaitError.Kinds).
+	wakeOn []string
 }
 
 // outcome turns the reconciler's answer into status fields and an ack decision.
@@ -773,7 +787,7 @@ func (c *Controller[S, T]) outcome(obj *api.Object[S, T], st *api.Status, deleti
 		}
 		// The event leaves out how long it has waited, so that each pass of one wait is the same event,
 		// counted on one record (the status says how long). A wait on notification sets no timer.
-		return outcome{name: outcomeWaiting, reason: we.Reason, msg: we.Error(), delay: max(after, 0), ack: after < 0}
+		return outcome{name: outcomeWaiting, reason: we.Reason, msg: we.Error(), delay: max(after, 0), ack: after < 0, wakeOn: we.Kinds}
 	case IsTerminal(err):
 		c.clearFailures(id)
 		st.Phase = api.PhaseFailed

@@ -27,6 +27,10 @@ const (
 	ReasonMovedOff = "MovedOff"
 )
 
+// noRuntimeFallback is how often a placement that no runtime or profile serves looks again without being
+// woken by a write (see place).
+const noRuntimeFallback = 5 * time.Minute
+
 // targets returns where the instance should run: its pinned runtime, or its placement's decision, after
 // provisioning the runtimes the decision asks for; then every other runtime where an instance that uses
 // it with placement with_consumers runs. followers lists those consumers by runtime.
@@ -213,8 +217,15 @@ func (o *outcomes) add(where string, res reconcile.Result, err error) {
 			o.terminal = reconcile.Terminal(fmt.Errorf("%s%w", where, err))
 		}
 	case errors.As(err, &we):
-		if o.wait == nil {
+		var first *reconcile.WaitError
+		switch {
+		case o.wait == nil:
 			o.wait = err
+		case len(we.Kinds) > 0 && errors.As(o.wait, &first):
+			// The first wait is the one reported; the writes that end a later one end it too.
+			merged := *first
+			merged.Kinds = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(first.Kinds), we.Kinds...))))
+			o.wait = &merged
 		}
 	default:
 		if o.err == nil {
@@ -248,7 +259,14 @@ func (r *InstanceReconciler) place(ctx context.Context, def *api.WorkloadDefinit
 	}
 	if t.Runtime == nil {
 		ps.Message = t.Problem
-		out.add("", reconcile.Result{}, reconcile.Wait(fmt.Sprintf("a runtime in region %q", t.Region), "none matches: "+t.Problem, "NoRuntimeForPlacement", 30*time.Second))
+		// No runtime or profile serves the region, so the instance references none whose change would
+		// notify it: it waits on every write to either kind (a runtime or profile created or changed,
+		// or a provisioned runtime's readiness, which notifies its profile). The timer is the fallback
+		// for what no write announces: a runtime whose region is learned from its nodes.
+		out.add("", reconcile.Result{}, &reconcile.WaitError{
+			On: fmt.Sprintf("a runtime in region %q", t.Region), State: "none matches: " + t.Problem, Reason: "NoRuntimeForPlacement",
+			After: noRuntimeFallback, Kinds: []string{api.KindKubernetesRuntime, api.KindRuntimeProfile},
+		})
 		return ps
 	}
 	ps.RuntimeID, ps.Runtime = t.Runtime.ID, t.Runtime.Name
