@@ -29,6 +29,12 @@ type Result struct {
 	// the reason; the object stays Reconciling and is still requeued. Any outcome without it clears the
 	// condition.
 	Stalled *Stall
+	// Notify names objects to notify once the reconcile's status is written (or found unchanged): those
+	// that read what it writes and that nothing else tells of the change, such as the data services an
+	// instance uses, which serve it on the runtimes its status lists. Notified before, they could read
+	// the old status and miss the change. Notified through the API (its outbox), so that no notification
+	// is lost with the broker.
+	Notify []api.ObjectRef
 }
 
 // Stall explains a stalled rollout.

@@ -675,8 +675,39 @@ func (c *Controller[S, T]) process(ctx context.Context, id string, listed *api.O
 			return c.backoff(id), false
 		}
 	}
+	c.notify(ctx, obj.ID, res.Notify)
 	return out.delay, out.ack
 }
+
+// notify asks for a reconcile of each object of Result.Notify, once the status they read is written.
+// One that cannot be asked now (the API unreachable just after the status write went through) is asked
+// again every notifyRetry, for up to a minute, without holding the worker.
+func (c *Controller[S, T]) notify(ctx context.Context, from string, refs []api.ObjectRef) {
+	for _, ref := range refs {
+		ask := func(ctx context.Context) bool {
+			err := c.res.Client().Raw(ref.Kind).RequestReconcile(ctx, ref.ID)
+			return err == nil || api.IsNotFound(err)
+		}
+		if ask(ctx) {
+			continue
+		}
+		go func() {
+			// The reconcile's context ends with it; the retries end within a minute.
+			ctx := context.WithoutCancel(ctx)
+			for range 30 {
+				time.Sleep(notifyRetry)
+				if ask(ctx) {
+					return
+				}
+			}
+			c.log.Warn("could not notify an object of a status write for a minute; it learns of it at its next change or resync",
+				"id", from, "kind", ref.Kind, "notified", ref.ID)
+		}()
+	}
+}
+
+// notifyRetry is how often notify asks again when the API did not answer.
+const notifyRetry = 2 * time.Second
 
 func (c *Controller[S, T]) statusPtr(obj *api.Object[S, T]) *api.Status {
 	if a, ok := any(&obj.Status).(api.StatusAccessor); ok {

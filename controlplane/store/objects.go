@@ -330,6 +330,9 @@ func (s *bunStore) UpdateSpec(ctx context.Context, p *UpdateSpecParams) (*Object
 				return err
 			}
 		}
+		if err := enqueueDropped(ctx, tx, row.ID, refs); err != nil {
+			return err
+		}
 		if err := s.replaceRefs(ctx, tx, row.ID, row.Kind, refsFromSpec, refs); err != nil {
 			return err
 		}
@@ -762,6 +765,26 @@ func (s *bunStore) replaceRefs(ctx context.Context, tx bun.Tx, fromID, fromKind,
 		return err
 	}
 	return insertRefsVia(ctx, tx, fromID, fromKind, via, refs)
+}
+
+// enqueueDropped writes outbox rows for the objects that fromID's spec references and refs no longer
+// does. As with a deletion (Finalize), the object may now be unused, or serve a consumer no more: a data
+// service gives access on the runtimes its consumers run on, and has no timer to find one gone.
+func enqueueDropped(ctx context.Context, tx bun.Tx, fromID string, refs []Ref) error {
+	q := "INSERT INTO outbox (kind, object_id, created_at, trace_parent) SELECT to_kind, to_id, ?, ? FROM object_refs WHERE from_id = ? AND via = ?"
+	args := []any{now(), telemetry.Traceparent(ctx), fromID, refsFromSpec}
+	if len(refs) > 0 {
+		ids := make([]string, len(refs))
+		for i, r := range refs {
+			ids[i] = r.ID
+		}
+		q += " AND to_id NOT IN (?)"
+		args = append(args, bun.List(ids))
+	}
+	if _, err := tx.ExecContext(ctx, q+" ORDER BY to_id", args...); err != nil {
+		return fmt.Errorf("enqueue objects no longer referenced: %w", err)
+	}
+	return nil
 }
 
 func insertRefs(ctx context.Context, tx bun.Tx, fromID, fromKind string, refs []Ref) error {

@@ -48,7 +48,7 @@ func Run(t *testing.T, open Open) {
 		{"request deletion sets the time once", testRequestDeletionOnce},
 		{"finalize removes the object and enqueues what it referenced", testFinalize},
 		{"finalize needs a deletion request", testFinalizeNotDeleting},
-		{"update spec replaces references", testUpdateReplacesRefs},
+		{"update spec replaces references, and enqueues the objects it no longer references", testUpdateReplacesRefs},
 		{"status write enqueues dependents, not the object", testStatusEnqueuesDependents},
 		{"status write enqueues the owners that wait, as it does dependents", testStatusEnqueuesOwners},
 		{"list pending and owned objects, from their indexes", testListPendingAndOwned},
@@ -616,12 +616,39 @@ func testFinalizeNotDeleting(t *testing.T, s store.Store) {
 func testUpdateReplacesRefs(t *testing.T, s store.Store) {
 	rt1 := create(t, s, kindRuntime, "rt1", nil)
 	rt2 := create(t, s, kindRuntime, "rt2", nil)
-	inst := create(t, s, kindInstance, "web", nil, refTo(rt1))
+	kept := create(t, s, kindGateway, "kept", nil)
+	inst := create(t, s, kindInstance, "web", nil, refTo(rt1), refTo(kept))
+	drain(t, s)
 
 	_, err := s.UpdateSpec(ctx(t), &store.UpdateSpecParams{
-		Kind: kindInstance, ID: inst.ID, Spec: inst.Spec, Refs: []store.Ref{refTo(rt2)},
+		Kind: kindInstance, ID: inst.ID, Spec: inst.Spec, Refs: []store.Ref{refTo(rt2), refTo(kept)},
 	})
 	require.NoError(t, err)
+	want := []string{key(rt1), key(inst)}
+	sort.Strings(want)
+	got := outboxKeys(t, s)
+	sort.Strings(got)
+	require.Equal(t, want, got, "the object no longer referenced is told, as the updated one is; the one still referenced and the new one are not")
+
+	drain(t, s)
+	_, err = s.UpdateSpec(ctx(t), &store.UpdateSpecParams{Kind: kindInstance, ID: inst.ID, Spec: inst.Spec, Refs: []store.Ref{refTo(rt2)}})
+	require.NoError(t, err)
+	got = outboxKeys(t, s)
+	sort.Strings(got)
+	want = []string{key(kept), key(inst)}
+	sort.Strings(want)
+	require.Equal(t, want, got)
+	drain(t, s)
+	_, err = s.UpdateSpec(ctx(t), &store.UpdateSpecParams{Kind: kindInstance, ID: inst.ID, Spec: inst.Spec})
+	require.NoError(t, err)
+	got = outboxKeys(t, s)
+	sort.Strings(got)
+	want = []string{key(rt2), key(inst)}
+	sort.Strings(want)
+	require.Equal(t, want, got, "dropping every reference tells each")
+	_, err = s.UpdateSpec(ctx(t), &store.UpdateSpecParams{Kind: kindInstance, ID: inst.ID, Spec: inst.Spec, Refs: []store.Ref{refTo(rt2)}})
+	require.NoError(t, err)
+
 	deps, err := s.Dependents(ctx(t), rt1.ID)
 	require.NoError(t, err)
 	require.Empty(t, deps)
