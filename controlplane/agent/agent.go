@@ -36,16 +36,20 @@ type Config struct {
 	Runtime *api.KubernetesRuntime
 	// Cluster, when set, is used instead of connecting through Connector (e.g. in-cluster config).
 	Cluster *kube.Cluster
-	// OnChange is called with an instance id when the health of an object it applied changes, or when
-	// one of its objects is deleted. A change that decides something is reported at once: a workload's
+	// OnChange is called with an owner's kind and id when the health of an object it applied changes, or
+	// when one of its objects is deleted. The kind is the object's kube.LabelOwnerKind (a data service's
+	// StatefulSet says "database"), or api.KindWorkloadInstance for an object that names none (pods,
+	// which their workload's controller labels from the template). A change that decides something is reported at once: a workload's
 	// rollout completes (every replica updated and available at its generation) or stops being
 	// complete, its spec changes (an edit by hand, put back at once), a pod shows a problem (a
 	// container waiting on something other than its creation, an unschedulable or failed pod), or an
 	// object is deleted. The progress in between (pods scheduled, started, ready one by one) is coalesced
 	// into one call at the end of a Debounce window. May be nil.
-	OnChange func(instanceID string)
-	// Debounce is how long a rollout's progress is coalesced before it is reported (default 1s). Each
-	// report costs the instance a reconcile; the changes that decide readiness never wait for it.
+	OnChange func(kind, id string)
+	// Debounce is how long a rollout's progress is coalesced before it is reported (default 3s). Each
+	// report costs the owner a reconcile, which only updates the counts in its status; the changes that
+	// decide something never wait for it, and one within the window covers the window's progress, so a
+	// rollout that completes within it costs no progress report at all.
 	Debounce time.Duration
 	// EventInterval is the least time between two mirrored events of the same reason about the same
 	// object, so that a repeating warning does not flood the instance's events (default 1m).
@@ -54,13 +58,18 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// DefaultDebounce is Config.Debounce's default. At 1s a 3-replica rollout of about 3s cost its instance two
+// progress reconciles beside the two that matter (the apply, and the rollout's completion); at 3s it costs
+// none (make bench, apply section: reconciles per workload).
+const DefaultDebounce = 3 * time.Second
+
 // Agent watches one runtime. Create it with New.
 type Agent struct {
 	cfg Config
 	log *slog.Logger
 
 	mu       sync.Mutex
-	pending  map[string]bool      // instances within their debounce window -> changed since the last call
+	pending  map[string]bool      // owners ("kind\x00id") within their debounce window -> changed since the last call
 	mirrored map[string]time.Time // "<object uid>/<reason>" -> when last mirrored
 	events   chan api.Event
 	synced   chan struct{}
@@ -75,7 +84,7 @@ func New(cfg Config) (*Agent, error) {
 		return nil, errors.New("agent: Connector or Cluster is required")
 	}
 	if cfg.Debounce <= 0 {
-		cfg.Debounce = time.Second
+		cfg.Debounce = DefaultDebounce
 	}
 	if cfg.EventInterval <= 0 {
 		cfg.EventInterval = time.Minute
@@ -220,32 +229,38 @@ func (a *Agent) changed(obj any, decisive bool) {
 	if !ok || a.cfg.OnChange == nil {
 		return
 	}
-	id := m.GetLabels()[kube.LabelInstanceID]
+	labels := m.GetLabels()
+	id := labels[kube.LabelInstanceID]
 	if id == "" {
 		return
 	}
+	kind := labels[kube.LabelOwnerKind]
+	if kind == "" {
+		kind = api.KindWorkloadInstance
+	}
+	key := kind + "\x00" + id
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	_, open := a.pending[id]
+	_, open := a.pending[key]
 	if decisive {
 		if open {
 			// The call now sees this change and those before it; only later ones need the window's call.
-			a.pending[id] = false
+			a.pending[key] = false
 		}
-		go a.cfg.OnChange(id)
+		go a.cfg.OnChange(kind, id)
 		return
 	}
-	a.pending[id] = true
+	a.pending[key] = true
 	if open {
 		return
 	}
 	time.AfterFunc(a.cfg.Debounce, func() {
 		a.mu.Lock()
-		again := a.pending[id]
-		delete(a.pending, id)
+		again := a.pending[key]
+		delete(a.pending, key)
 		a.mu.Unlock()
 		if again {
-			a.cfg.OnChange(id)
+			a.cfg.OnChange(kind, id)
 		}
 	})
 }

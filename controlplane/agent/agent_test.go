@@ -32,16 +32,16 @@ type changes struct {
 	ids map[string]int
 }
 
-func (c *changes) add(id string) {
+func (c *changes) add(kind, id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.ids[id]++
+	c.ids[kind+"/"+id]++
 }
 
-func (c *changes) count(id string) int {
+func (c *changes) count(kind, id string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.ids[id]
+	return c.ids[kind+"/"+id]
 }
 
 func TestAgent(t *testing.T) {
@@ -106,7 +106,28 @@ spec:
 	require.NoError(t, err)
 
 	t.Run("a health change of an applied workload notifies the instance", func(t *testing.T) {
-		await.True(t, 30*time.Second, func() bool { return seen.count(inst.ID) > 0 }, "OnChange")
+		await.True(t, 30*time.Second, func() bool { return seen.count(api.KindWorkloadInstance, inst.ID) > 0 }, "OnChange")
+	})
+
+	t.Run("a workload applied for another kind of owner notifies that owner", func(t *testing.T) {
+		// A data service's StatefulSet says whose it is (kube.Owner.Kind): its health reaches the
+		// database, not an instance of the same id.
+		var db unstructured.Unstructured
+		require.NoError(t, yaml.Unmarshal([]byte(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: db-a}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: db-a}}
+  template:
+    metadata: {labels: {app: db-a}}
+    spec:
+      containers: [{name: db, image: "postgres:16"}]
+`), &db.Object))
+		const dbID = "database-agent-test"
+		_, err := kube.Apply(ctx, cl, kube.Owner{InstanceID: dbID, Kind: api.KindDatabase, Namespace: "web-a"}, []*unstructured.Unstructured{&db})
+		require.NoError(t, err)
+		await.True(t, 30*time.Second, func() bool { return seen.count(api.KindDatabase, dbID) > 0 }, "OnChange of the database")
 	})
 
 	t.Run("warning events about managed objects are mirrored onto the instance", func(t *testing.T) {
@@ -129,9 +150,9 @@ spec:
 	})
 
 	t.Run("deleting an applied object by hand notifies the instance", func(t *testing.T) {
-		before := seen.count(inst.ID)
+		before := seen.count(api.KindWorkloadInstance, inst.ID)
 		require.NoError(t, cl.Clientset.AppsV1().Deployments("web-a").Delete(ctx, "web-a", metav1.DeleteOptions{}))
-		await.True(t, 30*time.Second, func() bool { return seen.count(inst.ID) > before }, "OnChange after delete")
+		await.True(t, 30*time.Second, func() bool { return seen.count(api.KindWorkloadInstance, inst.ID) > before }, "OnChange after delete")
 	})
 
 	cancel()

@@ -26,7 +26,7 @@ func TestProgressIsCoalescedIntoOneCall(t *testing.T) {
 	a, err := New(Config{
 		Runtime: &api.KubernetesRuntime{Meta: api.Meta{Name: "rt"}}, Cluster: &kube.Cluster{},
 		Debounce: 200 * time.Millisecond,
-		OnChange: func(string) { mu.Lock(); calls = append(calls, time.Now()); mu.Unlock() },
+		OnChange: func(string, string) { mu.Lock(); calls = append(calls, time.Now()); mu.Unlock() },
 	})
 	require.NoError(t, err)
 	count := func() int { mu.Lock(); defer mu.Unlock(); return len(calls) }
@@ -141,7 +141,7 @@ func hourWindow(t *testing.T) (cache.ResourceEventHandler, chan time.Time) {
 	a, err := New(Config{
 		Runtime: &api.KubernetesRuntime{Meta: api.Meta{Name: "rt"}}, Cluster: &kube.Cluster{},
 		Debounce: time.Hour,
-		OnChange: func(string) { calls <- time.Now() },
+		OnChange: func(string, string) { calls <- time.Now() },
 	})
 	require.NoError(t, err)
 	return a.healthHandler(), calls

@@ -87,16 +87,16 @@ func (s *agents) clusterOpened(cl *kube.Cluster, rt *api.KubernetesRuntime) {
 func (s *agents) run(ctx context.Context, cl *kube.Cluster, rt *api.KubernetesRuntime) error {
 	a, err := agent.New(agent.Config{
 		Client: s.cl, Cluster: cl, Runtime: rt, Logger: s.log,
-		OnChange: func(instanceID string) {
+		OnChange: func(kind, id string) {
 			// Straight to the broker, like a requeue: this agent runs in the controllers' process,
 			// and the API's request, transaction and outbox relay were hops on the apply-to-ready
 			// path (make bench, apply section). A notification is only a nudge to re-read.
-			if s.queue != nil && s.queue.Publish(ctx, api.KindWorkloadInstance, instanceID, "") == nil {
+			if s.queue != nil && s.queue.Publish(ctx, kind, id, "") == nil {
 				return
 			}
 			// Through the API and its outbox: a change seen while the broker is down is not lost.
-			if err := s.cl.WorkloadInstances().RequestReconcile(ctx, instanceID); err != nil && ctx.Err() == nil && !api.IsNotFound(err) {
-				s.log.Warn("agent: notify instance", "id", instanceID, "err", err)
+			if err := s.cl.Raw(kind).RequestReconcile(ctx, id); err != nil && ctx.Err() == nil && !api.IsNotFound(err) {
+				s.log.Warn("agent: notify the owner", "kind", kind, "id", id, "err", err)
 			}
 		},
 	})

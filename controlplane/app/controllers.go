@@ -107,8 +107,8 @@ func (a *App) workloadControllers(cl *client.Client, conn *kube.Connector, cfg r
 	return []starter{
 		reconcile.New(a.Broker, cl.WorkloadDefinitions(), &workload.DefinitionReconciler{Client: cl, Renderer: renderer}, cfg),
 		reconcile.New(a.Broker, cl.Secrets(), &workload.SecretReconciler{Client: cl}, cfg),
-		reconcile.New(a.Broker, cl.Databases(), &dataservice.Reconciler[api.DatabaseSpec, api.DatabaseStatus]{Client: cl, Connector: conn, Kind: dataservice.Databases, AWS: dataAWS}, cfg),
-		reconcile.New(a.Broker, cl.Buckets(), &dataservice.Reconciler[api.BucketSpec, api.BucketStatus]{Client: cl, Connector: conn, Kind: dataservice.Buckets, AWS: dataAWS}, cfg),
+		reconcile.New(a.Broker, cl.Databases(), &dataservice.Reconciler[api.DatabaseSpec, api.DatabaseStatus]{Client: cl, Connector: conn, Kind: dataservice.Databases, AWS: dataAWS}, dataConfig(cfg)),
+		reconcile.New(a.Broker, cl.Buckets(), &dataservice.Reconciler[api.BucketSpec, api.BucketStatus]{Client: cl, Connector: conn, Kind: dataservice.Buckets, AWS: dataAWS}, dataConfig(cfg)),
 		a.instanceController(cl, conn, renderer, cfg),
 	}
 }
@@ -130,6 +130,14 @@ func (a *App) instanceController(cl *client.Client, conn *kube.Connector, render
 func instanceConfig(cfg reconcile.Config) reconcile.Config {
 	cfg.Workers *= 4
 	// A placed instance that no runtime or profile serves yet waits on their writes (placement).
+	cfg.WakeOn = []string{api.KindKubernetesRuntime, api.KindRuntimeProfile}
+	return cfg
+}
+
+// dataConfig lets a data service that waits for a runtime in its home region (none Ready there yet)
+// wake on the writes of runtimes and profiles: a runtime created there, or a profile's runtime becoming
+// Ready (dataservice's NoRuntimeInHomeRegion).
+func dataConfig(cfg reconcile.Config) reconcile.Config {
 	cfg.WakeOn = []string{api.KindKubernetesRuntime, api.KindRuntimeProfile}
 	return cfg
 }

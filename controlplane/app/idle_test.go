@@ -145,7 +145,8 @@ func TestDriftIsPutBackFromWatchEvents(t *testing.T) {
 // TestIdleControlPlaneMakesNoCalls puts instances on a kubesim cluster, waits until every one is Ready
 // and the control plane has settled, then counts what it asks of the API and of the cluster over an idle
 // window: nothing but its watches. Every previous poll (the agents' runtime list, the resync passes,
-// the cluster probe, waits on dependencies) would show here.
+// the cluster probe, waits on dependencies, a Ready database's 10 s look and a domain name's 5 s one)
+// would show here.
 func TestIdleControlPlaneMakesNoCalls(t *testing.T) {
 	t.Parallel()
 	const instances = 10
@@ -168,11 +169,20 @@ func TestIdleControlPlaneMakesNoCalls(t *testing.T) {
 		require.NoError(t, err)
 		ids = append(ids, inst.ID)
 	}
+	// A database that the first instance uses, and a domain name: each used to be looked at on a timer.
+	db, err := cl.Databases().Create(ctx, &api.Database{Meta: api.Meta{Name: "idle"}, Spec: api.DatabaseSpec{InstanceID: ids[0]}})
+	require.NoError(t, err)
+	zone, err := cl.DomainNames().Create(ctx, &api.DomainName{Meta: api.Meta{Name: "idle"}, Spec: api.DomainNameSpec{Zone: "idle.test"}})
+	require.NoError(t, err)
 	for _, id := range ids {
 		_, err := cl.WorkloadInstances().WaitReconciled(cptest.Wait(t, 2*time.Minute), id)
 		require.NoError(t, err)
 	}
 	_, err = cl.WorkloadDefinitions().WaitReconciled(cptest.Wait(t, time.Minute), def.ID)
+	require.NoError(t, err)
+	_, err = cl.Databases().WaitReconciled(cptest.Wait(t, time.Minute), db.ID)
+	require.NoError(t, err)
+	_, err = cl.DomainNames().WaitReconciled(cptest.Wait(t, time.Minute), zone.ID)
 	require.NoError(t, err)
 
 	// Settled: a few seconds in which neither the API nor the cluster is asked anything (the last
@@ -192,7 +202,7 @@ func TestIdleControlPlaneMakesNoCalls(t *testing.T) {
 	time.Sleep(window)
 	apiN, which := requestsBetween(apiBefore, apiRequests(t, a))
 	kubeAfter := a.ClusterRequests()
-	t.Logf("idle %s with %d Ready instances: %d API requests (%s); %d cluster calls, %d new watches",
+	t.Logf("idle %s with %d Ready instances, a database and a domain name: %d API requests (%s); %d cluster calls, %d new watches",
 		window, instances, apiN, which, kubeAfter.Calls-kubeBefore.Calls, kubeAfter.Watches-kubeBefore.Watches)
 	require.Zero(t, apiN, "API requests at rest: %s", which)
 	require.Zero(t, kubeAfter.Calls-kubeBefore.Calls, "cluster calls at rest")
@@ -206,5 +216,14 @@ func TestIdleControlPlaneMakesNoCalls(t *testing.T) {
 			_, err := cs.CoreV1().Services(inst.Status.Namespace).Get(ctx, inst.Name, metav1.GetOptions{})
 			return err == nil
 		}, "the Service is back")
+	})
+
+	t.Run("the database's StatefulSet deleted by hand comes back, told by the watch", func(t *testing.T) {
+		cs := clientset(t, sim.Kubeconfig)
+		require.NoError(t, cs.AppsV1().StatefulSets("qleet-db-idle").Delete(ctx, "db", metav1.DeleteOptions{}))
+		await.True(t, 10*time.Second, func() bool {
+			_, err := cs.AppsV1().StatefulSets("qleet-db-idle").Get(ctx, "db", metav1.GetOptions{})
+			return err == nil
+		}, "the StatefulSet is back")
 	})
 }

@@ -62,9 +62,9 @@ the API. It runs in the cluster (see 'qleet agent install') or anywhere with --k
 			log := slog.New(telemetry.LogHandler(slog.NewTextHandler(cmd.ErrOrStderr(), nil)))
 			a, err := agent.New(agent.Config{
 				Client: cl, Runtime: rt, Cluster: kc, Logger: log,
-				OnChange: func(instanceID string) {
-					if err := cl.WorkloadInstances().RequestReconcile(ctx, instanceID); err != nil {
-						log.Warn("agent: request reconcile", "instance", instanceID, "err", err)
+				OnChange: func(kind, id string) {
+					if err := cl.Raw(kind).RequestReconcile(ctx, id); err != nil {
+						log.Warn("agent: request reconcile", "kind", kind, "id", id, "err", err)
 					}
 				},
 			})

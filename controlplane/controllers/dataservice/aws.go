@@ -71,7 +71,7 @@ func (a *AWS) run(ctx context.Context, cl *kube.Cluster, id, name string, svc Se
 		return err
 	}
 	objs := credentialObjects(ns, creds)
-	owner := kube.Owner{InstanceID: id, Namespace: ns, Previous: kube.RefsOf(rs.Objects)}
+	owner := kube.Owner{InstanceID: id, Kind: svc.Kind, Namespace: ns, Previous: kube.RefsOf(rs.Objects)}
 	applied, err := kube.Apply(ctx, cl, owner, objs)
 	if err != nil {
 		if kube.IsInvalid(err) || kube.IsOwnershipConflict(err) {

@@ -145,8 +145,9 @@ func (r *Reconciler[S, T]) Reconcile(ctx context.Context, obj *api.Object[S, T])
 		return reconcile.Result{}, err
 	}
 	if home == nil {
+		// A consumer placed on a runtime asks it to look (the instance's dataOn and notifyDataServices).
 		st.Message = "no consumer is placed yet: it will live where its first consumer runs"
-		return reconcile.Result{Recheck: 10 * time.Second}, nil
+		return reconcile.Result{}, nil
 	}
 	if *homeOf == nil || (*homeOf).RuntimeID != home.RuntimeID {
 		reconcile.Eventf(ctx, api.EventNormal, ReasonHomeChosen, "its home is kubernetes_runtime %q in %q (%s)", home.Runtime, home.Region, home.Reason)
@@ -236,8 +237,11 @@ func (r *Reconciler[S, T]) Reconcile(ctx context.Context, obj *api.Object[S, T])
 			}
 		}
 	}
-	// The instance may move to other runtimes: look again now and then.
-	return reconcile.Result{Recheck: 10 * time.Second}, nil
+	// Nothing to look at again on a timer: a consumer that comes to or leaves a runtime notifies it
+	// (the instance's notifyDataServices), so does one that stops listing it (the store notifies what a
+	// spec no longer references) or goes, and the clusters' watches report its objects' drift and health
+	// (kube.Owner.Kind routes them here).
+	return reconcile.Result{}, nil
 }
 
 // runHome runs the data service at its home and returns its credentials and, when exposed, the
@@ -359,7 +363,7 @@ func (r *Reconciler[S, T]) runInCluster(ctx context.Context, cl *kube.Cluster, r
 	if err != nil {
 		return err
 	}
-	owner := kube.Owner{InstanceID: id, Namespace: ns, Previous: kube.RefsOf(rs.Objects), Adopt: adopt}
+	owner := kube.Owner{InstanceID: id, Kind: svc.Kind, Namespace: ns, Previous: kube.RefsOf(rs.Objects), Adopt: adopt}
 	applied, err := kube.Apply(ctx, cl, owner, objs)
 	if err != nil {
 		if kube.IsInvalid(err) || kube.IsOwnershipConflict(err) {

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -179,7 +180,10 @@ func (r *Reconciler[S, T]) homeInRegion(ctx context.Context, region string, inst
 		}
 	}
 	if best == nil {
-		return nil, reconcile.Wait(fmt.Sprintf("a Ready kubernetes_runtime in region %q, its home", region), "none yet", "NoRuntimeInHomeRegion", 0)
+		// A runtime created there, or a profile's runtime there becoming Ready, ends the wait at once
+		// (Kinds); the timer is for a runtime of no profile becoming Ready, which no write announces.
+		return nil, &reconcile.WaitError{On: fmt.Sprintf("a Ready kubernetes_runtime in region %q, its home", region), State: "none yet",
+			Reason: "NoRuntimeInHomeRegion", After: 5 * time.Second, Kinds: []string{api.KindKubernetesRuntime, api.KindRuntimeProfile}}
 	}
 	return home(best.ID, HomeBySpecRegion)
 }
@@ -286,7 +290,7 @@ func (r *Reconciler[S, T]) access(ctx context.Context, id, name string, svc Serv
 	}
 	inCluster := home.CloudID == ""
 	objs := accessObjects(svc, address, inCluster, creds, rs.Replicas)
-	owner := kube.Owner{InstanceID: id, Namespace: ns, Previous: kube.RefsOf(rs.Objects)}
+	owner := kube.Owner{InstanceID: id, Kind: svc.Kind, Namespace: ns, Previous: kube.RefsOf(rs.Objects)}
 	applied, err := kube.Apply(ctx, cl, owner, objs)
 	if err != nil {
 		if kube.IsInvalid(err) || kube.IsOwnershipConflict(err) {

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -16,36 +17,39 @@ import (
 )
 
 // DomainReconciler reconciles domain_names: the zone's records are the list in its status, one A record
-// per gateway host in the zone with the gateway's addresses, kept in step with the gateways (rechecked
-// every RecheckInterval). A gateway's records go when it goes, before the external-dns support service
-// it used can. With provider route53 the records are also written to the zone's Route53 hosted zone, in
-// the cloud account of the eks runtimes the zone's gateways run on (see syncRoute53).
+// per gateway host in the zone with the gateway's addresses, kept in step with the gateways: a gateway
+// whose records change notifies the domain names it was and is in (and its deletion does, through its
+// status references). A gateway with a host in the zone that does not list the domain name yet (the
+// domain name is new) is notified, so that it installs external-dns. A gateway's records go when it
+// goes, before the external-dns support service it used can. With provider route53 the records are
+// also written to the zone's Route53 hosted zone, in the cloud account of the eks runtimes the zone's
+// gateways run on (see syncRoute53), and checked against it every RecheckInterval.
 type DomainReconciler struct {
 	// Client lists gateways and reads runtimes (a controller token).
 	Client *client.Client
 	// Accounts gives the cloud accounts' AWS clients; provider route53 needs it.
 	Accounts *awscloud.Accounts
-	// RecheckInterval is how often the records are brought in step with the gateways (default 5s).
+	// RecheckInterval is how often, with provider route53, the records are checked against the hosted
+	// zone, where a record changed by hand is put back (default 1m): Route53 tells nobody of a change.
+	// Provider none is not looked at on a timer.
 	RecheckInterval time.Duration
 }
 
 // Reconcile lists the records of the zone's gateways, and writes them to Route53 for provider route53.
 func (r *DomainReconciler) Reconcile(ctx context.Context, d *api.DomainName) (reconcile.Result, error) {
-	records, runtimes, err := r.records(ctx, d)
+	records, runtimes, unaware, err := r.records(ctx, d)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	res := reconcile.Result{Notify: unaware}
 	if d.Spec.Provider == api.DNSProviderRoute53 {
 		if err := r.syncRoute53(ctx, d, records, runtimes, len(d.Status.Records) > 0); err != nil {
-			return reconcile.Result{}, err
+			return res, err
 		}
+		res.Recheck = cmp.Or(r.RecheckInterval, time.Minute)
 	}
 	d.Status.Records = records
-	every := r.RecheckInterval
-	if every <= 0 {
-		every = 5 * time.Second
-	}
-	return reconcile.Result{Recheck: every}, nil
+	return res, nil
 }
 
 // Finalize takes the domain name's records out of Route53, and deletes the hosted zone if QleetOS
@@ -54,25 +58,31 @@ func (r *DomainReconciler) Finalize(ctx context.Context, d *api.DomainName) (rec
 	if d.Spec.Provider != api.DNSProviderRoute53 || d.DeletionOrphan {
 		return reconcile.Result{}, nil
 	}
-	_, runtimes, err := r.records(ctx, d)
+	_, runtimes, _, err := r.records(ctx, d)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	return reconcile.Result{}, r.removeRoute53(ctx, d, runtimes)
 }
 
-// records are the zone's gateways' records, and the runtimes they run on.
-func (r *DomainReconciler) records(ctx context.Context, d *api.DomainName) ([]api.DNSRecord, []string, error) {
+// records are the zone's gateways' records, the runtimes they run on, and the gateways with a host in
+// the zone that do not list the domain name yet.
+func (r *DomainReconciler) records(ctx context.Context, d *api.DomainName) ([]api.DNSRecord, []string, []api.ObjectRef, error) {
 	var gateways []*api.Gateway
 	var runtimes []string
+	var unaware []api.ObjectRef
 	for gw, err := range r.Client.Gateways().All(ctx, client.ListOptions{}) {
 		if err != nil {
-			return nil, nil, fmt.Errorf("list gateways: %w", err)
+			return nil, nil, nil, fmt.Errorf("list gateways: %w", err)
 		}
 		if gw.DeletionRequestedAt != nil {
 			continue
 		}
 		gateways = append(gateways, gw)
+		if slices.ContainsFunc(gw.Spec.Hosts, func(h string) bool { return api.InZone(h, d.Spec.Zone) }) &&
+			!slices.ContainsFunc(gw.Status.DomainNames, func(ref api.ObjectRef) bool { return ref.ID == d.ID }) {
+			unaware = append(unaware, api.ObjectRef{Kind: api.KindGateway, ID: gw.ID, Name: gw.Name})
+		}
 		if len(zoneRecords(d.Spec.Zone, []*api.Gateway{gw})) == 0 {
 			continue
 		}
@@ -82,7 +92,7 @@ func (r *DomainReconciler) records(ctx context.Context, d *api.DomainName) ([]ap
 			}
 		}
 	}
-	return zoneRecords(d.Spec.Zone, gateways), runtimes, nil
+	return zoneRecords(d.Spec.Zone, gateways), runtimes, unaware, nil
 }
 
 // zoneRecords are the records of the zone: one per host name that a gateway with an address serves in it,

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -54,7 +55,37 @@ func (r *Reconciler) lookups(ctx context.Context) *reconcile.Lookups {
 // Nothing waits for the app to be Ready that does not need it: the support services go in as soon as
 // the instance has placements, while its cluster and app still come up, and the route (Ingress,
 // Certificate) as soon as the app is applied on a runtime. The gateway is Ready once the app is too.
+//
+// The domain names it was or is in are notified when its records change (its hosts, the domain names
+// they are in, or its addresses): they have no timer of their own.
 func (r *Reconciler) Reconcile(ctx context.Context, gw *api.Gateway) (reconcile.Result, error) {
+	was, wasIn := dnsKey(gw), slices.Clone(gw.Status.DomainNames)
+	res, err := r.reconcile(ctx, gw)
+	if dnsKey(gw) != was {
+		for _, d := range append(wasIn, gw.Status.DomainNames...) {
+			if !slices.ContainsFunc(res.Notify, func(n api.ObjectRef) bool { return n.ID == d.ID }) {
+				res.Notify = append(res.Notify, d)
+			}
+		}
+	}
+	return res, err
+}
+
+// dnsKey is what a gateway's DNS records are made of: its hosts, the domain names they are in, and its
+// addresses.
+func dnsKey(gw *api.Gateway) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%q", gw.Spec.Hosts)
+	for _, d := range gw.Status.DomainNames {
+		b.WriteString(" " + d.ID)
+	}
+	for _, rs := range gw.Status.Runtimes {
+		b.WriteString(" " + rs.RuntimeID + "=" + rs.Address)
+	}
+	return b.String()
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, gw *api.Gateway) (reconcile.Result, error) {
 	inst, instWait := r.lookups(ctx).Instances.RequireReady(ctx, gw.Spec.InstanceID)
 	var we *reconcile.WaitError
 	if instWait != nil && (inst == nil || inst.DeletionRequestedAt != nil || !errors.As(instWait, &we)) {

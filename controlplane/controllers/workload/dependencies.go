@@ -231,6 +231,15 @@ func (s dataService) servesOn(runtimeID string) *api.DataRuntimeStatus {
 	return nil
 }
 
+// dataServiceRefs names the instance's databases and buckets.
+func (d *dependencies) dataServiceRefs() []api.ObjectRef {
+	var out []api.ObjectRef
+	for _, s := range d.dataServices() {
+		out = append(out, api.ObjectRef{Kind: s.kind, ID: s.id, Name: s.name})
+	}
+	return out
+}
+
 // notOn says why the data service does not serve a runtime yet, without claiming a phase it does not
 // have there: its overall phase may be Ready while it is not yet on this runtime.
 func (s dataService) notOn(runtime string) string {

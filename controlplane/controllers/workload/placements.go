@@ -115,6 +115,19 @@ func runtimeSet(ps []api.PlacementStatus) string {
 	return strings.Join(ids, ",")
 }
 
+// placedOn names the runtimes of placements, whatever their phase, for telling whether the instance
+// came to or left a runtime.
+func placedOn(ps []api.PlacementStatus) string {
+	var ids []string
+	for _, p := range ps {
+		if p.Phase != api.PhaseDeleting {
+			ids = append(ids, p.RuntimeID)
+		}
+	}
+	slices.Sort(ids)
+	return strings.Join(ids, ",")
+}
+
 // ownTargets is where the instance's own spec places it.
 func (r *InstanceReconciler) ownTargets(ctx context.Context, inst *api.WorkloadInstance, replicas int32) ([]placement.Target, error) {
 	if inst.Spec.Placement == nil {

@@ -42,4 +42,8 @@ func TestNotReadyPollSlowsWithTheRolloutsAge(t *testing.T) {
 	r.recent["i"] = e
 	r.mu.Unlock()
 	require.Equal(t, 30*time.Second, r.pollAfter("i"), "capped")
+
+	def := &InstanceReconciler{}
+	require.Equal(t, 5*time.Second, def.pollAfter("unknown"), "a rollout's poll by default: after the agent's report of a quick rollout")
+	require.Equal(t, 2*time.Second, def.pollInterval(), "a deletion's by default")
 }
