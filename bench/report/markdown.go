@@ -29,14 +29,18 @@ func Markdown(res *Results, stamp string, charts []string) string {
 
 	if len(res.Apply) > 0 {
 		p("## 1. Apply to ready (per workload; 3-replica Deployment in its own namespace)\n\n")
-		p("| run | method | N | rounds | p50 ms | p99 ms | max ms | throughput /s | p50 ÷ a | p99 ÷ a | errors |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+		p("| run | method | N | rounds | p50 ms | p99 ms | max ms | throughput /s | p50 ÷ a | p99 ÷ a | reconciles per workload | errors |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, r := range res.Apply {
 			if r.Skipped != "" {
-				p("| %d | %s | %d | – | skipped: %s | | | | | | |\n", max(r.Run, 1), r.Method, r.N, cell(r.Skipped))
+				p("| %d | %s | %d | – | skipped: %s | | | | | | | |\n", max(r.Run, 1), r.Method, r.N, cell(r.Skipped))
 				continue
 			}
-			p("| %d | %s | %d | %d | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f | %d |\n", max(r.Run, 1), r.Method, r.N, r.Rounds,
-				r.Latency.P50MS, r.Latency.P99MS, r.Latency.MaxMS, r.Throughput, r.RatioP50, r.RatioP99, r.Errors)
+			recs := "–"
+			if r.ReconcilesPerWorkload > 0 {
+				recs = fmt.Sprintf("%.1f", r.ReconcilesPerWorkload)
+			}
+			p("| %d | %s | %d | %d | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f | %s | %d |\n", max(r.Run, 1), r.Method, r.N, r.Rounds,
+				r.Latency.P50MS, r.Latency.P99MS, r.Latency.MaxMS, r.Throughput, r.RatioP50, r.RatioP99, recs, r.Errors)
 		}
 		p("\n")
 	}

@@ -85,6 +85,9 @@ type ApplyRow struct {
 	RatioP99 float64 `json:"ratio_p99_vs_a"`
 	// Errors counts workloads that failed or timed out.
 	Errors int `json:"errors"`
+	// ReconcilesPerWorkload is, for the methods that go through QleetOS, how many workload_instance
+	// reconciles the control plane finished during the method's batches, per workload applied.
+	ReconcilesPerWorkload float64 `json:"reconciles_per_workload,omitempty"`
 	// Skipped says why the method did not run.
 	Skipped string `json:"skipped,omitempty"`
 	// SamplesMS are the raw latencies.

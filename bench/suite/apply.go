@@ -30,7 +30,10 @@ type applyMethod struct {
 	one func(ctx context.Context, name string) error
 	// cleanup removes the workloads of a batch.
 	cleanup func(ctx context.Context, names []string, wait bool)
-	skipped string
+	// reconciles, for the methods that go through QleetOS, counts the workload_instance reconciles the
+	// control plane has finished.
+	reconciles func() int
+	skipped    string
 }
 
 // applyTimeout bounds one workload's apply-to-ready.
@@ -54,9 +57,11 @@ func (r *Runner) runApply(ctx context.Context) error {
 // (runs follow one another on the same rig, so that the spread between runs shows).
 func (r *Runner) applyRun(ctx context.Context, methods []applyMethod, run int) {
 	type acc struct {
-		samples []time.Duration
-		tput    []float64
-		errs    int
+		samples    []time.Duration
+		tput       []float64
+		errs       int
+		reconciles int
+		workloads  int
 	}
 	for _, n := range []int{1, r.cfg.N} {
 		rounds := r.cfg.RoundsSmall
@@ -79,8 +84,16 @@ func (r *Runner) applyRun(ctx context.Context, methods []applyMethod, run int) {
 					names[i] = fmt.Sprintf("%s%d-x%d-r%d-w%03d", m.letter, n, run, round, i)
 				}
 				r.log.Info("apply round", "run", run, "method", m.letter, "n", n, "round", round)
+				var before int
+				if m.reconciles != nil {
+					before = m.reconciles()
+				}
 				samples, wall, errs := r.applyBatch(ctx, m, names)
 				a := &accs[mi]
+				if m.reconciles != nil {
+					a.reconciles += m.reconciles() - before
+					a.workloads += len(names)
+				}
 				a.samples = append(a.samples, samples...)
 				a.errs += errs
 				a.tput = append(a.tput, stats.PerSecond(len(samples), wall))
@@ -110,6 +123,9 @@ func (r *Runner) applyRun(ctx context.Context, methods []applyMethod, run int) {
 				}
 				row.RatioP50 = stats.Ratio(row.Latency.P50MS, base.P50MS)
 				row.RatioP99 = stats.Ratio(row.Latency.P99MS, base.P99MS)
+				if a.workloads > 0 {
+					row.ReconcilesPerWorkload = float64(a.reconciles) / float64(a.workloads)
+				}
 			}
 			r.res.Apply = append(r.res.Apply, row)
 		}
@@ -259,7 +275,8 @@ func (r *Runner) applyMethods(ctx context.Context, k *kubeRig) []applyMethod {
 	}
 	spec := api.WorkloadInstanceSpec{DefinitionID: k.def.ID, RuntimeID: k.runtime.ID}
 
-	c := applyMethod{name: report.MethodAPI, letter: "c", cleanup: qleetCleanup, skipped: k.instancesOK}
+	reconciles := func() int { return reconcileCount(k.cp.app, api.KindWorkloadInstance) }
+	c := applyMethod{name: report.MethodAPI, letter: "c", cleanup: qleetCleanup, reconciles: reconciles, skipped: k.instancesOK}
 	httpc := pooledHTTPClient()
 	endpoint, token := k.cp.app.Endpoint, k.cp.app.AdminToken
 	c.one = func(ctx context.Context, name string) error {
@@ -286,7 +303,7 @@ func (r *Runner) applyMethods(ctx context.Context, k *kubeRig) []applyMethod {
 		}
 	}
 
-	d := applyMethod{name: report.MethodGoClient, letter: "d", cleanup: qleetCleanup, skipped: k.instancesOK}
+	d := applyMethod{name: report.MethodGoClient, letter: "d", cleanup: qleetCleanup, reconciles: reconciles, skipped: k.instancesOK}
 	d.one = func(ctx context.Context, name string) error {
 		obj, err := insts.Create(ctx, &api.WorkloadInstance{Meta: api.Meta{Name: name}, Spec: spec})
 		if err != nil {
