@@ -4,6 +4,7 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/api"
 
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -25,6 +26,24 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/internal/await"
 	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
 )
+
+// deployment is a one-replica Deployment named name, running container (YAML flow style).
+func deployment(t *testing.T, name, container string) *unstructured.Unstructured {
+	t.Helper()
+	var u unstructured.Unstructured
+	require.NoError(t, yaml.Unmarshal([]byte(fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: %[1]s}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: %[1]s}}
+  template:
+    metadata: {labels: {app: %[1]s}}
+    spec:
+      containers: [%[2]s]
+`, name, container)), &u.Object))
+	return &u
+}
 
 // changes records OnChange calls.
 type changes struct {
@@ -88,21 +107,10 @@ func TestAgent(t *testing.T) {
 	}
 
 	// Apply what the instance controller would, with a CPU request no node can meet.
-	var u unstructured.Unstructured
-	require.NoError(t, yaml.Unmarshal([]byte(`apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web-a}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: web-a}}
-  template:
-    metadata: {labels: {app: web-a}}
-    spec:
-      containers: [{name: app, image: "nginx:1.27", resources: {requests: {cpu: "1000"}}}]
-`), &u.Object))
+	u := deployment(t, "web-a", `{name: app, image: "nginx:1.27", resources: {requests: {cpu: "1000"}}}`)
 	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "web-a"}}}
 	owner := kube.Owner{InstanceID: inst.ID, Namespace: "web-a"}
-	_, err = kube.Apply(ctx, cl, owner, []*unstructured.Unstructured{ns, &u})
+	_, err = kube.Apply(ctx, cl, owner, []*unstructured.Unstructured{ns, u})
 	require.NoError(t, err)
 
 	t.Run("a health change of an applied workload notifies the instance", func(t *testing.T) {
@@ -112,20 +120,9 @@ spec:
 	t.Run("a workload applied for another kind of owner notifies that owner", func(t *testing.T) {
 		// A data service's StatefulSet says whose it is (kube.Owner.Kind): its health reaches the
 		// database, not an instance of the same id.
-		var db unstructured.Unstructured
-		require.NoError(t, yaml.Unmarshal([]byte(`apiVersion: apps/v1
-kind: Deployment
-metadata: {name: db-a}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: db-a}}
-  template:
-    metadata: {labels: {app: db-a}}
-    spec:
-      containers: [{name: db, image: "postgres:16"}]
-`), &db.Object))
+		db := deployment(t, "db-a", `{name: db, image: "postgres:16"}`)
 		const dbID = "database-agent-test"
-		_, err := kube.Apply(ctx, cl, kube.Owner{InstanceID: dbID, Kind: api.KindDatabase, Namespace: "web-a"}, []*unstructured.Unstructured{&db})
+		_, err := kube.Apply(ctx, cl, kube.Owner{InstanceID: dbID, Kind: api.KindDatabase, Namespace: "web-a"}, []*unstructured.Unstructured{db})
 		require.NoError(t, err)
 		await.True(t, 30*time.Second, func() bool { return seen.count(api.KindDatabase, dbID) > 0 }, "OnChange of the database")
 	})
