@@ -43,6 +43,7 @@ func main() {
 	// The control plane runs in this process: it gets the garbage collector target a qleet server has.
 	app.TuneGC()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go app.ReleaseMemoryWhenIdle(ctx)
 	err := run(ctx, os.Args[1:])
 	stop()
 	if err != nil {

@@ -159,6 +159,7 @@ func serve(ctx context.Context, stdout, stderr io.Writer, m mode, lvl slog.Level
 	if gc, fromEnv := app.TuneGC(); fromEnv {
 		logger.Debug("garbage collector target from GOGC", "percent", gc)
 	}
+	go app.ReleaseMemoryWhenIdle(ctx)
 	recent := traceBuffer
 	if recent == 0 {
 		recent = -1 // tracing.Config: 0 is the default size, negative keeps none
