@@ -428,11 +428,7 @@ func (r *InstanceReconciler) pollAfter(id string) time.Duration {
 	if ok {
 		since = e.since
 	}
-	base := r.PollInterval
-	if base <= 0 {
-		base = defaultRolloutPoll
-	}
-	return reconcile.PollAfter(base, 30*time.Second, since)
+	return reconcile.PollAfter(r.pollInterval(), 30*time.Second, since)
 }
 
 func (r *InstanceReconciler) forget(id string) {
@@ -630,13 +626,9 @@ func objectNames(objs []api.AppliedObject) string {
 	return strings.Join(names, ", ")
 }
 
-// defaultRolloutPoll is PollInterval's default for a rollout. At 5s the poll came after the agent's
-// report of a 3s rollout's completion and saved a reconcile, but with the agent's 3s window the chaos
-// test converged too slowly under load (see agent.DefaultDebounce); it stays at 2s until that is
-// understood.
-const defaultRolloutPoll = 2 * time.Second
-
-// pollInterval is how often a deletion looks for objects still going away.
+// pollInterval is PollInterval or its default. A 5s default for rollouts saved a reconcile per quick
+// rollout, but with the agent's 3s window the chaos test converged too slowly under load (see
+// agent.DefaultDebounce).
 func (r *InstanceReconciler) pollInterval() time.Duration {
 	if r.PollInterval > 0 {
 		return r.PollInterval
