@@ -551,3 +551,46 @@ func TestFailedObjectsAreRecheckedOnASlowSchedule(t *testing.T) {
 	// Re-checks are rare: the resync ticks twenty times a second, the failed re-check twice.
 	require.Less(t, seen.get("heals"), 8, "a Failed object is not re-checked on every resync")
 }
+
+// A controller restarted within its resync bucket takes up the objects its predecessor left waiting on a
+// requeue held in memory. Its start pass would otherwise be taken for a duplicate of the predecessor's,
+// which had the same message ids, and with an hour's interval nothing else would bring the object back.
+func TestRestartedControllerTakesUpRequeuesItsPredecessorHeld(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	obj := b.createDef(t, "held")
+	cfg := reconcile.Config{ResyncInterval: time.Hour}
+	var before atomic.Int32
+	stop := b.run(t, recFunc(func(ctx context.Context, obj *defObj) (reconcile.Result, error) {
+		before.Add(1)
+		obj.Status.Message = "step 1 of 2"
+		return reconcile.Result{RequeueAfter: time.Hour}, nil
+	}), cfg)
+	cons, err := b.broker.Consumer(context.Background(), api.KindWorkloadDefinition)
+	require.NoError(t, err)
+	// Both notifications (the create's and the start pass's) reconciled and acked: from then on only the
+	// requeue timer, in this controller's memory, would bring the object back.
+	await.Explained(t, 10*time.Second, func() (bool, string) {
+		info, err := cons.Info(context.Background())
+		if err != nil {
+			return false, err.Error()
+		}
+		got, err := b.client.WorkloadDefinitions().Get(context.Background(), obj.ID)
+		if err != nil {
+			return false, err.Error()
+		}
+		return info.NumPending == 0 && info.NumAckPending == 0 && got.Status.Message == "step 1 of 2",
+			fmt.Sprintf("pending %d, ack pending %d, message %q", info.NumPending, info.NumAckPending, got.Status.Message)
+	})
+	require.Positive(t, before.Load())
+	stop() // its requeue goes with it
+
+	var after atomic.Int32
+	b.run(t, recFunc(func(ctx context.Context, obj *defObj) (reconcile.Result, error) {
+		after.Add(1)
+		return reconcile.Result{}, nil
+	}), cfg)
+	_, err = b.client.WorkloadDefinitions().WaitReconciled(waitCtx(t, 10*time.Second), obj.ID)
+	require.NoError(t, err, "the restarted controller's start pass reconciles the object")
+	require.Positive(t, after.Load())
+}
