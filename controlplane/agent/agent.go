@@ -47,10 +47,9 @@ type Config struct {
 	// into one call at the end of a Debounce window. May be nil.
 	OnChange func(kind, id string)
 	// Debounce is how long a rollout's progress is coalesced before it is reported (default
-	// DefaultDebounce, 1s). Each
-	// report costs the owner a reconcile, which only updates the counts in its status; the changes that
-	// decide something never wait for it, and one within the window covers the window's progress, so a
-	// rollout that completes within it costs no progress report at all.
+	// DefaultDebounce). Each report costs the owner a reconcile, which only updates the counts in its
+	// status; the changes that decide something never wait for it, and one within the window covers the
+	// window's progress, so a rollout that completes within it costs no progress report at all.
 	Debounce time.Duration
 	// EventInterval is the least time between two mirrored events of the same reason about the same
 	// object, so that a repeating warning does not flood the instance's events (default 1m).
@@ -59,11 +58,11 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// DefaultDebounce is Config.Debounce's default. At 3s a 3-replica rollout of about 3s cost its instance
-// no progress reconcile (make bench: 2.0 reconciles per workload at N=100 instead of 3.8), but the chaos
-// test then converged in 27s twice under CI's load, against its 20s: a window held in a killed process's
-// memory is lost with it. It stays at 1s until that is understood (docs/benchmarks.md).
-const DefaultDebounce = time.Second
+// DefaultDebounce is Config.Debounce's default. At 1s a 3-replica rollout of about 3s cost its instance two
+// progress reconciles beside the two that matter (the apply, and the rollout's completion); at 3s it costs
+// none (make bench, apply section: reconciles per workload). The window lives in the agent's memory; a
+// report lost with it is made up by the instance's own rollout poll.
+const DefaultDebounce = 3 * time.Second
 
 // Agent watches one runtime. Create it with New.
 type Agent struct {

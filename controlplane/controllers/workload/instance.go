@@ -57,9 +57,10 @@ type InstanceReconciler struct {
 	// Renderer renders definitions (default: a shared zero Renderer).
 	Renderer *render.Renderer
 	// PollInterval is how soon an instance whose objects are not ready yet is looked at again at first
-	// (default 2s); the poll then slows to half the rollout's age, at most 30s. The agent requeues it at
-	// once when the rollout completes or shows a problem, and every second with its progress, so the
-	// poll is a safety net. It is also how often a deletion looks for objects still going away.
+	// (default 5s); the poll then slows to half the rollout's age, at most 30s. The agent requeues it at
+	// once when the rollout completes or shows a problem, and every few seconds with its progress, so the
+	// poll is a safety net. It is also how often a deletion looks for objects still going away (default
+	// 2s there).
 	PollInterval time.Duration
 	// ReapplyInterval is how long, while an instance is not ready yet, unchanged desired objects are not
 	// applied again: reconciles triggered by rollout progress then only read health (default 30s). An
@@ -428,7 +429,11 @@ func (r *InstanceReconciler) pollAfter(id string) time.Duration {
 	if ok {
 		since = e.since
 	}
-	return reconcile.PollAfter(r.pollInterval(), 30*time.Second, since)
+	base := r.PollInterval
+	if base <= 0 {
+		base = defaultRolloutPoll
+	}
+	return reconcile.PollAfter(base, 30*time.Second, since)
 }
 
 func (r *InstanceReconciler) forget(id string) {
@@ -626,9 +631,11 @@ func objectNames(objs []api.AppliedObject) string {
 	return strings.Join(names, ", ")
 }
 
-// pollInterval is PollInterval or its default. A 5s default for rollouts saved a reconcile per quick
-// rollout, but with the agent's 3s window the chaos test converged too slowly under load (see
-// agent.DefaultDebounce).
+// defaultRolloutPoll is PollInterval's default for a rollout. At 2s the poll came before the agent's
+// report of a 3s rollout's completion, and cost a reconcile that found it not ready yet.
+const defaultRolloutPoll = 5 * time.Second
+
+// pollInterval is how often a deletion looks for objects still going away.
 func (r *InstanceReconciler) pollInterval() time.Duration {
 	if r.PollInterval > 0 {
 		return r.PollInterval

@@ -44,6 +44,6 @@ func TestNotReadyPollSlowsWithTheRolloutsAge(t *testing.T) {
 	require.Equal(t, 30*time.Second, r.pollAfter("i"), "capped")
 
 	def := &InstanceReconciler{}
-	require.Equal(t, 2*time.Second, def.pollAfter("unknown"), "a rollout's poll by default")
+	require.Equal(t, 5*time.Second, def.pollAfter("unknown"), "a rollout's poll by default: after the agent's report of a quick rollout")
 	require.Equal(t, 2*time.Second, def.pollInterval(), "a deletion's by default")
 }
