@@ -254,6 +254,10 @@ func apply(ctx context.Context, cl *Cluster, owner Owner, objs []*unstructured.U
 	}
 
 	var crds []string
+	// fresh holds the kinds of the CRDs this apply wrote: a watch of such a kind may fail its first
+	// list while the API server starts serving it, and then retries after a second, so their objects
+	// are not looked up through a wait for the cache (they are created, or read, directly).
+	fresh := map[schema.GroupKind]bool{}
 	refs := make([]AppliedRef, 0, len(prepared))
 	for _, o := range prepared {
 		if len(crds) > 0 && o.GetKind() != "CustomResourceDefinition" {
@@ -263,13 +267,16 @@ func apply(ctx context.Context, cl *Cluster, owner Owner, objs []*unstructured.U
 			crds = nil
 			cl.Mapper.Reset()
 		}
-		ref, err := applyOne(ctx, cl, owner, o, previous)
+		ref, err := applyOne(ctx, cl, owner, o, previous, fresh[o.GroupVersionKind().GroupKind()])
 		if err != nil {
 			return refs, err
 		}
 		refs = append(refs, ref)
 		if o.GetKind() == "CustomResourceDefinition" {
 			crds = append(crds, o.GetName())
+			group, _, _ := unstructured.NestedString(o.Object, "spec", "group")
+			kind, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind")
+			fresh[schema.GroupKind{Group: group, Kind: kind}] = true
 		}
 	}
 	if len(crds) > 0 {
@@ -392,7 +399,9 @@ func resourceFor(cl *Cluster, gvk schema.GroupVersionKind, namespace string) (dy
 	return cl.Dynamic.Resource(m.Resource), false, nil
 }
 
-func applyOne(ctx context.Context, cl *Cluster, owner Owner, o *unstructured.Unstructured, previous map[string]bool) (AppliedRef, error) {
+// applyOne applies o. With freshKind (its CRD was just written) it does not wait for the cache to
+// watch the kind.
+func applyOne(ctx context.Context, cl *Cluster, owner Owner, o *unstructured.Unstructured, previous map[string]bool, freshKind bool) (AppliedRef, error) {
 	gvk := o.GroupVersionKind()
 	m, err := mapping(cl, gvk)
 	if err != nil {
@@ -409,7 +418,12 @@ func applyOne(ctx context.Context, cl *Cluster, owner Owner, o *unstructured.Uns
 
 	// The cache holds only objects QleetOS manages. One it holds for another owner is not this
 	// owner's to write, except the instance's own namespace, which instances may share.
-	cached, _ := cl.Cache().Get(ctx, ref)
+	var cached map[string]any
+	if freshKind {
+		cached, _ = cl.Cache().Peek(ref)
+	} else {
+		cached, _ = cl.Cache().Get(ctx, ref)
+	}
 	if cached != nil {
 		cu := &unstructured.Unstructured{Object: cached}
 		if id, _ := ownerOf(cu.GetLabels()); id != owner.InstanceID {

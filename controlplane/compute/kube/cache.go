@@ -41,6 +41,8 @@ type Cache struct {
 	closeOnce sync.Once
 	mu        sync.Mutex
 	informers map[schema.GroupKind]cache.SharedIndexInformer
+	// filled is, per kind, closed once its watch has filled the cache (see watchSync).
+	filled map[schema.GroupKind]chan struct{}
 	// syncDeadline is, per kind, the end of the wait for its watch's first fill.
 	syncDeadline map[schema.GroupKind]time.Time
 
@@ -101,6 +103,7 @@ func (cl *Cluster) Cache() *Cache {
 			dyn:          dynamicinformer.NewFilteredDynamicSharedInformerFactory(cl.Dynamic, 0, metav1.NamespaceAll, selected),
 			stop:         make(chan struct{}),
 			informers:    map[schema.GroupKind]cache.SharedIndexInformer{},
+			filled:       map[schema.GroupKind]chan struct{}{},
 			syncDeadline: map[schema.GroupKind]time.Time{},
 			waiters:      map[string]*changeWaiter{},
 		}
@@ -126,7 +129,7 @@ func (cl *Cluster) Done() <-chan struct{} { return cl.Cache().stop }
 // Informer returns the synced shared informer of a kind, starting its watch on first use. Look-ups in
 // the first 10s wait for the watch to fill; it returns ErrNotCached when the watch is not synced.
 func (c *Cache) Informer(ctx context.Context, gk schema.GroupKind, version string) (cache.SharedIndexInformer, error) {
-	inf, err := c.informer(gk, version)
+	inf, synced, err := c.informer(gk, version)
 	if err != nil {
 		return nil, err
 	}
@@ -142,24 +145,62 @@ func (c *Cache) Informer(ctx context.Context, gk schema.GroupKind, version strin
 		c.syncDeadline[gk] = deadline
 	}
 	c.mu.Unlock()
-	ctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-		return nil, fmt.Errorf("%s: %w", gk, ErrNotCached)
+	wait := time.NewTimer(time.Until(deadline))
+	defer wait.Stop()
+	select {
+	case <-synced:
+		return inf, nil
+	case <-wait.C:
+	case <-ctx.Done():
 	}
-	return inf, nil
+	return nil, fmt.Errorf("%s: %w", gk, ErrNotCached)
 }
 
-func (c *Cache) informer(gk schema.GroupKind, version string) (cache.SharedIndexInformer, error) {
+// syncPoll is how often a new watch is asked whether it has filled the cache. client-go's
+// WaitForCacheSync asks every 100ms, which each first look-up of a kind on a new cluster paid in full:
+// about 100ms per kind on the path from a cluster to a Ready app (a namespace, a Secret, a Service, an
+// Ingress, a Certificate, ...), where the lists themselves take a few milliseconds.
+const syncPoll = 2 * time.Millisecond
+
+// watchSync closes synced once inf has synced, asking every syncPoll, or gives up when the cache
+// closes. One per kind, for the first fill only; look-ups wait on the channel.
+func (c *Cache) watchSync(inf cache.SharedIndexInformer, synced chan struct{}) {
+	t := time.NewTicker(syncPoll)
+	defer t.Stop()
+	for !inf.HasSynced() {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+	}
+	close(synced)
+}
+
+// Peek is Get without the wait for a kind's first fill: while the kind's watch is not synced (it is
+// started if need be) it answers nil, as for an object the cache does not hold.
+func (c *Cache) Peek(ref AppliedRef) (map[string]any, error) {
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return nil, err
+	}
+	inf, _, err := c.informer(ref.GroupKind(), gv.Version)
+	if err != nil || !inf.HasSynced() {
+		return nil, err
+	}
+	return c.Get(context.Background(), ref)
+}
+
+func (c *Cache) informer(gk schema.GroupKind, version string) (cache.SharedIndexInformer, <-chan struct{}, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	select {
 	case <-c.stop:
-		return nil, fmt.Errorf("%s: cache closed: %w", gk, ErrNotCached)
+		return nil, nil, fmt.Errorf("%s: cache closed: %w", gk, ErrNotCached)
 	default:
 	}
 	if inf, ok := c.informers[gk]; ok {
-		return inf, nil
+		return inf, c.filled[gk], nil
 	}
 	var inf cache.SharedIndexInformer
 	if mk, ok := typedKinds[gk]; ok {
@@ -168,11 +209,11 @@ func (c *Cache) informer(gk schema.GroupKind, version string) (cache.SharedIndex
 	} else {
 		m, err := mapping(c.cl, gk.WithVersion(version))
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		inf = c.dyn.ForResource(m.Resource).Informer()
 		if err := inf.SetTransform(Slim); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		c.dyn.Start(c.stop)
 	}
@@ -189,10 +230,13 @@ func (c *Cache) informer(gk schema.GroupKind, version string) (cache.SharedIndex
 			c.ownedChanged(obj)
 		},
 	}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c.informers[gk] = inf
-	return inf, nil
+	synced := make(chan struct{})
+	c.filled[gk] = synced
+	go c.watchSync(inf, synced)
+	return inf, synced, nil
 }
 
 // Changed returns a channel that is closed at the next change the cache sees (an add, update or

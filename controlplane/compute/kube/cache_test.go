@@ -171,3 +171,35 @@ func TestCacheChangedWakesOnTheInstancesObjects(t *testing.T) {
 	default:
 	}
 }
+
+// Peek answers from the cache only once the kind's watch has filled it: the first look-up of a kind
+// starts the watch and answers nil at once, where Get waits for the fill; later ones find the object.
+func TestPeekDoesNotWaitForTheWatch(t *testing.T) {
+	cl := connect(t)
+	t.Cleanup(cl.Close)
+	ctx := context.Background()
+	owner := kube.Owner{InstanceID: "inst-peek", Namespace: "peek"}
+	_, err := kube.Apply(ctx, cl, owner, []*unstructured.Unstructured{namespace(t, "peek"), configMap(t, "settings")})
+	require.NoError(t, err)
+	ref := kube.AppliedRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "peek", Name: "settings"}
+
+	// A second connection to the same cluster, whose cache watches nothing yet.
+	fresh, err := kube.NewCluster(cl.Config)
+	require.NoError(t, err)
+	t.Cleanup(fresh.Close)
+	got, err := fresh.Cache().Peek(ref)
+	require.NoError(t, err)
+	require.Nil(t, got, "the watch has only just started")
+	await.True(t, 30*time.Second, func() bool {
+		got, err := fresh.Cache().Peek(ref)
+		return err == nil && got != nil
+	}, "the watch Peek started fills the cache")
+
+	// Get, on a third connection, waits for the fill and finds the object on the first look-up.
+	other, err := kube.NewCluster(cl.Config)
+	require.NoError(t, err)
+	t.Cleanup(other.Close)
+	got, err = other.Cache().Get(ctx, ref)
+	require.NoError(t, err)
+	require.NotNil(t, got)
+}
