@@ -389,38 +389,46 @@ func (r *Runner) layersQleet(ctx context.Context, round int) (layerClock, time.D
 	if _, err := cl.Gateways().WaitReconciled(wctx, gw.ID); err != nil {
 		return nil, 0, fmt.Errorf("gateway: %w", err)
 	}
+	// The database as well, as the direct method waits for it: it is Ready once with nothing to run,
+	// so wait for it to run in its home.
+	if err := pollUntil(wctx, func(ctx context.Context) (bool, error) {
+		got, err := cl.Databases().Get(ctx, db.ID)
+		if err != nil || !api.Reconciled(got.Generation, &got.Status.Status) || got.Status.Home == nil {
+			return false, err
+		}
+		for _, rs := range got.Status.Runtimes {
+			if rs.RuntimeID == got.Status.Home.RuntimeID && rs.Phase == api.PhaseReady {
+				return true, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		return nil, 0, fmt.Errorf("database: %w", err)
+	}
 	total := time.Since(start)
 
 	clock := layerClock{}
-	// readyAt is the first Reconciled event of an object; with before set, the last one not after it (a
-	// database is Ready once with nothing to run, before its instance has a placement, and again once it
-	// runs there, before the instance is Ready).
-	readyAt := func(events func(context.Context, string) ([]api.Event, error), id string, before ...time.Duration) (time.Duration, bool) {
+	// readyAt is the first Reconciled event of an object at or after from. A database is Ready once
+	// with nothing to run, before its instance has a placement (and so before any cluster), and again
+	// once its StatefulSet runs on the instance's cluster, which may be after the app is Ready (the app
+	// needs only its connection Secret): its layer is the first Reconciled event after the cluster's.
+	readyAt := func(events func(context.Context, string) ([]api.Event, error), id string, from time.Duration) (time.Duration, bool) {
 		evs, err := events(ctx, id)
 		if err != nil {
 			return 0, false
 		}
-		var at time.Duration
-		found := false
 		for _, e := range evs {
-			if e.Reason != "Reconciled" {
-				continue
-			}
-			d := e.CreatedAt.Sub(start)
-			if len(before) == 0 {
+			if d := e.CreatedAt.Sub(start); e.Reason == "Reconciled" && d >= from {
 				return d, true
 			}
-			if d <= before[0] {
-				at, found = d, true
-			}
 		}
-		return at, found
+		return 0, false
 	}
 	for rt, err := range cl.KubernetesRuntimes().All(ctx, client.ListOptions{}) {
 		if err != nil {
 			break
 		}
-		if d, ok := readyAt(cl.KubernetesRuntimes().Events, rt.ID); ok {
+		if d, ok := readyAt(cl.KubernetesRuntimes().Events, rt.ID, 0); ok {
 			clock[layerCluster] = max(clock[layerCluster], d)
 		}
 	}
@@ -428,18 +436,20 @@ func (r *Runner) layersQleet(ctx context.Context, round int) (layerClock, time.D
 		if err != nil {
 			break
 		}
-		if d, ok := readyAt(cl.SupportServices().Events, ss.ID); ok {
+		if d, ok := readyAt(cl.SupportServices().Events, ss.ID, 0); ok {
 			clock[layerSupport] = max(clock[layerSupport], d)
 		}
 	}
-	if d, ok := readyAt(cl.WorkloadInstances().Events, inst.ID); ok {
-		clock[layerApp] = d
-		if d, ok := readyAt(cl.Databases().Events, db.ID, d); ok {
+	if cluster, ok := clock[layerCluster]; ok {
+		if d, ok := readyAt(cl.Databases().Events, db.ID, cluster); ok {
 			clock[layerDatabase] = d
 		}
 	}
+	if d, ok := readyAt(cl.WorkloadInstances().Events, inst.ID, 0); ok {
+		clock[layerApp] = d
+	}
 	clock[layerGateway] = total
-	if d, ok := readyAt(cl.Gateways().Events, gw.ID); ok {
+	if d, ok := readyAt(cl.Gateways().Events, gw.ID, 0); ok {
 		clock[layerGateway] = d
 	}
 	return clock, total, nil
