@@ -410,16 +410,25 @@ func (r *Runner) layersQleet(ctx context.Context, round int) (layerClock, time.D
 	clock := layerClock{}
 	// readyAt is the first Reconciled event of an object at or after from. A database is Ready once
 	// with nothing to run, before its instance has a placement (and so before any cluster), and again
-	// once its StatefulSet runs on the instance's cluster, which may be after the app is Ready (the app
-	// needs only its connection Secret): its layer is the first Reconciled event after the cluster's.
+	// once its StatefulSet runs on the instance's cluster: its layer is the first Reconciled event
+	// after the cluster's. The second is counted into the first (same reason and message), so an
+	// event's last occurrence (LastTimestamp) is looked at too.
 	readyAt := func(events func(context.Context, string) ([]api.Event, error), id string, from time.Duration) (time.Duration, bool) {
 		evs, err := events(ctx, id)
 		if err != nil {
 			return 0, false
 		}
 		for _, e := range evs {
-			if d := e.CreatedAt.Sub(start); e.Reason == "Reconciled" && d >= from {
+			if e.Reason != "Reconciled" {
+				continue
+			}
+			if d := e.CreatedAt.Sub(start); d >= from {
 				return d, true
+			}
+			if e.LastTimestamp != nil {
+				if d := e.LastTimestamp.Sub(start); d >= from {
+					return d, true
+				}
 			}
 		}
 		return 0, false
