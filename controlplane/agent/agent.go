@@ -6,6 +6,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,9 +39,9 @@ type Config struct {
 	Cluster *kube.Cluster
 	// OnChange is called with an owner's kind and id when the health of an object it applied changes, or
 	// when one of its objects is deleted. The kind is the object's kube.LabelOwnerKind (a data service's
-	// StatefulSet says "database"), or api.KindWorkloadInstance for an object that names none (pods,
-	// which their workload's controller labels from the template). A change that decides something is reported at once: a workload's
-	// rollout completes (every replica updated and available at its generation) or stops being
+	// StatefulSet says "database"); a pod's is its workload's (podOwner); an object that names none is a
+	// workload instance's. Warning events about an object are mirrored onto the same owner. A change
+	// that decides something is reported at once: a workload's rollout completes (every replica updated and available at its generation) or stops being
 	// complete, its spec changes (an edit by hand, put back at once), a pod shows a problem (a
 	// container waiting on something other than its creation, an unschedulable or failed pod), or an
 	// object is deleted. The progress in between (pods scheduled, started, ready one by one) is coalesced
@@ -126,12 +127,15 @@ func (a *Agent) Run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("agent: watch %s: %w", gk.Kind, err)
 		}
-		reg, err := inf.AddEventHandler(a.healthHandler())
+		set.byKind[gk.Kind] = inf
+	}
+	// The handlers once the set is complete: they read it (podOwner).
+	for kind, inf := range set.byKind {
+		reg, err := inf.AddEventHandler(a.healthHandler(set))
 		if err != nil {
-			return fmt.Errorf("agent: watch %s: %w", gk.Kind, err)
+			return fmt.Errorf("agent: watch %s: %w", kind, err)
 		}
 		defer func() { _ = inf.RemoveEventHandler(reg) }()
-		set.byKind[gk.Kind] = inf
 	}
 	warnings := informers.NewSharedInformerFactoryWithOptions(cl.Clientset, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "type=" + corev1.EventTypeWarning }),
@@ -162,11 +166,11 @@ func (a *Agent) Synced() <-chan struct{} { return a.synced }
 // healthHandler calls OnChange when an object's health key changes, and when a managed object other
 // than a pod is deleted: at once when the change decides something (decisive), else at the end of the
 // Debounce window. Objects already present when the agent starts do not trigger.
-func (a *Agent) healthHandler() cache.ResourceEventHandler {
+func (a *Agent) healthHandler(set informerSet) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerDetailedFuncs{
 		UpdateFunc: func(oldObj, newObj any) {
 			if healthKey(oldObj) != healthKey(newObj) {
-				a.changed(newObj, decisive(oldObj, newObj))
+				a.changed(set, newObj, decisive(oldObj, newObj))
 			}
 		},
 		DeleteFunc: func(obj any) {
@@ -174,7 +178,7 @@ func (a *Agent) healthHandler() cache.ResourceEventHandler {
 				obj = tomb.Obj
 			}
 			if _, isPod := obj.(*corev1.Pod); !isPod {
-				a.changed(obj, true)
+				a.changed(set, obj, true)
 			}
 		},
 	}
@@ -225,19 +229,17 @@ func podProblem(obj any) string {
 
 // changed notes a change of obj's instance. A decisive change calls OnChange at once; the others are
 // coalesced into one call at the end of a Debounce window, which a decisive call within it covers.
-func (a *Agent) changed(obj any, decisive bool) {
+func (a *Agent) changed(set informerSet, obj any, decisive bool) {
 	m, ok := obj.(metav1.Object)
 	if !ok || a.cfg.OnChange == nil {
 		return
 	}
-	labels := m.GetLabels()
-	id := labels[kube.LabelInstanceID]
+	kind, id := ownerOf(m.GetLabels())
+	if pod, ok := obj.(*corev1.Pod); ok {
+		kind, id = podOwner(set, pod)
+	}
 	if id == "" {
 		return
-	}
-	kind := labels[kube.LabelOwnerKind]
-	if kind == "" {
-		kind = api.KindWorkloadInstance
 	}
 	key := kind + "\x00" + id
 	a.mu.Lock()
@@ -264,6 +266,55 @@ func (a *Agent) changed(obj any, decisive bool) {
 			a.cfg.OnChange(kind, id)
 		}
 	})
+}
+
+// ownerOf returns the kind and id of the owner that an applied object's labels name: its
+// kube.LabelOwnerKind, or api.KindWorkloadInstance for an object that names none (pods, which their
+// workload's controller labels from the template). The id is empty for an object QleetOS did not apply.
+func ownerOf(labels map[string]string) (kind, id string) {
+	id = labels[kube.LabelInstanceID]
+	if id == "" {
+		return "", ""
+	}
+	return cmp.Or(labels[kube.LabelOwnerKind], api.KindWorkloadInstance), id
+}
+
+// podOwner is ownerOf for a pod. A pod's labels come from its workload's template, which names the
+// owner's id but not its kind (the kind label stays off templates, so that adding it rolled out no
+// data service's pods), so the kind is read from the workload that controls the pod, in the cache: a
+// StatefulSet or DaemonSet by name, a Deployment through its ReplicaSet's name (<deployment>-<pod
+// template hash>).
+func podOwner(set informerSet, pod *corev1.Pod) (kind, id string) {
+	kind, id = ownerOf(pod.Labels)
+	if id == "" || pod.Labels[kube.LabelOwnerKind] != "" {
+		return kind, id
+	}
+	ctrl := metav1.GetControllerOf(pod)
+	if ctrl == nil {
+		return kind, id
+	}
+	wkind, name := ctrl.Kind, ctrl.Name
+	if wkind == "ReplicaSet" {
+		hash := pod.Labels[appsv1.DefaultDeploymentUniqueLabelKey]
+		if hash == "" || !strings.HasSuffix(name, "-"+hash) {
+			return kind, id
+		}
+		wkind, name = "Deployment", strings.TrimSuffix(name, "-"+hash)
+	}
+	inf, ok := set.byKind[wkind]
+	if !ok {
+		return kind, id
+	}
+	obj, exists, err := inf.GetIndexer().GetByKey(pod.Namespace + "/" + name)
+	if err != nil || !exists {
+		return kind, id
+	}
+	if m, ok := obj.(metav1.Object); ok {
+		if k, wid := ownerOf(m.GetLabels()); wid == id {
+			return k, id
+		}
+	}
+	return kind, id
 }
 
 // rolledOut reports whether obj is a workload whose status shows its rollout complete: observed at its
@@ -325,7 +376,7 @@ func deref(p *int32) int32 {
 // EventInterval.
 func (a *Agent) eventHandler(ctx context.Context, cl *kube.Cluster, set informerSet) cache.ResourceEventHandler {
 	handle := func(ev *corev1.Event) {
-		id := a.instanceOf(ctx, cl, set, ev.InvolvedObject)
+		kind, id := a.ownerOfEvent(ctx, cl, set, ev.InvolvedObject)
 		if id == "" {
 			return
 		}
@@ -344,14 +395,14 @@ func (a *Agent) eventHandler(ctx context.Context, cl *kube.Cluster, set informer
 		}
 		a.mu.Unlock()
 		e := api.Event{
-			ObjectID: id, Kind: api.KindWorkloadInstance, Type: api.EventWarning, Reason: ev.Reason,
+			ObjectID: id, Kind: kind, Type: api.EventWarning, Reason: ev.Reason,
 			Message: fmt.Sprintf("%s %s/%s: %s", ev.InvolvedObject.Kind, ev.InvolvedObject.Namespace, ev.InvolvedObject.Name, strings.TrimSpace(ev.Message)),
 			Source:  "agent/" + a.cfg.Runtime.Name,
 		}
 		select {
 		case a.events <- e:
 		default:
-			a.log.Warn("agent event dropped: queue full", "instance", id, "reason", ev.Reason)
+			a.log.Warn("agent event dropped: queue full", "kind", kind, "id", id, "reason", ev.Reason)
 		}
 	}
 	return cache.ResourceEventHandlerDetailedFuncs{
@@ -377,9 +428,10 @@ func eventCount(ev *corev1.Event) int32 {
 	return ev.Count
 }
 
-// instanceOf returns the instance that owns an event's object: from the informer caches for workloads
-// and pods, otherwise by reading the object's labels.
-func (a *Agent) instanceOf(ctx context.Context, cl *kube.Cluster, set informerSet, ref corev1.ObjectReference) string {
+// ownerOfEvent returns the owner (kind and id) of an event's object: from the informer caches for
+// workloads and pods, otherwise by reading the object's labels. A data service's pods name their data
+// service, so that its warnings reach it rather than a workload instance of the same id.
+func (a *Agent) ownerOfEvent(ctx context.Context, cl *kube.Cluster, set informerSet, ref corev1.ObjectReference) (kind, id string) {
 	key := ref.Name
 	if ref.Namespace != "" {
 		key = ref.Namespace + "/" + ref.Name
@@ -387,25 +439,28 @@ func (a *Agent) instanceOf(ctx context.Context, cl *kube.Cluster, set informerSe
 	if inf, ok := set.byKind[ref.Kind]; ok {
 		obj, exists, err := inf.GetIndexer().GetByKey(key)
 		if err != nil || !exists {
-			return ""
+			return "", ""
+		}
+		if pod, ok := obj.(*corev1.Pod); ok {
+			return podOwner(set, pod)
 		}
 		if m, ok := obj.(metav1.Object); ok {
-			return m.GetLabels()[kube.LabelInstanceID]
+			return ownerOf(m.GetLabels())
 		}
-		return ""
+		return "", ""
 	}
 	gvk := schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind)
 	m, err := cl.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
-		return ""
+		return "", ""
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	u, err := cl.Dynamic.Resource(m.Resource).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err != nil || u.GetLabels()[kube.LabelManagedBy] != kube.ManagedByValue {
-		return ""
+		return "", ""
 	}
-	return u.GetLabels()[kube.LabelInstanceID]
+	return ownerOf(u.GetLabels())
 }
 
 // recordEvents posts mirrored events until ctx ends.
@@ -419,10 +474,10 @@ func (a *Agent) recordEvents(ctx context.Context) {
 				continue
 			}
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			err := a.cfg.Client.WorkloadInstances().RecordEvent(rctx, e.ObjectID, e)
+			err := a.cfg.Client.Raw(e.Kind).RecordEvent(rctx, e.ObjectID, e)
 			cancel()
 			if err != nil && ctx.Err() == nil && !api.IsNotFound(err) {
-				a.log.Warn("agent event not recorded", "instance", e.ObjectID, "reason", e.Reason, "err", err)
+				a.log.Warn("agent event not recorded", "kind", e.Kind, "id", e.ObjectID, "reason", e.Reason, "err", err)
 			}
 		}
 	}

@@ -146,6 +146,31 @@ func TestAgent(t *testing.T) {
 		require.Equal(t, "agent/sim", got.Source)
 	})
 
+	t.Run("warning events about a data service's pods are mirrored onto the data service", func(t *testing.T) {
+		// Its pods' labels name the database's id but not its kind, which comes from their StatefulSet.
+		db, err := svc.Databases().Create(ctx, &api.Database{Meta: api.Meta{Name: "events"}, Spec: api.DatabaseSpec{InstanceID: inst.ID}})
+		require.NoError(t, err)
+		sts := deployment(t, "db-events", `{name: db, image: "postgres:16", resources: {requests: {cpu: "1000"}}}`)
+		sts.SetKind("StatefulSet")
+		require.NoError(t, unstructured.SetNestedField(sts.Object, "db-events", "spec", "serviceName"))
+		_, err = kube.Apply(ctx, cl, kube.Owner{InstanceID: db.ID, Kind: api.KindDatabase, Namespace: "web-a"}, []*unstructured.Unstructured{sts})
+		require.NoError(t, err)
+		var got api.Event
+		await.True(t, 60*time.Second, func() bool {
+			evs, err := svc.Databases().Events(ctx, db.ID)
+			require.NoError(t, err)
+			for _, e := range evs {
+				if e.Reason == "FailedScheduling" {
+					got = e
+					return true
+				}
+			}
+			return false
+		}, "a FailedScheduling event mirrored onto the database")
+		require.Contains(t, got.Message, "Pod web-a/db-events-0")
+		require.Equal(t, api.KindDatabase, got.Kind)
+	})
+
 	t.Run("deleting an applied object by hand notifies the instance", func(t *testing.T) {
 		before := seen.count(api.KindWorkloadInstance, inst.ID)
 		require.NoError(t, cl.Clientset.AppsV1().Deployments("web-a").Delete(ctx, "web-a", metav1.DeleteOptions{}))

@@ -30,7 +30,7 @@ func TestProgressIsCoalescedIntoOneCall(t *testing.T) {
 	})
 	require.NoError(t, err)
 	count := func() int { mu.Lock(); defer mu.Unlock(); return len(calls) }
-	h := a.healthHandler()
+	h := a.healthHandler(informerSet{})
 	labels := map[string]string{kube.LabelInstanceID: "i1"}
 	pod := func(phase corev1.PodPhase, ready corev1.ConditionStatus) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Status: corev1.PodStatus{Phase: phase, Conditions: []corev1.PodCondition{
@@ -144,7 +144,7 @@ func hourWindow(t *testing.T) (cache.ResourceEventHandler, chan time.Time) {
 		OnChange: func(string, string) { calls <- time.Now() },
 	})
 	require.NoError(t, err)
-	return a.healthHandler(), calls
+	return a.healthHandler(informerSet{}), calls
 }
 
 // threeReplicas is the instance's 3-replica Deployment at generation gen, observed at generation 1, with
