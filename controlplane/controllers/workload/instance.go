@@ -157,20 +157,15 @@ func (r *InstanceReconciler) Reconcile(ctx context.Context, inst *api.WorkloadIn
 	placements = append(placements, r.leave(ctx, inst, targets, &out)...)
 	inst.Status.Placements = placements
 	summarize(inst)
+	res, err := out.result(inst)
 	if runtimeSet(placements) != before {
-		// Those that follow it, and those it follows, see where it now runs.
-		if err := r.notifyFollowed(ctx, inst); err != nil {
-			return reconcile.Result{}, err
-		}
+		// Those that follow it, and those it follows, see where it now runs, once its status says so:
+		// asked before the write, they could read the old placements and settle on them.
+		res.Notify = append(res.Notify, followedRefs(inst)...)
 		for _, refs := range followers {
-			for _, c := range refs {
-				if err := r.Client.WorkloadInstances().RequestReconcile(ctx, c.ID); err != nil && !api.IsNotFound(err) {
-					return reconcile.Result{}, fmt.Errorf("notify consumer workload_instance %q: %w", c.Name, err)
-				}
-			}
+			res.Notify = append(res.Notify, refs...)
 		}
 	}
-	res, err := out.result(inst)
 	if placedOn(placements) != wasOn {
 		// Its databases and buckets serve it where it runs: once its status says where, they look.
 		res.Notify = append(res.Notify, deps.dataServiceRefs()...)

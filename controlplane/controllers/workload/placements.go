@@ -92,15 +92,23 @@ func followerTargets(own []placement.Target, followers map[string][]api.ObjectRe
 // notifyFollowed asks the instances this one uses with placement with_consumers to look again at where
 // it runs: it was placed somewhere new, or left somewhere.
 func (r *InstanceReconciler) notifyFollowed(ctx context.Context, inst *api.WorkloadInstance) error {
-	for _, u := range inst.Spec.Uses {
-		if u.Placement != api.UseWithConsumers {
-			continue
-		}
-		if err := r.Client.WorkloadInstances().RequestReconcile(ctx, u.InstanceID); err != nil && !api.IsNotFound(err) {
-			return fmt.Errorf("notify used workload_instance %s: %w", u.InstanceID, err)
+	for _, ref := range followedRefs(inst) {
+		if err := r.Client.WorkloadInstances().RequestReconcile(ctx, ref.ID); err != nil && !api.IsNotFound(err) {
+			return fmt.Errorf("notify used workload_instance %s: %w", ref.ID, err)
 		}
 	}
 	return nil
+}
+
+// followedRefs names the instances inst uses with placement with_consumers.
+func followedRefs(inst *api.WorkloadInstance) []api.ObjectRef {
+	var refs []api.ObjectRef
+	for _, u := range inst.Spec.Uses {
+		if u.Placement == api.UseWithConsumers {
+			refs = append(refs, api.ObjectRef{Kind: api.KindWorkloadInstance, ID: u.InstanceID})
+		}
+	}
+	return refs
 }
 
 // runtimeSet names the runtimes of placements, for telling whether they changed.
