@@ -45,6 +45,24 @@ spec:
 	return &u
 }
 
+// awaitEvent waits for an event of the reason among an object's events, and returns it.
+func awaitEvent(t *testing.T, events func(context.Context, string) ([]api.Event, error), id, reason string) api.Event {
+	t.Helper()
+	var got api.Event
+	await.True(t, 60*time.Second, func() bool {
+		evs, err := events(context.Background(), id)
+		require.NoError(t, err)
+		for _, e := range evs {
+			if e.Reason == reason {
+				got = e
+				return true
+			}
+		}
+		return false
+	}, "a mirrored %s event", reason)
+	return got
+}
+
 // changes records OnChange calls.
 type changes struct {
 	mu  sync.Mutex
@@ -128,18 +146,7 @@ func TestAgent(t *testing.T) {
 	})
 
 	t.Run("warning events about managed objects are mirrored onto the instance", func(t *testing.T) {
-		var got api.Event
-		await.True(t, 60*time.Second, func() bool {
-			evs, err := svc.WorkloadInstances().Events(ctx, inst.ID)
-			require.NoError(t, err)
-			for _, e := range evs {
-				if e.Reason == "FailedScheduling" {
-					got = e
-					return true
-				}
-			}
-			return false
-		}, "a mirrored FailedScheduling event")
+		got := awaitEvent(t, svc.WorkloadInstances().Events, inst.ID, "FailedScheduling")
 		require.Equal(t, api.EventWarning, got.Type)
 		require.Contains(t, got.Message, "Pod web-a/web-a-")
 		require.Contains(t, got.Message, "Insufficient cpu")
@@ -155,18 +162,7 @@ func TestAgent(t *testing.T) {
 		require.NoError(t, unstructured.SetNestedField(sts.Object, "db-events", "spec", "serviceName"))
 		_, err = kube.Apply(ctx, cl, kube.Owner{InstanceID: db.ID, Kind: api.KindDatabase, Namespace: "web-a"}, []*unstructured.Unstructured{sts})
 		require.NoError(t, err)
-		var got api.Event
-		await.True(t, 60*time.Second, func() bool {
-			evs, err := svc.Databases().Events(ctx, db.ID)
-			require.NoError(t, err)
-			for _, e := range evs {
-				if e.Reason == "FailedScheduling" {
-					got = e
-					return true
-				}
-			}
-			return false
-		}, "a FailedScheduling event mirrored onto the database")
+		got := awaitEvent(t, svc.Databases().Events, db.ID, "FailedScheduling")
 		require.Contains(t, got.Message, "Pod web-a/db-events-0")
 		require.Equal(t, api.KindDatabase, got.Kind)
 	})
