@@ -260,7 +260,7 @@ type LayersResult struct {
 // Layers apply methods.
 const (
 	MethodLayersDirect = "direct: kubesim + Helm SDK + client-go, step after step"
-	MethodLayersQleet  = "QleetOS API: declare, wait for instance and gateway Ready"
+	MethodLayersQleet  = "QleetOS API: declare, wait for instance, gateway and database Ready"
 )
 
 // LayersApplyRow is one method of the layers apply over every round.
