@@ -58,6 +58,9 @@ type Config struct {
 	Seed uint64
 	// Logf receives progress lines (default: none).
 	Logf func(format string, args ...any)
+	// LogLevel is the API's and controllers' --log-level (default info); debug shows each notification's
+	// path when a run has to be explained.
+	LogLevel string
 }
 
 func (c *Config) defaults() error {
@@ -90,6 +93,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = "info"
 	}
 	return nil
 }
@@ -283,7 +289,7 @@ func (t *topology) up(ctx context.Context) error {
 		addrs = append(addrs, addr)
 		p := &proc{part: "api", name: fmt.Sprintf("api%d", i), dir: apiDir, log: filepath.Join(apiDir, fmt.Sprintf("api%d.log", i)),
 			argv: []string{cfg.QleetBinary, "api", "--data-dir", apiDir, "--listen", addr, "--database-url", t.pg.url,
-				"--nats-url", t.natsURLs, "--trace-buffer", "0"}}
+				"--nats-url", t.natsURLs, "--trace-buffer", "0", "--log-level", cfg.LogLevel}}
 		if err := p.start(); err != nil {
 			return err
 		}
@@ -319,7 +325,7 @@ func (t *topology) up(ctx context.Context) error {
 			env: []string{"QLEET_LOCK_SPAN_LOG=" + spans},
 			argv: []string{cfg.QleetBinary, "controller", "--data-dir", d, "--api-endpoint", t.lb.URL(),
 				"--token", strings.TrimSpace(string(ctrlToken)), "--nats-url", t.natsURLs,
-				"--workers", "4", "--resync", "5s", "--trace-buffer", "0"}}
+				"--workers", "4", "--resync", "5s", "--trace-buffer", "0", "--log-level", cfg.LogLevel}}
 		if err := p.start(); err != nil {
 			return err
 		}

@@ -139,11 +139,11 @@ func (t *topology) diff(ctx context.Context, cs kubernetes.Interface, m *model) 
 		got, ok := apiDefs[d.id]
 		switch {
 		case d.deleted && ok:
-			lost = append(lost, fmt.Sprintf("definition %s deleted but still in the API", d.name))
+			lost = append(lost, fmt.Sprintf("definition %s (%s) deleted but still in the API", d.name, d.id))
 		case !d.deleted && !ok:
-			lost = append(lost, fmt.Sprintf("definition %s missing from the API", d.name))
+			lost = append(lost, fmt.Sprintf("definition %s (%s) missing from the API", d.name, d.id))
 		case !d.deleted && got.Spec.Containers[0].Image != d.image:
-			lost = append(lost, fmt.Sprintf("definition %s has image %s, want %s", d.name, got.Spec.Containers[0].Image, d.image))
+			lost = append(lost, fmt.Sprintf("definition %s (%s) has image %s, want %s", d.name, d.id, got.Spec.Containers[0].Image, d.image))
 		case !d.deleted:
 			live.defs++
 		}
@@ -153,24 +153,24 @@ func (t *topology) diff(ctx context.Context, cs kubernetes.Interface, m *model) 
 		di, deployed := byInstance[in.id]
 		if in.deleted {
 			if ok {
-				lost = append(lost, fmt.Sprintf("instance %s deleted but still in the API", in.name))
+				lost = append(lost, fmt.Sprintf("instance %s (%s) deleted but still in the API", in.name, in.id))
 			} else if deployed {
-				lost = append(lost, fmt.Sprintf("instance %s deleted but its deployment remains", in.name))
+				lost = append(lost, fmt.Sprintf("instance %s (%s) deleted but its deployment remains", in.name, in.id))
 			}
 			continue
 		}
 		if !ok {
-			lost = append(lost, fmt.Sprintf("instance %s missing from the API", in.name))
+			lost = append(lost, fmt.Sprintf("instance %s (%s) missing from the API", in.name, in.id))
 			continue
 		}
 		st := client.CommonStatus(got)
 		switch {
 		case got.Spec.Replicas == nil || *got.Spec.Replicas != in.replicas:
-			lost = append(lost, fmt.Sprintf("instance %s has replicas %v in the API, want %d", in.name, got.Spec.Replicas, in.replicas))
+			lost = append(lost, fmt.Sprintf("instance %s (%s) has replicas %v in the API, want %d", in.name, in.id, got.Spec.Replicas, in.replicas))
 		case st.ObservedGeneration != got.Generation || st.Phase != api.PhaseReady:
-			lost = append(lost, fmt.Sprintf("instance %s not reconciled (%s, observed %d of %d)", in.name, st.Phase, st.ObservedGeneration, got.Generation))
+			lost = append(lost, fmt.Sprintf("instance %s (%s) not reconciled (%s, observed %d of %d)", in.name, in.id, st.Phase, st.ObservedGeneration, got.Generation))
 		case !deployed:
-			lost = append(lost, fmt.Sprintf("instance %s has no deployment", in.name))
+			lost = append(lost, fmt.Sprintf("instance %s (%s) has no deployment", in.name, in.id))
 		default:
 			d := deps.Items[di]
 			image := m.defs[in.defID].image

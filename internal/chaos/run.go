@@ -184,5 +184,20 @@ func (t *topology) run(ctx context.Context) (*Report, error) {
 	if err := t.check(ctx, m, rep, since); err != nil {
 		return rep, err
 	}
+	rep.Problems = append(rep.Problems, t.exited()...)
 	return rep, nil
+}
+
+// exited names the parts that are not running at the end of a run: each killed part was started again,
+// so one that is gone exited by itself (a start that gave up while another part was down), and the run
+// converged without it.
+func (t *topology) exited() []string {
+	var gone []string
+	procs := append(append(append([]*proc{t.pg.proc, t.agent}, t.nats...), t.apis...), t.controllers...)
+	for _, p := range procs {
+		if p != nil && !p.running() {
+			gone = append(gone, fmt.Sprintf("%s exited by itself: %s", p.name, tail(logTail(p.log), 500)))
+		}
+	}
+	return gone
 }

@@ -2,7 +2,7 @@
 // in a row, prints each run's figures, and writes them to docs/reliability.json and docs/reliability.md.
 // `make chaos` builds bin/qleet and bin/nats-server and runs it.
 //
-//	chaos [-runs 3] [-writes 1000] [-writers 4] [-rate 6] [-kills 2] [-seed N] [-work DIR] [-json PATH] [-md PATH]
+//	chaos [-runs 3] [-writes 1000] [-writers 4] [-rate 6] [-kills 2] [-downtime 2s] [-within 15s] [-log-level info] [-seed N] [-work DIR] [-json PATH] [-md PATH]
 package main
 
 import (
@@ -46,6 +46,9 @@ func run() error {
 	writers := flag.Int("writers", 4, "concurrent writers")
 	rate := flag.Float64("rate", 6, "writes per second, all writers together")
 	kills := flag.Int("kills", 2, "kills of each part per run")
+	downtime := flag.Duration("downtime", 2*time.Second, "longest outage of a killed part")
+	within := flag.Duration("within", 15*time.Second, "the convergence promise checked")
+	logLevel := flag.String("log-level", "info", "the API's and controllers' log level (debug, info, warn, error)")
 	seed := flag.Uint64("seed", 0, "seed of the first run (0: random); run i uses seed+i")
 	work := flag.String("work", "", "work dir (default: a new temporary dir, removed after a green run)")
 	qleet := flag.String("qleet", "bin/qleet", "qleet binary")
@@ -83,6 +86,7 @@ func run() error {
 		fmt.Printf("run %d of %d (work dir %s)\n", i+1, *runs, dir)
 		rep, err := chaos.Run(ctx, chaos.Config{
 			Writes: *writes, Writers: *writers, Rate: *rate, KillsPerPart: *kills, Seed: s,
+			Downtime: *downtime, ConvergeWithin: *within, LogLevel: *logLevel,
 			QleetBinary: qbin, NATSBinary: nbin, KubesimBinary: *kubesimBin, WorkDir: dir,
 			Logf: func(format string, args ...any) { fmt.Printf("  "+format+"\n", args...) },
 		})
