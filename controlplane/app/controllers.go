@@ -92,13 +92,35 @@ func (a *App) startControllers(ctx context.Context, endpoint, token string) erro
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			if err := c.Start(cctx); err != nil && cctx.Err() == nil {
-				a.fail(fmt.Errorf("controller: %w", err))
-			}
+			a.runStarter(cctx, c)
 		}()
 		a.ctrlStop = append(a.ctrlStop, func() { cancel(); <-done })
 	}
 	return nil
+}
+
+// runStarter runs c until ctx ends. A start that the broker did not answer (JetStream electing a leader,
+// or a NATS server of the cluster restarting: make chaos restarted a controller into one) is tried
+// again after a pause, rather than ending the process; any other error does.
+func (a *App) runStarter(ctx context.Context, c starter) {
+	pause := 500 * time.Millisecond
+	for {
+		err := c.Start(ctx)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		if !broker.Unanswered(err) {
+			a.fail(fmt.Errorf("controller: %w", err))
+			return
+		}
+		a.log.Warn("a controller could not start: the broker did not answer; it tries again", "after", pause, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 5*time.Second)
+	}
 }
 
 // workloadControllers returns the workload_definition and workload_instance controllers.

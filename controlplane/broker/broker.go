@@ -67,7 +67,10 @@ type Config struct {
 	Replicas int
 	// DuplicateWindow is how long the stream remembers message ids for de-duplication. Default 2m.
 	DuplicateWindow time.Duration
-	// AckWait is how long a consumer waits for an ack before redelivering. Default 30s.
+	// AckWait is how long a consumer waits for an ack, or a sign of progress, before redelivering.
+	// Default 10s. A running reconcile signals progress every few seconds (reconcile.Config.Heartbeat),
+	// so only a notification held by a replica that died, or delivered to one that had just died, waits
+	// this long: make chaos saw that wait (then 30s) decide how soon a killed controller's work went on.
 	AckWait time.Duration
 	// MaxAckPending bounds the unacknowledged messages of each consumer. Default 1000.
 	MaxAckPending int
@@ -93,7 +96,7 @@ func (c *Config) setDefaults() error {
 		c.DuplicateWindow = 2 * time.Minute
 	}
 	if c.AckWait <= 0 {
-		c.AckWait = 30 * time.Second
+		c.AckWait = 10 * time.Second
 	}
 	if c.MaxAckPending <= 0 {
 		c.MaxAckPending = 1000
@@ -109,6 +112,10 @@ func (c *Config) setDefaults() error {
 	}
 	return nil
 }
+
+// startWait bounds how long Start retries the creation of the stream and the lock bucket while
+// JetStream does not answer.
+const startWait = time.Minute
 
 // Broker is a connection to NATS JetStream with the reconcile stream and lock bucket ensured.
 type Broker struct {
@@ -167,7 +174,10 @@ func Start(ctx context.Context, cfg Config) (*Broker, error) {
 		return nil, fmt.Errorf("broker: jetstream: %w", err)
 	}
 	b.js = js
-	if err := b.ensure(ctx); err != nil {
+	// A JetStream that does not answer for now (a server of the cluster restarting, a leader being
+	// elected) is waited for, up to startWait, rather than ending the process's start: a controller
+	// started again while another part is down would otherwise exit (make chaos saw it).
+	if err := b.answered(ctx, time.Now().Add(startWait), b.ensure); err != nil {
 		b.Close()
 		return nil, err
 	}
@@ -374,7 +384,7 @@ func (b *Broker) answered(ctx context.Context, limit time.Time, attempt func(con
 		actx, cancel := context.WithDeadline(ctx, end)
 		err := attempt(actx)
 		cancel()
-		if err == nil || !unanswered(err) || ctx.Err() != nil || time.Until(limit) < pause {
+		if err == nil || !Unanswered(err) || ctx.Err() != nil || time.Until(limit) < pause {
 			return err
 		}
 		t := time.NewTimer(pause)
@@ -388,10 +398,10 @@ func (b *Broker) answered(ctx context.Context, limit time.Time, attempt func(con
 	}
 }
 
-// unanswered reports whether err means that a request got no answer: it timed out, found no responder,
-// or JetStream said it is not available for now (no leader yet). Such a request may or may not have
-// taken effect.
-func unanswered(err error) bool {
+// Unanswered reports whether err means that a request to the broker got no answer: it timed out, found
+// no responder, or JetStream said it is not available for now (no leader yet). Such a request may or may
+// not have taken effect, and asking again later may succeed.
+func Unanswered(err error) bool {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) {
 		return true

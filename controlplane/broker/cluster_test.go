@@ -182,6 +182,37 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("a process started while JetStream has no quorum waits for it instead of failing", func(t *testing.T) {
+		t.Parallel()
+		c := startCluster(t)
+		ctx := testCtx(t)
+		startClusterBroker(t, c, broker.Config{Replicas: 3}).Close()
+		c.nodes[1].Stop()
+		c.nodes[2].Stop()
+		started := make(chan error, 1)
+		go func() {
+			b, err := broker.Start(ctx, broker.Config{URL: c.nodes[0].ClientURL(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if err == nil {
+				b.Close()
+			}
+			started <- err
+		}()
+		// Longer than a request's timeout (4s): before, Start gave up after its first unanswered request.
+		select {
+		case err := <-started:
+			t.Fatalf("Start returned while the stream had no quorum: %v", err)
+		case <-time.After(6 * time.Second):
+		}
+		require.NoError(t, c.nodes[1].Start(ctx))
+		require.NoError(t, c.nodes[2].Start(ctx))
+		select {
+		case err := <-started:
+			require.NoError(t, err, "Start, once the cluster has its quorum again")
+		case <-ctx.Done():
+			t.Fatal("Start did not return once the cluster had its quorum again")
+		}
+	})
+
 	// Each case stops one node of a fresh cluster mid-flight: the leader of a different part each time.
 	const kind = "gateways"
 	// Stopping the consumer's leader (or the lock bucket's, which can lead the consumer too) used to stall

@@ -112,7 +112,7 @@ func (l *Locker) Acquire(ctx context.Context, key string) (*Lock, error) {
 		switch {
 		case err == nil:
 			k.written(rev, sent)
-		case unanswered(err):
+		case Unanswered(err):
 			k.unanswered(sent)
 		case errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSequence(err):
 			// A racing acquirer that lost shows up as a wrong-last-sequence error rather than
@@ -168,7 +168,7 @@ func (k *Lock) Refresh(ctx context.Context) error {
 			case err == nil:
 				k.written(ack.Sequence, sent)
 				return nil
-			case unanswered(err):
+			case Unanswered(err):
 				k.unanswered(sent)
 				return err
 			case !isWrongLastSequence(err):
@@ -217,7 +217,7 @@ func (k *Lock) Release(ctx context.Context) error {
 			switch {
 			case err == nil:
 				return nil
-			case unanswered(err):
+			case Unanswered(err):
 				k.unanswered(sent)
 				return err
 			case !isWrongLastSequence(err):

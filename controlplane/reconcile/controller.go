@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -491,6 +492,13 @@ func (c *Controller[S, T]) takeDirty(id string) []jetstream.Msg {
 	return msgs
 }
 
+// handedOver returns the notifications of id handed over to its worker so far (a copy).
+func (c *Controller[S, T]) handedOver(id string) []jetstream.Msg {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.dirty[id])
+}
+
 // end clears id's in-flight mark. Notifications handed over after the last takeDirty are nak'd, for
 // immediate redelivery.
 func (c *Controller[S, T]) end(id string) {
@@ -554,8 +562,9 @@ func (c *Controller[S, T]) stopTimers() {
 	}
 }
 
-// heartbeat renews the lock and the message's ack deadline until stopped. If the lock is lost, the
-// reconcile's context is cancelled so that two workers never act on one object at once.
+// heartbeat renews the lock and the ack deadlines of the message and of those handed over to this
+// worker meanwhile (begin), until stopped. If the lock is lost, the reconcile's context is cancelled so
+// that two workers never act on one object at once.
 func (c *Controller[S, T]) heartbeat(ctx context.Context, cancel context.CancelFunc, lock *broker.Lock, m jetstream.Msg, id string) func() {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -572,6 +581,9 @@ func (c *Controller[S, T]) heartbeat(ctx context.Context, cancel context.CancelF
 				return
 			case <-t.C:
 				_ = m.InProgress()
+				for _, hm := range c.handedOver(id) {
+					_ = hm.InProgress()
+				}
 				if err := lock.Refresh(ctx); err != nil {
 					c.log.Warn("lock lost, cancelling reconcile", "id", id, "err", err)
 					cancel()
