@@ -290,7 +290,11 @@ func (a *App) startAPI(ctx, runCtx context.Context) error {
 	if url == "" {
 		url = filepath.Join(a.cfg.DataDir, "qleet.db")
 	}
-	st, err := store.Open(ctx, store.Config{URL: url, Logger: a.log})
+	var st store.Store
+	err := a.whileStoreUnavailable(ctx, "open", func() (err error) {
+		st, err = store.Open(ctx, store.Config{URL: url, Logger: a.log})
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
@@ -349,27 +353,69 @@ func (a *App) startAPI(ctx, runCtx context.Context) error {
 	return nil
 }
 
-// ensureToken returns the token stored in <DataDir>/<file>, minting and registering one on first start.
-// The file is written with mode 0600.
+// ensureToken returns the token stored in <DataDir>/<file>, minting and registering one on first start,
+// or when the store does not know the stored one. The file is written with mode 0600. A database that
+// does not answer is waited for (whileStoreUnavailable): it never mints a new token.
 func (a *App) ensureToken(ctx context.Context, file, name, role string) (string, error) {
 	path := filepath.Join(a.cfg.DataDir, file)
 	if data, err := os.ReadFile(path); err == nil {
 		tok := strings.TrimSpace(string(data))
-		if _, err := a.Store.GetToken(ctx, server.HashToken(tok)); err == nil {
+		err := a.whileStoreUnavailable(ctx, "look up the "+name+" token", func() error {
+			_, err := a.Store.GetToken(ctx, server.HashToken(tok))
+			return err
+		})
+		switch {
+		case err == nil:
 			return tok, nil
+		case !errors.Is(err, store.ErrNotFound):
+			return "", fmt.Errorf("look up %s token: %w", name, err)
 		}
 	}
 	tok, err := server.NewToken()
 	if err != nil {
 		return "", err
 	}
-	if err := a.Store.CreateToken(ctx, &store.Token{Hash: server.HashToken(tok), Name: name, Role: role}); err != nil {
+	err = a.whileStoreUnavailable(ctx, "register the "+name+" token", func() error {
+		err := a.Store.CreateToken(ctx, &store.Token{Hash: server.HashToken(tok), Name: name, Role: role})
+		if errors.Is(err, store.ErrNameTaken) {
+			// An attempt the database committed before its connection broke.
+			if _, gerr := a.Store.GetToken(ctx, server.HashToken(tok)); gerr == nil {
+				return nil
+			}
+		}
+		return err
+	})
+	if err != nil {
 		return "", fmt.Errorf("register %s token: %w", name, err)
 	}
 	if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("write %s: %w", path, err)
 	}
 	return tok, nil
+}
+
+// storeStartWait bounds how long a starting API waits for a database that does not answer.
+const storeStartWait = time.Minute
+
+// whileStoreUnavailable runs step until it succeeds, fails for another reason than a database that does
+// not answer (store.Unavailable), or storeStartWait has passed: an API replica started while PostgreSQL
+// restarts waits for it instead of exiting (make chaos saw one exit).
+func (a *App) whileStoreUnavailable(ctx context.Context, what string, step func() error) error {
+	deadline := time.Now().Add(storeStartWait)
+	pause := 250 * time.Millisecond
+	for {
+		err := step()
+		if err == nil || !store.Unavailable(err) || ctx.Err() != nil || time.Now().Add(pause).After(deadline) {
+			return err
+		}
+		a.log.Warn("the database did not answer; trying again", "step", what, "after", pause, "err", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 5*time.Second)
+	}
 }
 
 // ReconcilesFinished is how many reconciles of kind this process's controllers have finished (0 when they

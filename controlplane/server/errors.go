@@ -2,15 +2,10 @@ package server
 
 import (
 	"context"
-	"database/sql/driver"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"strings"
-	"syscall"
 
 	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/store"
@@ -51,7 +46,7 @@ func apiError(err error) (*api.Error, bool) {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return api.Errorf(api.CodeUnavailable, "request cancelled or timed out"), true
 	}
-	if storeUnavailable(err) {
+	if store.Unavailable(err) {
 		// Not the client's fault, and not a bug: the database is down, restarting or out of connections.
 		// 503 says "retry"; the caller logs it (clientCaused false), since an operator must look.
 		return api.Errorf(api.CodeUnavailable, "the database is unavailable; retry shortly"), false
@@ -61,31 +56,6 @@ func apiError(err error) (*api.Error, bool) {
 
 // retryAfterSeconds is the Retry-After of a 503: how soon a client may try again.
 const retryAfterSeconds = "1"
-
-// storeUnavailable reports whether err says the database could not be reached or is not accepting work
-// right now, so that the request may succeed when retried: the connection was refused or reset, or timed
-// out; the driver gave up on a bad connection; or PostgreSQL answered with SQLSTATE class 08 (connection
-// exception), 53300 (too many connections) or 57P01-57P03 (shutting down, crashed, starting up).
-// PostgreSQL errors are recognised by their SQLSTATE field (the driver's Field('C')), so that no driver
-// type leaks out of the store.
-func storeUnavailable(err error) bool {
-	switch {
-	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
-		errors.Is(err, syscall.ECONNABORTED), errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH),
-		errors.Is(err, driver.ErrBadConn), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
-		return true
-	}
-	var opErr *net.OpError
-	if errors.As(err, &opErr) {
-		return true
-	}
-	var pg interface{ Field(byte) string }
-	if errors.As(err, &pg) {
-		code := pg.Field('C')
-		return strings.HasPrefix(code, "08") || code == "53300" || code == "57P01" || code == "57P02" || code == "57P03"
-	}
-	return false
-}
 
 func storeRefs(refs []store.Ref) []api.ObjectRef {
 	out := make([]api.ObjectRef, len(refs))

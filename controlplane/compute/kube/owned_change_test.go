@@ -2,8 +2,6 @@ package kube_test
 
 import (
 	"context"
-	"io"
-	"net"
 	"os"
 	"strings"
 	"sync"
@@ -19,68 +17,9 @@ import (
 	"github.com/qleetos/terraform-provider-qleet/api"
 	"github.com/qleetos/terraform-provider-qleet/controlplane/compute/kube"
 	"github.com/qleetos/terraform-provider-qleet/internal/await"
+	"github.com/qleetos/terraform-provider-qleet/internal/cutproxy"
 	"github.com/qleetos/terraform-provider-qleet/internal/kubesimtest"
 )
-
-// cuttableProxy forwards TCP connections to target until cut: then it drops every connection and
-// refuses new ones (closing them at once) until mended. It stands for a network outage between the
-// control plane and a cluster, while the cluster itself keeps serving others.
-type cuttableProxy struct {
-	ln     net.Listener
-	target string
-
-	mu    sync.Mutex
-	cut   bool
-	conns map[net.Conn]bool
-}
-
-func newCuttableProxy(t *testing.T, target string) *cuttableProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p := &cuttableProxy{ln: ln, target: target, conns: map[net.Conn]bool{}}
-	t.Cleanup(func() { _ = ln.Close(); p.setCut(true) })
-	go p.serve()
-	return p
-}
-
-func (p *cuttableProxy) serve() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		if p.cut {
-			p.mu.Unlock()
-			_ = c.Close()
-			continue
-		}
-		up, err := net.Dial("tcp", p.target)
-		if err != nil {
-			p.mu.Unlock()
-			_ = c.Close()
-			continue
-		}
-		p.conns[c], p.conns[up] = true, true
-		p.mu.Unlock()
-		go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
-		go func() { _, _ = io.Copy(c, up); _ = c.Close() }()
-	}
-}
-
-// setCut cuts (true) or mends (false) the proxy; cutting closes every open connection.
-func (p *cuttableProxy) setCut(cut bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = cut
-	if cut {
-		for c := range p.conns {
-			_ = c.Close()
-			delete(p.conns, c)
-		}
-	}
-}
 
 // ownedChanges collects OnOwnedChange calls.
 type ownedChanges struct {
@@ -121,12 +60,12 @@ func TestOwnedChangesComeFromTheWatch(t *testing.T) {
 	direct, err := kubernetes.NewForConfig(rc)
 	require.NoError(t, err)
 
-	proxy := newCuttableProxy(t, host)
+	proxy := cutproxy.New(t, host)
 	changes := &ownedChanges{}
 	conn := kube.NewConnector(kube.ConnectorConfig{OnOwnedChange: changes.add})
 	t.Cleanup(conn.Close)
 	rt := &api.KubernetesRuntime{Meta: api.Meta{ID: "rt-proxied", Name: "proxied"}, Spec: api.KubernetesRuntimeSpec{
-		Provider: api.ProviderKubeconfig, Kubeconfig: strings.ReplaceAll(string(raw), host, proxy.ln.Addr().String())}}
+		Provider: api.ProviderKubeconfig, Kubeconfig: strings.ReplaceAll(string(raw), host, proxy.Addr())}}
 	cl, err := conn.Connect(context.Background(), rt)
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -193,14 +132,14 @@ func TestOwnedChangesComeFromTheWatch(t *testing.T) {
 	})
 
 	t.Run("a change made while the watch was cut is reported when it resumes", func(t *testing.T) {
-		proxy.setCut(true)
+		proxy.SetCut(true)
 		before := changes.count(key)
 		patch := []byte(`{"data":{"a":"while-cut"}}`)
 		_, err := direct.CoreV1().ConfigMaps("watched").Patch(ctx, "settings", types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "kubectl-edit"})
 		require.NoError(t, err)
 		require.NoError(t, direct.CoreV1().ConfigMaps("watched").Delete(ctx, "extra", metav1.DeleteOptions{}))
 		require.Equal(t, before, changes.count(key), "nothing can be seen through a cut connection")
-		proxy.setCut(false)
+		proxy.SetCut(false)
 		await.True(t, 90*time.Second, func() bool { return changes.count(key) >= before+2 }, "the edit and the deletion are reported after the watch resumes")
 	})
 }
