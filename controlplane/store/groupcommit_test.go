@@ -334,8 +334,10 @@ func testCrashLosesNothingAcknowledged(t *testing.T, url string) {
 			acked = append(acked, name)
 		}
 	}
+	// The kill comes once 400 creates are acknowledged and groups have formed; on PostgreSQL the
+	// first shared group can come later than 400 creates on a busy machine (seen once in `make test`).
 	lines := bufio.NewScanner(out)
-	for len(acked) < 400 && lines.Scan() {
+	for (len(acked) < 400 || shared == 0 && len(acked) < 20_000) && lines.Scan() {
 		read(lines.Text())
 	}
 	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
