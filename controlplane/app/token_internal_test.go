@@ -37,10 +37,14 @@ func TestTokensSurviveADatabaseOutageAtStart(t *testing.T) {
 	first, err := a.ensureToken(ctx, "admin.token", "admin", server.RoleAdmin)
 	require.NoError(t, err)
 
-	t.Run("a stored token is kept while the database is down", func(t *testing.T) {
+	// outage cuts the database's connection for 2s, from now.
+	outage := func() *time.Timer {
 		proxy.SetCut(true)
-		mended := time.AfterFunc(2*time.Second, func() { proxy.SetCut(false) })
-		defer mended.Stop()
+		return time.AfterFunc(2*time.Second, func() { proxy.SetCut(false) })
+	}
+
+	t.Run("a stored token is kept while the database is down", func(t *testing.T) {
+		defer outage().Stop()
 		again, err := a.ensureToken(ctx, "admin.token", "admin", server.RoleAdmin)
 		require.NoError(t, err, "the look-up waits for the database")
 		require.Equal(t, first, again, "no new token was minted")
@@ -49,9 +53,7 @@ func TestTokensSurviveADatabaseOutageAtStart(t *testing.T) {
 		require.Equal(t, first+"\n", string(b))
 	})
 	t.Run("a first token is registered once the database is back", func(t *testing.T) {
-		proxy.SetCut(true)
-		mended := time.AfterFunc(2*time.Second, func() { proxy.SetCut(false) })
-		defer mended.Stop()
+		defer outage().Stop()
 		tok, err := a.ensureToken(ctx, "controller.token", "controller", server.RoleController)
 		require.NoError(t, err, "the registration waits for the database")
 		got, err := st.GetToken(ctx, server.HashToken(tok))

@@ -42,7 +42,7 @@ func startCluster(t *testing.T) *natsCluster {
 	for i := range 3 {
 		name := fmt.Sprintf("n%d", i)
 		es, err := broker.NewEmbeddedServer(broker.EmbeddedConfig{
-			DataDir: t.TempDir(), ServerName: name,
+			DataDir: t.TempDir(), ServerName: name, ReadyTimeout: time.Minute, // a busy `make test` can take >10s
 			Cluster: &broker.EmbeddedCluster{Name: "qleet-test", Port: routePorts[i], Routes: routes},
 		})
 		require.NoError(t, err)

@@ -34,8 +34,10 @@ func TestNATSLeader(t *testing.T) {
 	top := &topology{}
 	var urls []string
 	for i := range 3 {
+		// ReadyTimeout: this test runs beside TestChaos, whose builds load the machine; a server once took
+		// more than the default 10s to accept connections in `make test`.
 		es, err := broker.NewEmbeddedServer(broker.EmbeddedConfig{DataDir: t.TempDir(), ServerName: fmt.Sprintf("n%d", i),
-			Cluster: &broker.EmbeddedCluster{Name: "chaos-test", Port: routePorts[i], Routes: routes}})
+			Cluster: &broker.EmbeddedCluster{Name: "chaos-test", Port: routePorts[i], Routes: routes}, ReadyTimeout: time.Minute})
 		require.NoError(t, err)
 		require.NoError(t, es.Start(ctx))
 		t.Cleanup(es.Stop)
