@@ -401,14 +401,24 @@ const storeStartWait = time.Minute
 // not answer (store.Unavailable), or storeStartWait has passed: an API replica started while PostgreSQL
 // restarts waits for it instead of exiting (make chaos saw one exit).
 func (a *App) whileStoreUnavailable(ctx context.Context, what string, step func() error) error {
-	deadline := time.Now().Add(storeStartWait)
+	return a.retryWhile(ctx, what, store.Unavailable, storeStartWait, step)
+}
+
+// retryWhile runs step until it succeeds, fails with an error that transient does not accept, ctx ends,
+// or limit has passed (0: no limit). It pauses between attempts, from 250ms doubling up to 5s, and logs
+// each retried failure. It returns step's last error.
+func (a *App) retryWhile(ctx context.Context, what string, transient func(error) bool, limit time.Duration, step func() error) error {
+	var deadline time.Time
+	if limit > 0 {
+		deadline = time.Now().Add(limit)
+	}
 	pause := 250 * time.Millisecond
 	for {
 		err := step()
-		if err == nil || !store.Unavailable(err) || ctx.Err() != nil || time.Now().Add(pause).After(deadline) {
+		if err == nil || !transient(err) || ctx.Err() != nil || !deadline.IsZero() && time.Now().Add(pause).After(deadline) {
 			return err
 		}
-		a.log.Warn("the database did not answer; trying again", "step", what, "after", pause, "err", err)
+		a.log.Warn("no answer; trying again", "step", what, "after", pause, "err", err)
 		select {
 		case <-ctx.Done():
 			return err

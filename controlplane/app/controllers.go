@@ -101,25 +101,11 @@ func (a *App) startControllers(ctx context.Context, endpoint, token string) erro
 
 // runStarter runs c until ctx ends. A start that the broker did not answer (JetStream electing a leader,
 // or a NATS server of the cluster restarting: make chaos restarted a controller into one) is tried
-// again after a pause, rather than ending the process; any other error does.
+// again after a pause (retryWhile), rather than ending the process; any other error does.
 func (a *App) runStarter(ctx context.Context, c starter) {
-	pause := 500 * time.Millisecond
-	for {
-		err := c.Start(ctx)
-		if err == nil || ctx.Err() != nil {
-			return
-		}
-		if !broker.Unanswered(err) {
-			a.fail(fmt.Errorf("controller: %w", err))
-			return
-		}
-		a.log.Warn("a controller could not start: the broker did not answer; it tries again", "after", pause, "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(pause):
-		}
-		pause = min(2*pause, 5*time.Second)
+	err := a.retryWhile(ctx, "start a controller", broker.Unanswered, 0, func() error { return c.Start(ctx) })
+	if err != nil && ctx.Err() == nil {
+		a.fail(fmt.Errorf("controller: %w", err))
 	}
 }
 
