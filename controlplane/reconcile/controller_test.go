@@ -522,6 +522,63 @@ func TestNotificationDuringReconcileIsTakenOverByTheWorker(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// A notification handed over to a worker waits for that worker's reconcile, however long it runs: the
+// heartbeat signals progress on it as on the worker's own message, so JetStream does not redeliver it
+// after AckWait. The reconcile here is held for more than three ack waits after the hand-over.
+func TestHandedOverNotificationIsNotRedeliveredWhileTheReconcileRuns(t *testing.T) {
+	t.Parallel()
+	const ackWait = time.Second
+	b := setup(t, setupOpts{ackWait: ackWait})
+	first := make(chan struct{})
+	release := make(chan struct{})
+	var calls atomic.Int32
+	ctrl, stop := b.runWith(t, b.client, recFunc(func(ctx context.Context, obj *defObj) (reconcile.Result, error) {
+		if calls.Add(1) == 1 {
+			close(first)
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return reconcile.Result{}, nil
+	}), reconcile.Config{Workers: 4, Heartbeat: 200 * time.Millisecond, LockRetry: time.Hour, ResyncInterval: time.Hour, Timeout: time.Minute})
+	released := false
+	releaseOnce := func() {
+		if !released {
+			released = true
+			close(release)
+		}
+	}
+	// Registered after runWith's, so it runs first: a failed assertion must not leave the reconcile held
+	// while the controller waits for it to stop.
+	t.Cleanup(releaseOnce)
+
+	obj := b.createDef(t, "long")
+	select {
+	case <-first:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first reconcile never started")
+	}
+	require.NoError(t, b.broker.Publish(context.Background(), api.KindWorkloadDefinition, obj.ID, "during"))
+	await.True(t, 10*time.Second, func() bool { return ctrl.HandedOver(obj.ID) >= 1 }, "a notification handed to the worker that holds the object")
+
+	cons, err := b.broker.Consumer(context.Background(), api.KindWorkloadDefinition)
+	require.NoError(t, err)
+	before, err := cons.Info(context.Background())
+	require.NoError(t, err)
+	time.Sleep(3*ackWait + ackWait/2) // no signal for "not redelivered": a window of three and a half ack waits
+	after, err := cons.Info(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, before.NumRedelivered, after.NumRedelivered, "a notification was redelivered while its reconcile ran")
+	require.Equal(t, int32(1), calls.Load(), "only the held reconcile ran")
+
+	releaseOnce()
+	await.True(t, 10*time.Second, func() bool { return calls.Load() >= 2 }, "the handed-over notification's reconcile")
+	_, err = b.client.WorkloadDefinitions().WaitReconciled(waitCtx(t, 10*time.Second), obj.ID)
+	require.NoError(t, err)
+	stop()
+}
+
 func TestFailedObjectsAreRecheckedOnASlowSchedule(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
