@@ -501,17 +501,10 @@ func TestNotificationDuringReconcileIsTakenOverByTheWorker(t *testing.T) {
 	}), reconcile.Config{Workers: 4, LockRetry: time.Hour, ResyncInterval: time.Hour})
 
 	obj := b.createDef(t, "busy")
-	select {
-	case <-first:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the first reconcile never started")
-	}
-	// Two more notifications while the first reconcile runs: they coalesce into one more reconcile.
-	require.NoError(t, b.broker.Publish(context.Background(), api.KindWorkloadDefinition, obj.ID, "again-1"))
-	require.NoError(t, b.broker.Publish(context.Background(), api.KindWorkloadDefinition, obj.ID, "again-2"))
-	// Wait for one to reach a second worker, which hands it to the first (the stream may coalesce the two
-	// into one message); one that arrives later is reconciled at most once more, the bound checked below.
-	await.True(t, 10*time.Second, func() bool { return ctrl.HandedOver(obj.ID) >= 1 }, "a notification handed to the worker that holds the object")
+	// Two more notifications while the first reconcile runs: they coalesce into one more reconcile. One
+	// reaches a second worker, which hands it to the first (the stream may coalesce the two into one
+	// message); one that arrives later is reconciled at most once more, the bound checked below.
+	b.notifyDuring(t, ctrl, first, obj.ID, "again-1", "again-2")
 	close(release)
 
 	await.True(t, 10*time.Second, func() bool { return calls.Load() >= 2 }, "the coalesced second reconcile")
@@ -554,13 +547,7 @@ func TestHandedOverNotificationIsNotRedeliveredWhileTheReconcileRuns(t *testing.
 	t.Cleanup(releaseOnce)
 
 	obj := b.createDef(t, "long")
-	select {
-	case <-first:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the first reconcile never started")
-	}
-	require.NoError(t, b.broker.Publish(context.Background(), api.KindWorkloadDefinition, obj.ID, "during"))
-	await.True(t, 10*time.Second, func() bool { return ctrl.HandedOver(obj.ID) >= 1 }, "a notification handed to the worker that holds the object")
+	b.notifyDuring(t, ctrl, first, obj.ID, "during")
 
 	cons, err := b.broker.Consumer(context.Background(), api.KindWorkloadDefinition)
 	require.NoError(t, err)
@@ -577,6 +564,21 @@ func TestHandedOverNotificationIsNotRedeliveredWhileTheReconcileRuns(t *testing.
 	_, err = b.client.WorkloadDefinitions().WaitReconciled(waitCtx(t, 10*time.Second), obj.ID)
 	require.NoError(t, err)
 	stop()
+}
+
+// notifyDuring waits for the first reconcile of id to start (first is closed), publishes a notification
+// for id with each of msgIDs, and waits until one has been handed over to the worker that holds id.
+func (b *bundle) notifyDuring(t *testing.T, ctrl *reconcile.Controller[api.WorkloadDefinitionSpec, api.WorkloadDefinitionStatus], first <-chan struct{}, id string, msgIDs ...string) {
+	t.Helper()
+	select {
+	case <-first:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first reconcile never started")
+	}
+	for _, msgID := range msgIDs {
+		require.NoError(t, b.broker.Publish(context.Background(), api.KindWorkloadDefinition, id, msgID))
+	}
+	await.True(t, 10*time.Second, func() bool { return ctrl.HandedOver(id) >= 1 }, "a notification handed to the worker that holds the object")
 }
 
 func TestFailedObjectsAreRecheckedOnASlowSchedule(t *testing.T) {
