@@ -209,6 +209,7 @@ func openPostgres(cfg Config) (*bunStore, error) {
 	if err != nil {
 		return nil, err
 	}
+	pgDriverLog.use(cfg.Logger)
 	sqldb := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(u.String())))
 	sqldb.SetMaxOpenConns(cfg.MaxOpenConns)
 	sqldb.SetMaxIdleConns(cfg.MaxOpenConns)
